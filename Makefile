@@ -1,0 +1,27 @@
+# pgflow-wasm: the two commands in the README are `make run` and `make test`.
+# Toolchains and example modules: mk/toolchains.mk and mk/examples.mk.
+# Database pieces (npm-pinned pgflow schema, local cluster): mk/db.mk.
+
+SHELL := /bin/bash
+GO ?= go
+# wasmtime is the second engine (cgo, static libraries from the Go module proxy).
+TAGS ?= wasmtime
+BIN := bin/pgflow-wasm
+
+.PHONY: all build test run vet fmt-check deps clean
+all: build
+
+include $(wildcard mk/*.mk)
+
+build:
+	$(GO) build -tags '$(TAGS)' -o $(BIN) ./cmd/pgflow-wasm
+
+vet:
+	$(GO) vet -tags '$(TAGS)' ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+clean:
+	rm -rf bin

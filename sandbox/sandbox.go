@@ -1,0 +1,125 @@
+// Package sandbox runs pgflow step handlers compiled to WebAssembly with hard limits.
+//
+// One Engine interface, two implementations: wazero (default, pure Go) and wasmtime-go
+// (build tag "wasmtime", cgo). An engine loads a module file (size cap, sha256, compile with an
+// on-disk cache, validation of imports, exports and memory) and runs it once per task in a
+// fresh instance, through ABI v1 (see ../abi/SPEC.md).
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Engine compiles and runs modules. Implementations are safe for concurrent use.
+type Engine interface {
+	// Name is "wazero" or "wasmtime".
+	Name() string
+	// Load reads, validates and compiles the module at path. A module that would be
+	// rejected returns an *Error of KindInvalidModule that says why.
+	Load(ctx context.Context, path string, mc ModuleConfig) (Module, error)
+	// Abandoned counts calls the watchdog gave up on whose guest code is still running
+	// (loop-free runaway code on wazero). The worker restarts itself when they pile up.
+	Abandoned() int
+	// Close releases every module and instance of the engine.
+	Close(ctx context.Context) error
+}
+
+// Module is a compiled, validated handler. Run may be called concurrently.
+type Module interface {
+	Info() Info
+	// Run executes one task. On failure it returns an *Error; the Result still carries
+	// the logs the guest wrote before failing.
+	Run(ctx context.Context, t Task) (Result, error)
+	Close(ctx context.Context) error
+}
+
+// Config applies to every module an engine loads. Zero values take the defaults below.
+type Config struct {
+	CacheDir       string // on-disk compilation cache; "" disables it
+	MaxModuleBytes int64  // largest module file accepted
+	MaxOutputBytes int    // largest output_write accepted
+	MaxErrorBytes  int    // error_write and captured stderr are truncated here
+	MaxLogBytes    int    // per task; further log lines are dropped and counted
+}
+
+// Defaults for Config and ModuleConfig.
+const (
+	DefaultMaxModuleBytes = 64 << 20
+	DefaultMaxOutputBytes = 1 << 20
+	DefaultMaxErrorBytes  = 16 << 10
+	DefaultMaxLogBytes    = 64 << 10
+	DefaultMemoryLimit    = 64 << 20
+	DefaultTimeout        = 60 * time.Second
+)
+
+// ModuleConfig holds the per-step settings of a loaded module.
+type ModuleConfig struct {
+	MemoryLimit   uint64 // bytes of linear memory; rounded down to 64 KiB pages
+	ReuseInstance bool   // keep instances between tasks (opt-in: tasks may then see each other's memory)
+}
+
+// Task is one handler call.
+type Task struct {
+	Input   []byte        // step input JSON, exactly as pgflow delivered it
+	Context []byte        // context JSON (abi.Context)
+	Timeout time.Duration // the step timeout; the call is stopped when it expires
+}
+
+// Result is what a call produced.
+type Result struct {
+	Output      []byte // valid UTF-8 JSON, at most MaxOutputBytes
+	Logs        []LogLine
+	LogsDropped int // lines dropped over MaxLogBytes
+	Duration    time.Duration
+}
+
+// LogLine is one call of the guest's log import.
+type LogLine struct {
+	Level   int32 // abi.LogDebug .. abi.LogError
+	Message string
+}
+
+// Kind classifies a failure so the worker can report it and tests can assert on it.
+type Kind string
+
+// Failure kinds. Load-time problems are KindInvalidModule; the others come from Run.
+const (
+	KindInvalidModule  Kind = "invalid_module"
+	KindTimeout        Kind = "timeout"
+	KindTrap           Kind = "trap"
+	KindHandlerError   Kind = "handler_error"
+	KindOutputTooLarge Kind = "output_too_large"
+	KindInvalidOutput  Kind = "invalid_output"
+	KindMemoryLimit    Kind = "memory_limit"
+	KindProtocolError  Kind = "protocol_error"
+)
+
+// Error is the typed failure of Load or Run.
+type Error struct {
+	Kind    Kind
+	Message string // what happened, including the guest's own message when it left one
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Kind, e.Message) }
+
+// Info describes a module file.
+type Info struct {
+	Path           string
+	Size           int64
+	SHA256         string // hex
+	Mode           string // "reactor" (pgflow_handle) or "command" (_start)
+	ABIVersion     int32  // 0 when the module does not export pgflow_abi_version
+	Imports        []Func
+	Exports        []Func
+	MemoryMinPages uint32
+	MemoryMaxPages uint32 // 0 when the module declares no maximum
+}
+
+// Func is one import or export, with its signature in WebAssembly text form, e.g. "(i32, i32) -> i32".
+type Func struct {
+	Module    string // import module; empty for exports
+	Name      string
+	Signature string
+}
