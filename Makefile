@@ -8,13 +8,27 @@ GO ?= go
 TAGS ?= wasmtime
 BIN := bin/pgflow-wasm
 
-.PHONY: all build test run vet fmt-check deps clean
+.PHONY: all build test run vet fmt-check deps modules clean
 all: build
 
 include $(wildcard mk/*.mk)
 
 build:
 	$(GO) build -tags '$(TAGS)' -o $(BIN) ./cmd/pgflow-wasm
+
+# Everything a test or a run needs that is built from source or fetched by a registry:
+# toolchains (mk/toolchains.mk), the pinned pgflow schema (mk/db.mk), example and test modules.
+deps: toolchains node_modules
+modules: examples testmodules sandbox-testdata
+
+test: deps modules
+	$(MAKE) vet fmt-check
+	$(GO) test -race -tags '$(TAGS)' -timeout 25m ./...
+
+run: deps modules build
+	$(BIN) localdb up
+	DATABASE_URL=$$($(BIN) localdb url) $(BIN) db install
+	DATABASE_URL=$$($(BIN) localdb url) $(BIN) db status
 
 vet:
 	$(GO) vet -tags '$(TAGS)' ./...
