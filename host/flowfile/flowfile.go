@@ -1,0 +1,123 @@
+// Package flowfile loads and validates flows.yaml: the flows a worker serves, their steps,
+// dependencies, options and the WebAssembly module of each step.
+//
+// Loading is strict: unknown keys, wrong types, bad slugs, missing dependencies, cycles and
+// out-of-range options are errors, each naming the file and line and what to write instead.
+// Module files must exist; whether they are valid WebAssembly handlers is the sandbox's call.
+package flowfile
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// Defaults for flow options. They are always sent to pgflow.create_flow explicitly,
+// because the SQL function's own base_delay default (5) disagrees with the table's (1).
+const (
+	DefaultMaxAttempts = 3
+	DefaultBaseDelay   = 1
+	DefaultTimeout     = 60
+)
+
+// Step types.
+const (
+	StepSingle = "single"
+	StepMap    = "map"
+)
+
+// File is a loaded, validated flows.yaml.
+type File struct {
+	Path  string // as given to Load
+	Flows []*Flow
+}
+
+// Flow is one pgflow flow.
+type Flow struct {
+	Slug        string
+	MaxAttempts int
+	BaseDelay   int // seconds; the first retry waits 2 x base_delay
+	Timeout     int // seconds; the default for steps without their own
+	// MaxConcurrency caps this flow's tasks running at once in one worker; 0 means only
+	// the worker's global limit applies.
+	MaxConcurrency int
+	Steps          []*Step // in file order, which is a valid topological order
+	Line           int
+}
+
+// Step is one step of a flow.
+type Step struct {
+	Slug      string
+	Type      string // StepSingle or StepMap
+	DependsOn []string
+	// Module is the handler's path: absolute, resolved against the flows file's folder.
+	Module     string
+	ModuleLine int
+	// Step options; nil inherits the flow's value (stored as NULL in pgflow.steps).
+	MaxAttempts *int
+	BaseDelay   *int
+	Timeout     *int
+	StartDelay  *int
+	// MemoryLimit is the handler's linear-memory cap in bytes; 0 means the sandbox default.
+	MemoryLimit uint64
+	// ReuseInstance keeps handler instances between tasks (for heavy guests such as
+	// standard Go); tasks may then see memory left by earlier tasks of the same step.
+	ReuseInstance bool
+	Line          int
+}
+
+// EffectiveTimeout is the step's timeout in seconds, falling back to the flow's.
+func (s *Step) EffectiveTimeout(f *Flow) int {
+	if s.Timeout != nil {
+		return *s.Timeout
+	}
+	return f.Timeout
+}
+
+// Flow returns the flow with the given slug, or nil.
+func (f *File) Flow(slug string) *Flow {
+	for _, fl := range f.Flows {
+		if fl.Slug == slug {
+			return fl
+		}
+	}
+	return nil
+}
+
+// Step returns the step with the given slug, or nil.
+func (f *Flow) Step(slug string) *Step {
+	for _, s := range f.Steps {
+		if s.Slug == slug {
+			return s
+		}
+	}
+	return nil
+}
+
+// Dependents returns the slugs of the steps that depend on step.
+func (f *Flow) Dependents(step string) []string {
+	var out []string
+	for _, s := range f.Steps {
+		for _, d := range s.DependsOn {
+			if d == step {
+				out = append(out, s.Slug)
+			}
+		}
+	}
+	return out
+}
+
+// Load reads and validates the flows file at path.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, Errors{{File: path, Msg: "file not found (pass --flows FILE, or create flows.yaml: see README)"}}
+		}
+		return nil, Errors{{File: path, Msg: err.Error()}}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, filepath.Dir(abs), data)
+}

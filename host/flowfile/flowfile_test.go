@@ -1,0 +1,257 @@
+package flowfile
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeFlows writes a flows file and the module files it names (empty: this package only
+// checks that they exist; the sandbox validates their contents).
+func writeFlows(t *testing.T, yamlText string, modules ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, m := range modules {
+		p := filepath.Join(dir, m)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("\x00asm"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "flows.yaml")
+	if err := os.WriteFile(path, []byte(yamlText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestLoadValidFile(t *testing.T) {
+	t.Parallel()
+	path := writeFlows(t, `
+flows:
+  - slug: order_pipeline
+    max_attempts: 5
+    base_delay: 2
+    timeout: 30
+    max_concurrency: 4
+    steps:
+      - slug: total
+        depends_on: [price_items]
+        module: m/sum.wasm
+      - slug: validate
+        module: m/validate.wasm
+        reuse_instance: true
+      - slug: price_items
+        type: map
+        depends_on: [validate]
+        module: m/price.wasm
+        timeout: 5
+        memory_limit: 32MiB
+        start_delay: 0
+  - slug: second
+    steps:
+      - slug: only
+        module: m/sum.wasm
+`, "m/sum.wasm", "m/validate.wasm", "m/price.wasm")
+	f, err := Load(path)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if len(f.Flows) != 2 {
+		t.Fatalf("got %d flows, want 2", len(f.Flows))
+	}
+	fl := f.Flow("order_pipeline")
+	if fl.MaxAttempts != 5 || fl.BaseDelay != 2 || fl.Timeout != 30 || fl.MaxConcurrency != 4 {
+		t.Errorf("flow options = %+v", fl)
+	}
+	var order []string
+	for _, s := range fl.Steps {
+		order = append(order, s.Slug)
+	}
+	if got := strings.Join(order, ","); got != "validate,price_items,total" {
+		t.Errorf("topological order = %s, want validate,price_items,total", got)
+	}
+	price := fl.Step("price_items")
+	if price.Type != StepMap || price.MemoryLimit != 32<<20 || *price.Timeout != 5 || price.EffectiveTimeout(fl) != 5 {
+		t.Errorf("price_items = %+v", price)
+	}
+	if !filepath.IsAbs(price.Module) || !strings.HasSuffix(price.Module, "m/price.wasm") {
+		t.Errorf("module path %q should be absolute and resolved against the file's folder", price.Module)
+	}
+	if v := fl.Step("validate"); !v.ReuseInstance || v.Timeout != nil || v.EffectiveTimeout(fl) != 30 {
+		t.Errorf("validate = %+v", v)
+	}
+	if got := fl.Dependents("validate"); len(got) != 1 || got[0] != "price_items" {
+		t.Errorf("Dependents(validate) = %v", got)
+	}
+	second := f.Flow("second")
+	if second.MaxAttempts != DefaultMaxAttempts || second.BaseDelay != DefaultBaseDelay || second.Timeout != DefaultTimeout {
+		t.Errorf("defaults not applied: %+v", second)
+	}
+}
+
+func TestLoadReportsProblemsWithLines(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		yaml string
+		want []string // substrings, each expected somewhere in the error
+	}{
+		{"syntax", "flows:\n  - slug: a: b\n", []string{"flows.yaml:2: invalid YAML: mapping values are not allowed"}},
+		{"empty", "", []string{"the file is empty"}},
+		{"no flows key", "flow: []\n", []string{`flows.yaml:1: unknown key "flow" at the top level (did you mean "flows"?)`, "missing `flows:`"}},
+		{"flows not a list", "flows: {}\n", []string{"flows.yaml:1: `flows` must be a list"}},
+		{"unknown flow key", `
+flows:
+  - slug: a
+    timout: 3
+    steps:
+      - slug: s
+        module: m.wasm
+`, []string{`flows.yaml:4: unknown key "timout" in flow "a" (did you mean "timeout"?)`}},
+		{"unknown step key", `
+flows:
+  - slug: a
+    steps:
+      - slug: s
+        module: m.wasm
+        dependson: [x]
+`, []string{`flows.yaml:7: unknown key "dependson" in step "s" of flow "a" (did you mean "depends_on"?)`}},
+		{"bad flow slug", `
+flows:
+  - slug: Order-Pipeline
+    steps:
+      - slug: s
+        module: m.wasm
+`, []string{`flows.yaml:3: flow slug "Order-Pipeline": use lower-case letters`, `"order_pipeline"`}},
+		{"long flow slug", "flows:\n  - slug: " + strings.Repeat("a", 48) + "\n    steps:\n      - slug: s\n        module: m.wasm\n",
+			[]string{"flows.yaml:2:", "is 48 characters: at most 47"}},
+		{"reserved step slug", `
+flows:
+  - slug: a
+    steps:
+      - slug: run
+        module: m.wasm
+`, []string{"flows.yaml:5: `run` is reserved"}},
+		{"duplicate step", `
+flows:
+  - slug: a
+    steps:
+      - slug: s
+        module: m.wasm
+      - slug: s
+        module: m.wasm
+`, []string{`flows.yaml:7: step "s" is declared twice in flow "a" (first at line 5)`}},
+		{"duplicate flow", `
+flows:
+  - slug: a
+    steps: [{slug: s, module: m.wasm}]
+  - slug: a
+    steps: [{slug: s, module: m.wasm}]
+`, []string{`flows.yaml:5: flow "a" is declared twice (first at line 3)`}},
+		{"missing dep", `
+flows:
+  - slug: a
+    steps:
+      - slug: first
+        module: m.wasm
+      - slug: second
+        depends_on: [frist]
+        module: m.wasm
+`, []string{`flows.yaml:7: step "second" depends on "frist", which flow "a" does not declare (did you mean "first"?)`}},
+		{"cycle", `
+flows:
+  - slug: a
+    steps:
+      - slug: x
+        depends_on: [y]
+        module: m.wasm
+      - slug: y
+        depends_on: [x]
+        module: m.wasm
+`, []string{`flows.yaml:5: flow "a" has a dependency cycle among steps x, y`}},
+		{"map with two deps", `
+flows:
+  - slug: a
+    steps:
+      - {slug: x, module: m.wasm}
+      - {slug: y, module: m.wasm}
+      - {slug: z, type: map, depends_on: [x, y], module: m.wasm}
+`, []string{`flows.yaml:7: map step "z" has 2 dependencies`}},
+		{"bad type", `
+flows:
+  - slug: a
+    steps:
+      - {slug: x, type: parallel, module: m.wasm}
+`, []string{"flows.yaml:5: `type` must be `single` (the default) or `map`"}},
+		{"options out of range", `
+flows:
+  - slug: a
+    timeout: 0
+    max_attempts: many
+    steps:
+      - slug: x
+        module: m.wasm
+        base_delay: -1
+        memory_limit: 32mb
+`, []string{"flows.yaml:4: `timeout` is 0: it must be from 1 to 86400 (seconds)",
+			"flows.yaml:5: `max_attempts` must be a whole number from 1 to 100",
+			"flows.yaml:9: `base_delay` is -1",
+			"flows.yaml:10: `memory_limit` \"32mb\" is not a size"}},
+		{"missing module file", `
+flows:
+  - slug: a
+    steps:
+      - slug: x
+        module: modules/examples/rust/greet.wasm
+`, []string{"flows.yaml:6: module \"modules/examples/rust/greet.wasm\" not found", "run `make examples`"}},
+		{"missing module key and slug", `
+flows:
+  - slug: a
+    steps:
+      - type: map
+`, []string{"flows.yaml:5: step without a slug", "has no `module:`"}},
+		{"no steps", "flows:\n  - slug: a\n", []string{`flows.yaml:2: flow "a" has no ` + "`steps:`"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := writeFlows(t, tc.yaml, "m.wasm")
+			_, err := Load(path)
+			if err == nil {
+				t.Fatalf("Load succeeded, want errors containing %q", tc.want)
+			}
+			msg := strings.ReplaceAll(err.Error(), path, "flows.yaml")
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error does not contain %q:\n%s", w, msg)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	t.Parallel()
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
+	if err == nil || !strings.Contains(err.Error(), "file not found") {
+		t.Fatalf("err = %v, want file not found", err)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]uint64{"65536": 65536, "512KiB": 512 << 10, "32MiB": 32 << 20, "1GiB": 1 << 30, "2 MiB": 2 << 20} {
+		if got, ok := parseSize(in); !ok || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "32mb", "-1", "1.5MiB", "MiB"} {
+		if _, ok := parseSize(in); ok {
+			t.Errorf("parseSize(%q) accepted", in)
+		}
+	}
+}
