@@ -1,0 +1,151 @@
+// Package telemetry holds the worker's Prometheus metrics and its HTTP endpoints:
+// /metrics, /livez (the process is up) and /readyz (taking work, database reachable).
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the worker's counters, gauges and histograms. A nil *Metrics is valid and
+// records nothing, so tests and library users need not create one.
+type Metrics struct {
+	Registry       *prometheus.Registry
+	TasksStarted   *prometheus.CounterVec   // flow, step
+	TasksCompleted *prometheus.CounterVec   // flow, step
+	TasksFailed    *prometheus.CounterVec   // flow, step, kind
+	TasksTimedOut  *prometheus.CounterVec   // flow, step
+	TaskDuration   *prometheus.HistogramVec // flow, step: handler run time
+	InFlight       *prometheus.GaugeVec     // flow
+	Polls          *prometheus.CounterVec   // flow, result: tasks | empty | error
+	ReadLatency    *prometheus.HistogramVec // flow: read + start_tasks round trips
+	Recovered      *prometheus.CounterVec   // flow: stalled tasks requeued or failed by the sweep
+	Abandoned      prometheus.GaugeFunc
+}
+
+// NewMetrics registers every metric in a fresh registry (plus Go and process collectors).
+// abandoned reports the sandbox's abandoned calls.
+func NewMetrics(abandoned func() int) *Metrics {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f := promauto{r}
+	flowStep := []string{"flow", "step"}
+	return &Metrics{
+		Registry:       r,
+		TasksStarted:   f.counter("pgflow_wasm_tasks_started_total", "Tasks started by this worker.", flowStep),
+		TasksCompleted: f.counter("pgflow_wasm_tasks_completed_total", "Tasks whose output pgflow recorded.", flowStep),
+		TasksFailed:    f.counter("pgflow_wasm_tasks_failed_total", "Tasks that failed (pgflow retries them while attempts remain), by error kind.", []string{"flow", "step", "kind"}),
+		TasksTimedOut:  f.counter("pgflow_wasm_tasks_timed_out_total", "Tasks stopped at their step timeout.", flowStep),
+		TaskDuration: f.histogram("pgflow_wasm_task_duration_seconds", "Handler run time per task.", flowStep,
+			prometheus.ExponentialBuckets(0.0001, 4, 12)),
+		InFlight: f.gauge("pgflow_wasm_tasks_in_flight", "Tasks running now.", []string{"flow"}),
+		Polls:    f.counter("pgflow_wasm_polls_total", "Queue reads, by result: tasks, empty or error.", []string{"flow", "result"}),
+		ReadLatency: f.histogram("pgflow_wasm_queue_read_seconds", "Time to read a batch and start its tasks.", []string{"flow"},
+			prometheus.ExponentialBuckets(0.0005, 2, 14)),
+		Recovered: f.counter("pgflow_wasm_tasks_recovered_total", "Stalled tasks the recovery sweep returned to pgflow.", []string{"flow"}),
+		Abandoned: f.gaugeFunc("pgflow_wasm_sandbox_abandoned_calls", "Handler calls past their deadline that the engine could not stop yet.",
+			func() float64 { return float64(abandoned()) }),
+	}
+}
+
+type promauto struct{ r *prometheus.Registry }
+
+func (p promauto) counter(name, help string, labels []string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	p.r.MustRegister(c)
+	return c
+}
+
+func (p promauto) gauge(name, help string, labels []string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	p.r.MustRegister(g)
+	return g
+}
+
+func (p promauto) histogram(name, help string, labels []string, buckets []float64) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	p.r.MustRegister(h)
+	return h
+}
+
+func (p promauto) gaugeFunc(name, help string, fn func() float64) prometheus.GaugeFunc {
+	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn)
+	p.r.MustRegister(g)
+	return g
+}
+
+// Health is what /readyz reports. The zero value is not ready.
+type Health struct {
+	draining atomic.Bool
+	dbUp     atomic.Bool
+	started  atomic.Bool
+}
+
+// SetStarted marks the worker as registered and taking work.
+func (h *Health) SetStarted() { h.started.Store(true) }
+
+// SetDraining marks the worker as stopping: it takes no new work.
+func (h *Health) SetDraining() { h.draining.Store(true) }
+
+// SetDatabase records whether the last database call succeeded.
+func (h *Health) SetDatabase(up bool) { h.dbUp.Store(up) }
+
+// Ready reports whether the worker takes work and reaches its database, and why not.
+func (h *Health) Ready() (bool, string) {
+	switch {
+	case h.draining.Load():
+		return false, "draining"
+	case !h.started.Load():
+		return false, "starting"
+	case !h.dbUp.Load():
+		return false, "database unreachable"
+	}
+	return true, "ok"
+}
+
+// Server serves /metrics, /livez and /readyz.
+type Server struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// Listen binds addr (e.g. ":9090" or "127.0.0.1:0") and starts serving.
+func Listen(addr string, m *Metrics, h *Health) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	if m != nil {
+		mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	}
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		ok, why := h.Ready()
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_, _ = w.Write([]byte(why + "\n"))
+	})
+	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
+	go func() {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = err // the listener closed under us; Close reports nothing more useful
+		}
+	}()
+	return s, nil
+}
+
+// Addr is the bound address (useful with port 0).
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops the server.
+func (s *Server) Close(ctx context.Context) error { return s.srv.Shutdown(ctx) }

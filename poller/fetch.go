@@ -1,0 +1,176 @@
+// Package poller gets work from pgflow: it reads a batch of a flow's queue messages,
+// starts their tasks and extends their visibility (the two-phase fetch), and decides when to
+// look again (polling with decorrelated-jitter backoff, or LISTEN/NOTIFY wake-ups).
+package poller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Task is one started pgflow task, ready to run.
+type Task struct {
+	FlowSlug  string
+	RunID     string
+	StepSlug  string
+	TaskIndex int
+	MsgID     int64
+	// Attempt is 1 on the first try; pgflow counts it in step_tasks.attempts_count.
+	Attempt int
+	// Input is the handler input exactly as pgflow built it.
+	Input json.RawMessage
+	// FlowInput is the run's input; map steps see only their element in Input.
+	FlowInput json.RawMessage
+	// StartedAt is when start_tasks returned, for durations and logs.
+	StartedAt time.Time
+}
+
+// Fetcher runs the two-phase fetch for one flow.
+type Fetcher struct {
+	pool     *pgxpool.Pool
+	flow     string
+	workerID string
+	// visibility returns the seconds a started task's message stays hidden: the step's
+	// timeout plus a margin, so the message does not reappear while the handler runs.
+	visibility func(step string) int
+	readVT     int
+	inputs     *runInputCache
+}
+
+// FetcherConfig configures a Fetcher.
+type FetcherConfig struct {
+	Flow     string
+	WorkerID string
+	// Visibility gives, per step slug, the visibility in seconds set after start_tasks.
+	Visibility func(step string) int
+	// ReadVT hides read messages between pgmq.read and start_tasks (default 30 s). It must
+	// cover that gap generously: two workers starting the same message at once would both run it.
+	ReadVT int
+}
+
+// NewFetcher returns a Fetcher for one flow.
+func NewFetcher(pool *pgxpool.Pool, cfg FetcherConfig) *Fetcher {
+	if cfg.ReadVT <= 0 {
+		cfg.ReadVT = 30
+	}
+	return &Fetcher{pool: pool, flow: cfg.Flow, workerID: cfg.WorkerID, visibility: cfg.Visibility,
+		readVT: cfg.ReadVT, inputs: newRunInputCache(256)}
+}
+
+// message is the body pgflow puts in every queue message.
+type message struct {
+	RunID    string `json:"run_id"`
+	StepSlug string `json:"step_slug"`
+}
+
+// Fetch reads at most qty messages and starts their tasks. It makes two round trips: the
+// read, then start_tasks, set_vt_batch, the attempt counts and any run inputs not yet cached,
+// pipelined in one implicit transaction (so a lost connection leaves every task queued).
+// Messages whose task is not queued (already started elsewhere, or its run failed) are
+// skipped silently by start_tasks, so fewer tasks than messages may come back.
+func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
+	if qty <= 0 {
+		return nil, nil
+	}
+	rows, err := f.pool.Query(ctx, `select msg_id, message from pgmq.read($1, $2, $3)`, f.flow, f.readVT, qty)
+	if err != nil {
+		return nil, fmt.Errorf("pgmq.read(%s): %w", f.flow, err)
+	}
+	var ids []int64
+	var offsets []int32
+	var missing []string // runs whose input is not cached
+	seenRun := map[string]bool{}
+	for rows.Next() {
+		var id int64
+		var body []byte
+		if err := rows.Scan(&id, &body); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		var m message
+		if err := json.Unmarshal(body, &m); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("queue %s message %d is not a pgflow task message: %w", f.flow, id, err)
+		}
+		ids = append(ids, id)
+		offsets = append(offsets, int32(f.visibility(m.StepSlug)))
+		if !seenRun[m.RunID] && f.inputs.get(m.RunID) == nil {
+			missing = append(missing, m.RunID)
+		}
+		seenRun[m.RunID] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgmq.read(%s): %w", f.flow, err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return f.start(ctx, ids, offsets, missing)
+}
+
+func (f *Fetcher) start(ctx context.Context, ids []int64, offsets []int32, missingRuns []string) ([]Task, error) {
+	var tasks []Task
+	attempts := map[int64]int{}
+	b := &pgx.Batch{}
+	b.Queue(`select run_id::text, step_slug, task_index, msg_id, input from pgflow.start_tasks($1, $2::bigint[], $3::uuid)`,
+		f.flow, ids, f.workerID).Query(func(rows pgx.Rows) error {
+		now := time.Now()
+		for rows.Next() {
+			t := Task{FlowSlug: f.flow, StartedAt: now}
+			var input []byte
+			if err := rows.Scan(&t.RunID, &t.StepSlug, &t.TaskIndex, &t.MsgID, &input); err != nil {
+				return err
+			}
+			t.Input = input
+			tasks = append(tasks, t)
+		}
+		return rows.Err()
+	})
+	// pgflow 0.8's start_tasks means to do this but its set_vt_batch CTE is never evaluated.
+	b.Queue(`select count(*) from pgflow.set_vt_batch($1, $2::bigint[], $3::int[])`, f.flow, ids, offsets).
+		Exec(func(pgconn.CommandTag) error { return nil })
+	b.Queue(`select message_id, attempts_count from pgflow.step_tasks
+	          where flow_slug = $1 and message_id = any($2::bigint[]) and status = 'started' and last_worker_id = $3::uuid`,
+		f.flow, ids, f.workerID).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id int64
+			var n int
+			if err := rows.Scan(&id, &n); err != nil {
+				return err
+			}
+			attempts[id] = n
+		}
+		return rows.Err()
+	})
+	if len(missingRuns) > 0 {
+		b.Queue(`select run_id::text, input from pgflow.runs where run_id = any($1::uuid[])`, missingRuns).
+			Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					var id string
+					var input []byte
+					if err := rows.Scan(&id, &input); err != nil {
+						return err
+					}
+					f.inputs.put(id, input)
+				}
+				return rows.Err()
+			})
+	}
+	if err := f.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("start_tasks(%s): %w", f.flow, err)
+	}
+	for i := range tasks {
+		tasks[i].Attempt = attempts[tasks[i].MsgID]
+		tasks[i].FlowInput = f.inputs.get(tasks[i].RunID)
+	}
+	sort.Slice(tasks, func(i, j int) bool { return tasks[i].MsgID < tasks[j].MsgID })
+	return tasks, nil
+}
