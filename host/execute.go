@@ -1,0 +1,171 @@
+package host
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/host/completer"
+	"github.com/pgflow-wasm/pgflow-wasm/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+)
+
+// launch runs a started task on its own goroutine; its slot is freed when the handler ends.
+func (w *Worker) launch(fs *flowState, t poller.Task) {
+	w.running.Add(1)
+	if m := w.cfg.Metrics; m != nil {
+		m.TasksStarted.WithLabelValues(t.FlowSlug, t.StepSlug).Inc()
+		m.InFlight.WithLabelValues(t.FlowSlug).Inc()
+	}
+	go func() {
+		defer w.running.Done()
+		defer w.unreserve(fs, 1)
+		if m := w.cfg.Metrics; m != nil {
+			defer m.InFlight.WithLabelValues(t.FlowSlug).Dec()
+		}
+		w.done.Add(w.execute(fs, t))
+	}()
+}
+
+// execute runs one task in the sandbox and returns its outcome.
+func (w *Worker) execute(fs *flowState, t poller.Task) completer.Outcome {
+	log := w.log.With("run_id", t.RunID, "flow", t.FlowSlug, "step", t.StepSlug, "task_index", t.TaskIndex,
+		"attempt", t.Attempt, "msg_id", t.MsgID)
+	st := fs.steps[t.StepSlug]
+	if st == nil {
+		msg := fmt.Sprintf("step %q is not in this worker's flows file (%s)", t.StepSlug, w.cfg.Flows.Path)
+		log.Error("cannot run task", "error", msg)
+		return completer.Outcome{Task: t, Failed: true, Error: msg}
+	}
+	log.Debug("task started")
+	ctxJSON, err := taskContext(fs, st, t)
+	if err != nil {
+		return completer.Outcome{Task: t, Failed: true, Error: err.Error()}
+	}
+	res, err := st.module.Run(w.runCtx, sandbox.Task{Input: t.Input, Context: ctxJSON, Timeout: st.timeout})
+	for _, l := range res.Logs {
+		log.Log(w.runCtx, guestLevel(l.Level), l.Message, "source", "handler")
+	}
+	if res.LogsDropped > 0 {
+		log.Warn("handler log lines dropped over the per-task cap", "dropped", res.LogsDropped)
+	}
+	if m := w.cfg.Metrics; m != nil {
+		m.TaskDuration.WithLabelValues(t.FlowSlug, t.StepSlug).Observe(res.Duration.Seconds())
+	}
+	if err == nil {
+		log.Debug("handler succeeded", "duration", res.Duration)
+		return completer.Outcome{Task: t, Output: res.Output}
+	}
+	msg, kind := failMessage(err, st.timeout)
+	if w.runCtx.Err() != nil && kind != sandbox.KindTimeout {
+		msg = fmt.Sprintf("Worker stopped before the task finished (drain timeout %s); pgflow retries it. Handler: %s", w.cfg.DrainTimeout, msg)
+	}
+	if m := w.cfg.Metrics; m != nil {
+		m.TasksFailed.WithLabelValues(t.FlowSlug, t.StepSlug, string(kind)).Inc()
+		if kind == sandbox.KindTimeout {
+			m.TasksTimedOut.WithLabelValues(t.FlowSlug, t.StepSlug).Inc()
+		}
+	}
+	log.Warn("handler failed", "kind", string(kind), "error", msg, "duration", res.Duration)
+	if kind == sandbox.KindTimeout {
+		w.checkAbandoned()
+	}
+	return completer.Outcome{Task: t, Failed: true, Error: msg}
+}
+
+// failMessage is the fail_task message: pgflow's wording for timeouts, "kind: message" else.
+func failMessage(err error, timeout time.Duration) (string, sandbox.Kind) {
+	var se *sandbox.Error
+	if !errors.As(err, &se) {
+		return err.Error(), sandbox.KindProtocolError
+	}
+	if se.Kind == sandbox.KindTimeout {
+		return fmt.Sprintf("Task timed out after %ds", int(timeout/time.Second)), se.Kind
+	}
+	return se.Error(), se.Kind
+}
+
+// checkAbandoned stops the worker for a restart when the watchdog has given up on too many
+// calls: their goroutines still burn CPU and only a new process reclaims them.
+func (w *Worker) checkAbandoned() {
+	if n := w.cfg.Engine.Abandoned(); n > w.cfg.MaxAbandoned {
+		w.log.Error("too many abandoned handler calls: restarting the worker", "abandoned", n, "max", w.cfg.MaxAbandoned)
+		w.restart.Store(true)
+		w.Stop()
+	}
+}
+
+// taskContext builds the context JSON of ABI v1.
+func taskContext(fs *flowState, st *stepState, t poller.Task) ([]byte, error) {
+	flowInput := t.FlowInput
+	if len(flowInput) == 0 {
+		flowInput = json.RawMessage("null")
+	}
+	return json.Marshal(abi.Context{
+		RunID:     t.RunID,
+		FlowSlug:  t.FlowSlug,
+		StepSlug:  t.StepSlug,
+		TaskIndex: t.TaskIndex,
+		Attempt:   t.Attempt,
+		MsgID:     t.MsgID,
+		FlowInput: flowInput,
+		WorkerID:  fs.workerID,
+		TimeoutMS: st.timeout.Milliseconds(),
+	})
+}
+
+func guestLevel(l int32) slog.Level {
+	switch l {
+	case abi.LogDebug:
+		return slog.LevelDebug
+	case abi.LogWarn:
+		return slog.LevelWarn
+	case abi.LogError:
+		return slog.LevelError
+	default:
+		return slog.LevelInfo
+	}
+}
+
+// onWritten runs after each write of outcomes: metrics, one log line per task, and the
+// wake-ups that keep a run moving (a completion whose step has dependents; a retry's delay).
+func (w *Worker) onWritten(written []completer.Written) {
+	for _, wr := range written {
+		t := wr.Task
+		fs := w.byFlow[t.FlowSlug]
+		if fs == nil {
+			continue
+		}
+		st := fs.steps[t.StepSlug]
+		log := w.log.With("run_id", t.RunID, "flow", t.FlowSlug, "step", t.StepSlug, "task_index", t.TaskIndex, "attempt", t.Attempt)
+		switch {
+		case wr.Err != nil:
+			log.Error("task outcome not written", "error", wr.Err)
+		case wr.Stale:
+			log.Warn("task was no longer started by this attempt (requeued by recovery?): outcome dropped")
+		case !wr.Failed && wr.Status == "completed":
+			if m := w.cfg.Metrics; m != nil {
+				m.TasksCompleted.WithLabelValues(t.FlowSlug, t.StepSlug).Inc()
+			}
+			log.Info("task completed", "took", time.Since(t.StartedAt).Round(time.Microsecond))
+			if st != nil && st.hasDependents {
+				fs.wake.Ring()
+				if st.maxDependentStartDelay > 0 {
+					time.AfterFunc(time.Duration(st.maxDependentStartDelay)*time.Second+50*time.Millisecond, fs.wake.Ring)
+				}
+			}
+		case !wr.Failed:
+			log.Warn("pgflow did not accept the output: a dependent map step needs an array; the run failed", "status", wr.Status)
+		case wr.Status == "queued":
+			log.Info("task failed; pgflow will retry it", "error", wr.Error, "attempts", wr.Attempts)
+			fs.wake.Ring()
+			w.wakeAfterRetry(fs, t.StepSlug, wr.Attempts)
+		default:
+			log.Warn("task failed for good: attempts used up, the run failed", "error", wr.Error, "attempts", wr.Attempts)
+			fs.wake.Ring()
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package host
+
+import (
+	"context"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/poller"
+)
+
+// flowLoop fetches one flow's tasks until ctx is done or the flow is deprecated. It reads
+// only as many messages as it has free slots, polls again at once while batches come back
+// full, and otherwise waits for a wake-up (a notification, a completion whose step has
+// dependents, a failure's retry time, a freed slot) or its timer: the polling backoff, or
+// the notify fallback interval.
+func (w *Worker) flowLoop(ctx context.Context, fs *flowState, listen *poller.Listener) {
+	idle := poller.Backoff{Min: w.cfg.MinPollInterval, Max: w.cfg.MaxPollInterval}
+	dbRetry := poller.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
+	timer := time.NewTimer(0) // first poll at once
+	defer timer.Stop()
+	dbDown := false
+	idleWait := func() time.Duration {
+		if listen != nil && listen.Connected() {
+			return w.cfg.NotifyFallback
+		}
+		return idle.Next()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-fs.wake:
+		case <-timer.C:
+		}
+		if fs.deprecated.Load() {
+			return
+		}
+		n := w.reserve(fs, w.cfg.BatchSize)
+		if n == 0 {
+			// Full: a freed slot rings the wake. The timer is only a safety net.
+			fs.starved.Store(true)
+			timer.Reset(w.cfg.MaxPollInterval)
+			continue
+		}
+		fs.starved.Store(false)
+		began := time.Now()
+		tasks, err := fs.fetcher.Fetch(ctx, n)
+		w.unreserve(fs, n-len(tasks))
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			w.metricPoll(fs, "error")
+			w.cfg.Health.SetDatabase(false)
+			wait := dbRetry.Next()
+			if !dbDown {
+				w.log.Warn("fetching tasks failed; retrying with backoff", "flow", fs.def.Slug, "error", err, "retry_in", wait)
+			}
+			dbDown = true
+			timer.Reset(wait)
+			continue
+		}
+		if dbDown {
+			w.log.Info("database reachable again", "flow", fs.def.Slug)
+			dbDown = false
+		}
+		w.cfg.Health.SetDatabase(true)
+		dbRetry.Reset()
+		if m := w.cfg.Metrics; m != nil {
+			m.ReadLatency.WithLabelValues(fs.def.Slug).Observe(time.Since(began).Seconds())
+		}
+		if len(tasks) == 0 {
+			w.metricPoll(fs, "empty")
+			timer.Reset(idleWait())
+			continue
+		}
+		w.metricPoll(fs, "tasks")
+		idle.Reset()
+		for _, t := range tasks {
+			w.launch(fs, t)
+		}
+		if len(tasks) == n {
+			fs.wake.Ring() // a full batch: more may be waiting
+		}
+		timer.Reset(idleWait())
+	}
+}
+
+// reserve takes up to want slots from the global and the flow's limits.
+func (w *Worker) reserve(fs *flowState, want int) int {
+	g := w.global.tryAcquire(want)
+	f := fs.slots.tryAcquire(g)
+	w.global.release(g - f)
+	return f
+}
+
+func (w *Worker) unreserve(fs *flowState, n int) {
+	fs.slots.release(n)
+	w.global.release(n)
+}
+
+func (w *Worker) metricPoll(fs *flowState, result string) {
+	if m := w.cfg.Metrics; m != nil {
+		m.Polls.WithLabelValues(fs.def.Slug, result).Inc()
+	}
+}

@@ -1,0 +1,255 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgflow-wasm/pgflow-wasm/host/recovery"
+	"github.com/pgflow-wasm/pgflow-wasm/poller"
+)
+
+// functionName identifies this worker kind in pgflow.workers.
+const functionName = "pgflow-wasm"
+
+// checkSchema makes sure the database has the pgflow shape this worker speaks (0.8.x).
+func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	var hasPgflow, newShape bool
+	err := pool.QueryRow(ctx, `
+		select exists (select 1 from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+		               where n.nspname = 'pgflow' and p.proname = 'start_tasks'),
+		       exists (select 1 from pg_attribute a
+		               where a.attrelid = to_regclass('pgflow.step_task_record') and a.attname = 'flow_input' and not a.attisdropped)`).
+		Scan(&hasPgflow, &newShape)
+	switch {
+	case err != nil:
+		return fmt.Errorf("checking the pgflow schema: %w", err)
+	case !hasPgflow:
+		return errors.New("this database has no pgflow schema: run `pgflow-wasm db install` first")
+	case newShape:
+		return errors.New("this database has a newer pgflow (start_tasks returns flow_input, as in 0.12+): pgflow-wasm speaks the pgflow 0.8.x protocol")
+	}
+	return nil
+}
+
+// loadEffectiveOptions reads each step's timeout and base delay as pgflow applies them (the
+// step's option, else the flow's), so timeouts and retry wake-ups match what pgflow does even
+// when the file's options were not written (compile without --update-options).
+func (w *Worker) loadEffectiveOptions(ctx context.Context) error {
+	for _, fs := range w.flows {
+		rows, err := w.cfg.Pool.Query(ctx, `
+			select s.step_slug, coalesce(s.opt_timeout, f.opt_timeout), coalesce(s.opt_base_delay, f.opt_base_delay)
+			from pgflow.steps s join pgflow.flows f on f.flow_slug = s.flow_slug where s.flow_slug = $1`, fs.def.Slug)
+		if err != nil {
+			return fmt.Errorf("reading options of flow %s: %w", fs.def.Slug, err)
+		}
+		found := 0
+		for rows.Next() {
+			var slug string
+			var timeout, baseDelay int
+			if err := rows.Scan(&slug, &timeout, &baseDelay); err != nil {
+				rows.Close()
+				return err
+			}
+			if st := fs.steps[slug]; st != nil {
+				st.timeout = time.Duration(timeout) * time.Second
+				st.baseDelay = baseDelay
+				found++
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if found != len(fs.steps) {
+			return fmt.Errorf("flow %s is not compiled into this database: run `pgflow-wasm compile` (serve does it first)", fs.def.Slug)
+		}
+		timeouts := map[string]int{}
+		for slug, st := range fs.steps {
+			timeouts[slug] = int(st.timeout/time.Second) + 2
+		}
+		fs.fetcher = poller.NewFetcher(w.cfg.Pool, poller.FetcherConfig{
+			Flow:     fs.def.Slug,
+			WorkerID: fs.workerID,
+			// The message stays hidden while the handler may run: timeout + 2 s, as pgflow intends.
+			Visibility: func(step string) int {
+				if v, ok := timeouts[step]; ok {
+					return v
+				}
+				return 62
+			},
+		})
+	}
+	return nil
+}
+
+// prepareSignal turns on insert notifications for every flow queue in notify mode and returns
+// the listener; nil in polling mode.
+func (w *Worker) prepareSignal(ctx context.Context) (*poller.Listener, error) {
+	if w.cfg.Signal != SignalNotify {
+		return nil, nil
+	}
+	channels := map[string]poller.Wake{}
+	for _, fs := range w.flows {
+		if _, err := w.cfg.Pool.Exec(ctx, `select pgmq.enable_notify_insert($1)`, fs.def.Slug); err != nil {
+			return nil, fmt.Errorf("--signal notify needs pgmq.enable_notify_insert (pgmq >= 1.8, or the pgflow-wasm pgmq layer) for queue %s: %w; use --signal polling", fs.def.Slug, err)
+		}
+		channels[notifyChannel(fs.def.Slug)] = fs.wake
+	}
+	return poller.NewListener(w.cfg.Pool.Config().ConnConfig.Copy(), channels, w.log), nil
+}
+
+// register inserts one pgflow.workers row per flow. It must precede any start_tasks:
+// step_tasks.last_worker_id references pgflow.workers.
+func (w *Worker) register(ctx context.Context) error {
+	for _, fs := range w.flows {
+		if _, err := w.cfg.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name)
+			values ($1::uuid, $2, $3) on conflict (worker_id) do nothing`, fs.workerID, fs.def.Slug, functionName); err != nil {
+			return fmt.Errorf("registering worker for flow %s: %w", fs.def.Slug, err)
+		}
+	}
+	return nil
+}
+
+// heartbeatLoop beats every flow's worker row in one statement, re-registers rows that were
+// deleted, and drains flows whose row an operator marked deprecated.
+func (w *Worker) heartbeatLoop(ctx context.Context) {
+	ids := make([]string, len(w.flows))
+	byID := map[string]*flowState{}
+	for i, fs := range w.flows {
+		ids[i] = fs.workerID
+		byID[fs.workerID] = fs
+	}
+	t := time.NewTicker(w.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		seen, err := w.heartbeat(ctx, ids, byID)
+		w.cfg.Health.SetDatabase(err == nil)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Warn("heartbeat failed", "error", err)
+			}
+			continue
+		}
+		if len(seen) < len(ids) {
+			w.log.Warn("worker rows were missing from pgflow.workers; registering them again")
+			if err := w.register(ctx); err != nil {
+				w.log.Warn("re-registering failed", "error", err)
+			}
+		}
+		if w.allDeprecated() {
+			w.log.Info("every flow of this worker is deprecated: stopping")
+			w.Stop()
+		}
+	}
+}
+
+func (w *Worker) heartbeat(ctx context.Context, ids []string, byID map[string]*flowState) (map[string]bool, error) {
+	rows, err := w.cfg.Pool.Query(ctx, `update pgflow.workers set last_heartbeat_at = clock_timestamp()
+		where worker_id = any($1::uuid[]) returning worker_id::text, deprecated_at is not null`, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	seen := map[string]bool{}
+	for rows.Next() {
+		var id string
+		var deprecated bool
+		if err := rows.Scan(&id, &deprecated); err != nil {
+			return nil, err
+		}
+		seen[id] = true
+		if fs := byID[id]; fs != nil && deprecated && !fs.deprecated.Swap(true) {
+			w.log.Info("flow deprecated for this worker: no new tasks; running ones finish", "flow", fs.def.Slug, "worker_id", id)
+		}
+	}
+	return seen, rows.Err()
+}
+
+func (w *Worker) allDeprecated() bool {
+	for _, fs := range w.flows {
+		if !fs.deprecated.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+// deprecate marks this worker's rows as stopped, so operators and dashboards see it gone.
+func (w *Worker) deprecate() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ids := make([]string, len(w.flows))
+	for i, fs := range w.flows {
+		ids[i] = fs.workerID
+	}
+	if _, err := w.cfg.Pool.Exec(ctx, `update pgflow.workers set deprecated_at = coalesce(deprecated_at, clock_timestamp())
+		where worker_id = any($1::uuid[])`, ids); err != nil {
+		w.log.Warn("could not mark worker rows deprecated", "error", err)
+	}
+}
+
+// recoveryLoop sweeps for stalled tasks at start (a previous worker may have died moments
+// ago) and then every RecoveryInterval.
+func (w *Worker) recoveryLoop(ctx context.Context) {
+	cfg := recovery.Config{WorkerStaleAfter: w.cfg.WorkerStaleAfter, StartedMargin: w.cfg.StalledMargin}
+	for _, fs := range w.flows {
+		cfg.Flows = append(cfg.Flows, fs.def.Slug)
+	}
+	next := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(next):
+		}
+		next = w.cfg.RecoveryInterval
+		got, err := recovery.Sweep(ctx, w.cfg.Pool, cfg)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Warn("stalled-task sweep failed", "error", err)
+			}
+			continue
+		}
+		for _, r := range got {
+			fs := w.byFlow[r.FlowSlug]
+			w.log.Warn("recovered a stalled task", "run_id", r.RunID, "flow", r.FlowSlug, "step", r.StepSlug,
+				"task_index", r.TaskIndex, "status", r.Status, "attempts", r.Attempts, "reason", r.Reason)
+			if m := w.cfg.Metrics; m != nil {
+				m.Recovered.WithLabelValues(r.FlowSlug).Inc()
+			}
+			if fs != nil && r.Status == "queued" {
+				w.wakeAfterRetry(fs, r.StepSlug, r.Attempts)
+			}
+		}
+	}
+}
+
+// wakeAfterRetry polls the flow when pgflow makes a retried task visible again:
+// floor(base_delay * 2^attempts) seconds after the failure.
+func (w *Worker) wakeAfterRetry(fs *flowState, step string, attempts int) {
+	st := fs.steps[step]
+	if st == nil {
+		return
+	}
+	delay := time.Duration(float64(st.baseDelay)*float64(uint64(1)<<min(attempts, 30))) * time.Second
+	time.AfterFunc(delay+50*time.Millisecond, fs.wake.Ring)
+}
+
+// newUUID returns a random (version 4) UUID.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}

@@ -1,0 +1,314 @@
+// Package host is the pgflow-wasm worker: one process serving every flow of a flows file.
+//
+// For each flow it registers a row in pgflow.workers, heartbeats it, fetches tasks (package
+// poller), runs each in a fresh sandbox instance (package sandbox) under the step's timeout and
+// memory limit, and hands the outcome to the completer, which writes complete_task/fail_task in
+// group-committed batches. A recovery sweep returns tasks stalled by dead workers to pgflow.
+// On shutdown it stops fetching, drains running tasks up to a deadline, fails what remains so
+// pgflow retries it elsewhere, and marks its worker rows deprecated.
+//
+// docs/state_machine.md draws the life of a task through these pieces.
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgflow-wasm/pgflow-wasm/host/completer"
+	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/host/telemetry"
+	"github.com/pgflow-wasm/pgflow-wasm/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+)
+
+// Signal chooses how a worker learns that new tasks wait.
+type Signal string
+
+// Signals.
+const (
+	// SignalPolling reads the queue with decorrelated-jitter backoff between
+	// MinPollInterval and MaxPollInterval, back to the minimum whenever work is found.
+	SignalPolling Signal = "polling"
+	// SignalNotify LISTENs for the queue's insert notifications, with a fallback poll
+	// every NotifyFallback.
+	SignalNotify Signal = "notify"
+)
+
+// ErrRestart is returned by Run when the worker stopped itself because handler calls
+// abandoned by the sandbox's watchdog piled up: the process should start afresh.
+var ErrRestart = errors.New("too many abandoned handler calls: restart the worker")
+
+// Config configures a Worker. Zero values take the defaults given in brackets.
+type Config struct {
+	Flows   *flowfile.File
+	Pool    *pgxpool.Pool
+	Engine  sandbox.Engine
+	Log     *slog.Logger       // [slog.Default()]
+	Metrics *telemetry.Metrics // optional
+	Health  *telemetry.Health  // optional
+
+	Concurrency int // tasks running at once across all flows [10]
+	BatchSize   int // messages per read [10]
+
+	Signal          Signal        // [SignalPolling]
+	MinPollInterval time.Duration // [200ms]
+	MaxPollInterval time.Duration // [5s]
+	NotifyFallback  time.Duration // [30s]
+
+	HeartbeatInterval time.Duration // [5s]
+	WorkerStaleAfter  time.Duration // a worker silent this long is dead to recovery [30s]
+	RecoveryInterval  time.Duration // [10s]
+	StalledMargin     time.Duration // added to a step's timeout before its task counts as stalled [30s]
+
+	DrainTimeout    time.Duration // how long shutdown waits for running tasks [30s]
+	MaxAbandoned    int           // abandoned sandbox calls tolerated before a restart [4]
+	CompletionBatch int           // outcomes per write transaction [100]
+}
+
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if c.Health == nil {
+		c.Health = &telemetry.Health{}
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 10
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 10
+	}
+	if c.Signal == "" {
+		c.Signal = SignalPolling
+	}
+	def(&c.MinPollInterval, 200*time.Millisecond)
+	def(&c.MaxPollInterval, 5*time.Second)
+	def(&c.NotifyFallback, 30*time.Second)
+	def(&c.HeartbeatInterval, 5*time.Second)
+	def(&c.WorkerStaleAfter, 30*time.Second)
+	def(&c.RecoveryInterval, 10*time.Second)
+	def(&c.StalledMargin, 30*time.Second)
+	def(&c.DrainTimeout, 30*time.Second)
+	if c.MaxAbandoned <= 0 {
+		c.MaxAbandoned = 4
+	}
+	if c.CompletionBatch <= 0 {
+		c.CompletionBatch = 100
+	}
+	return c
+}
+
+// Worker serves the flows of one flows file. Create with New, then Run.
+type Worker struct {
+	cfg     Config
+	log     *slog.Logger
+	flows   []*flowState
+	byFlow  map[string]*flowState
+	global  *slots
+	done    *completer.Completer
+	running sync.WaitGroup // tasks in flight
+
+	// runCtx is the context handlers run under; it is cancelled only when the drain
+	// deadline passes, never by the first shutdown signal.
+	runCtx    context.Context
+	cancelRun context.CancelFunc
+
+	stopOnce sync.Once
+	stop     chan struct{} // closed to stop on the worker's own account
+	restart  atomic.Bool
+}
+
+// flowState is one served flow.
+type flowState struct {
+	def        *flowfile.Flow
+	workerID   string
+	steps      map[string]*stepState
+	fetcher    *poller.Fetcher
+	wake       poller.Wake
+	slots      *slots // per-flow limit; nil when only the global one applies
+	starved    atomic.Bool
+	deprecated atomic.Bool
+}
+
+// stepState is one step with its loaded module and the options pgflow applies to it.
+type stepState struct {
+	def           *flowfile.Step
+	module        sandbox.Module
+	timeout       time.Duration // effective: the step's, else the flow's (as stored in pgflow)
+	baseDelay     int           // effective, seconds: retries wait floor(base_delay * 2^attempts)
+	hasDependents bool
+	// maxDependentStartDelay is the longest start_delay among dependent steps, in seconds:
+	// their messages appear that long after this step completes.
+	maxDependentStartDelay int
+}
+
+// New loads and validates every step's module. It does not touch the database.
+func New(ctx context.Context, cfg Config) (*Worker, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Flows == nil || cfg.Pool == nil || cfg.Engine == nil {
+		return nil, errors.New("host.New: Flows, Pool and Engine are required")
+	}
+	w := &Worker{cfg: cfg, log: cfg.Log, byFlow: map[string]*flowState{}, stop: make(chan struct{})}
+	w.global = &slots{max: cfg.Concurrency, onFree: w.wakeStarved}
+	w.runCtx, w.cancelRun = context.WithCancel(context.Background())
+	for _, fl := range cfg.Flows.Flows {
+		fs := &flowState{def: fl, workerID: newUUID(), steps: map[string]*stepState{}, wake: poller.NewWake()}
+		if fl.MaxConcurrency > 0 {
+			wake := fs.wake
+			fs.slots = &slots{max: fl.MaxConcurrency, onFree: wake.Ring}
+		}
+		for _, s := range fl.Steps {
+			mod, err := cfg.Engine.Load(ctx, s.Module, sandbox.ModuleConfig{MemoryLimit: s.MemoryLimit, ReuseInstance: s.ReuseInstance})
+			if err != nil {
+				w.closeModules(ctx)
+				return nil, fmt.Errorf("%s:%d: flow %q step %q: %w", cfg.Flows.Path, s.ModuleLine, fl.Slug, s.Slug, err)
+			}
+			st := &stepState{def: s, module: mod}
+			for _, dep := range fl.Dependents(s.Slug) {
+				st.hasDependents = true
+				if d := fl.Step(dep); d.StartDelay != nil {
+					st.maxDependentStartDelay = max(st.maxDependentStartDelay, *d.StartDelay)
+				}
+			}
+			fs.steps[s.Slug] = st
+		}
+		w.flows = append(w.flows, fs)
+		w.byFlow[fl.Slug] = fs
+	}
+	w.done = completer.New(cfg.Pool, completer.Config{MaxBatch: cfg.CompletionBatch, OnWritten: w.onWritten, Log: w.log})
+	return w, nil
+}
+
+// WorkerIDs returns the pgflow.workers id this worker registers for each flow.
+func (w *Worker) WorkerIDs() map[string]string {
+	out := map[string]string{}
+	for _, fs := range w.flows {
+		out[fs.def.Slug] = fs.workerID
+	}
+	return out
+}
+
+// Stop asks a running worker to drain and return, as a shutdown signal does.
+func (w *Worker) Stop() { w.stopOnce.Do(func() { close(w.stop) }) }
+
+// Run serves until ctx is cancelled (or Stop is called, or every flow is deprecated), then
+// shuts down gracefully and returns nil; ErrRestart when abandoned calls piled up.
+// The flows must have been compiled into the database (package compile).
+func (w *Worker) Run(ctx context.Context) error {
+	defer w.closeModules(context.WithoutCancel(ctx))
+	if err := checkSchema(ctx, w.cfg.Pool); err != nil {
+		return err
+	}
+	if err := w.loadEffectiveOptions(ctx); err != nil {
+		return err
+	}
+	listen, err := w.prepareSignal(ctx)
+	if err != nil {
+		return err
+	}
+	if err := w.register(ctx); err != nil {
+		return err
+	}
+	w.cfg.Health.SetDatabase(true)
+
+	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	var bg sync.WaitGroup
+	goBG := func(fn func(context.Context)) {
+		bg.Add(1)
+		go func() { defer bg.Done(); fn(bgCtx) }()
+	}
+	w.done.Start()
+	goBG(w.heartbeatLoop)
+	goBG(w.recoveryLoop)
+	if listen != nil {
+		goBG(listen.Run)
+	}
+
+	fetchCtx, stopFetching := context.WithCancel(bgCtx)
+	var loops sync.WaitGroup
+	for _, fs := range w.flows {
+		loops.Add(1)
+		go func() { defer loops.Done(); w.flowLoop(fetchCtx, fs, listen) }()
+	}
+	w.cfg.Health.SetStarted()
+	w.log.Info("worker started", "flows", len(w.flows), "concurrency", w.cfg.Concurrency,
+		"signal", string(w.cfg.Signal), "engine", w.cfg.Engine.Name())
+
+	select {
+	case <-ctx.Done():
+		w.log.Info("shutting down: draining running tasks", "drain_timeout", w.cfg.DrainTimeout)
+	case <-w.stop:
+		w.log.Info("stopping: draining running tasks", "drain_timeout", w.cfg.DrainTimeout)
+	}
+	w.cfg.Health.SetDraining()
+	stopFetching()
+	loops.Wait()
+	w.drain()
+	// Outcomes get a little longer than tasks did: a finished handler's work is worth keeping.
+	writeCtx, cancelWrite := context.WithTimeout(context.Background(), 10*time.Second)
+	w.done.Stop(writeCtx)
+	cancelWrite()
+	w.deprecate()
+	stopBackground()
+	bg.Wait()
+	w.log.Info("worker stopped")
+	if w.restart.Load() {
+		return ErrRestart
+	}
+	return nil
+}
+
+// drain waits for running tasks up to the drain timeout; then it cancels the rest, whose
+// outcomes become failures that pgflow retries (on this or another worker).
+func (w *Worker) drain() {
+	finished := make(chan struct{})
+	go func() { w.running.Wait(); close(finished) }()
+	select {
+	case <-finished:
+		return
+	case <-time.After(w.cfg.DrainTimeout):
+	}
+	w.log.Warn("drain timeout: stopping the tasks still running; pgflow will retry them")
+	w.cancelRun()
+	select {
+	case <-finished:
+	case <-time.After(10 * time.Second):
+		w.log.Error("tasks did not stop after cancellation; exiting without them (recovery will requeue them)")
+	}
+}
+
+func (w *Worker) closeModules(ctx context.Context) {
+	for _, fs := range w.flows {
+		for _, st := range fs.steps {
+			if st.module != nil {
+				_ = st.module.Close(ctx)
+			}
+		}
+	}
+}
+
+// wakeStarved makes every fetch loop that found no free slot poll again.
+func (w *Worker) wakeStarved() {
+	for _, fs := range w.flows {
+		if fs.starved.Load() {
+			fs.wake.Ring()
+		}
+	}
+}
+
+// notifyChannel is the channel pgmq (1.8's enable_notify_insert, and our layer) notifies on
+// when a queue gets messages.
+func notifyChannel(queue string) string { return "pgmq.q_" + strings.ToLower(queue) + ".INSERT" }
