@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
@@ -243,13 +242,4 @@ func (w *Worker) wakeAfterRetry(fs *flowState, step string, attempts int) {
 	}
 	delay := time.Duration(float64(st.baseDelay)*float64(uint64(1)<<min(attempts, 30))) * time.Second
 	time.AfterFunc(delay+50*time.Millisecond, fs.wake.Ring)
-}
-
-// newUUID returns a random (version 4) UUID.
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }

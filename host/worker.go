@@ -25,6 +25,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/host/completer"
 	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/host/telemetry"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 	"github.com/pgflow-wasm/pgflow-wasm/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
@@ -165,7 +166,7 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 	w.global = &slots{max: cfg.Concurrency, onFree: w.wakeStarved}
 	w.runCtx, w.cancelRun = context.WithCancel(context.Background())
 	for _, fl := range cfg.Flows.Flows {
-		fs := &flowState{def: fl, workerID: newUUID(), steps: map[string]*stepState{}, wake: poller.NewWake()}
+		fs := &flowState{def: fl, workerID: uuidv4.New(), steps: map[string]*stepState{}, wake: poller.NewWake()}
 		if fl.MaxConcurrency > 0 {
 			wake := fs.wake
 			fs.slots = &slots{max: fl.MaxConcurrency, onFree: wake.Ring}
