@@ -42,6 +42,12 @@ type Config struct {
 	MaxOutputBytes int    // largest output_write accepted
 	MaxErrorBytes  int    // error_write and captured stderr are truncated here
 	MaxLogBytes    int    // per task; further log lines are dropped and counted
+	// LoadTimeout bounds the calls Load makes into a module (start function, _initialize,
+	// pgflow_abi_version).
+	LoadTimeout time.Duration
+	// WatchdogGrace is how long after a task's deadline Run waits for the engine to stop
+	// the guest before it returns a timeout anyway and abandons the call (see Abandoned).
+	WatchdogGrace time.Duration
 }
 
 // Defaults for Config and ModuleConfig.
@@ -52,6 +58,8 @@ const (
 	DefaultMaxLogBytes    = 64 << 10
 	DefaultMemoryLimit    = 64 << 20
 	DefaultTimeout        = 60 * time.Second
+	DefaultLoadTimeout    = 10 * time.Second
+	DefaultWatchdogGrace  = 100 * time.Millisecond
 )
 
 // ModuleConfig holds the per-step settings of a loaded module.
@@ -94,6 +102,8 @@ const (
 	KindInvalidOutput  Kind = "invalid_output"
 	KindMemoryLimit    Kind = "memory_limit"
 	KindProtocolError  Kind = "protocol_error"
+	// KindCanceled: the caller's context was canceled (not its deadline) before the call ended.
+	KindCanceled Kind = "canceled"
 )
 
 // Error is the typed failure of Load or Run.

@@ -1,0 +1,143 @@
+package sandbox
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// limits are the caps one module runs under: the engine's Config with defaults applied and
+// the step's memory limit.
+type limits struct {
+	maxOutput   int
+	maxError    int
+	maxLog      int
+	memoryLimit uint64 // bytes, a whole number of pages
+}
+
+// hostAbort is why a host function stopped the guest: proc_exit, a protocol violation or
+// an output over the cap. The first abort of a call wins.
+type hostAbort struct {
+	kind     Kind
+	message  string
+	exit     bool // proc_exit was called
+	exitCode uint32
+}
+
+func (a *hostAbort) Error() string { return a.message }
+
+// callState is everything the host functions of one instance read and write. A fresh
+// instance gets a fresh state; a reused instance keeps its clock and random stream and
+// resets the rest with beginTask.
+type callState struct {
+	lim     *limits
+	command bool
+
+	// Per task.
+	timeout        time.Duration // for messages
+	input, context []byte
+	stdin          []byte
+	stdinPos       int
+	output         []byte
+	hasOutput      bool
+	errMsg         string
+	stdout         []byte // command mode only
+	stderr         cappedText
+	logs           []LogLine
+	logBytes       int
+	logsDropped    int
+	abort          *hostAbort
+	memRefused     bool // a memory.grow past the memory limit was refused during this task
+
+	// Per instance.
+	clockNanos uint64 // fake clock: advances 1 ms per read and by every sleep
+	rng        *rand.ChaCha8
+	closedFD   [3]bool
+}
+
+func newCallState(lim *limits, command bool) *callState {
+	return &callState{lim: lim, command: command, stderr: cappedText{max: lim.maxError}}
+}
+
+// beginTask loads a task's data and clears what the previous task left behind.
+func (s *callState) beginTask(input, context []byte, timeout time.Duration) {
+	s.input, s.context, s.timeout = input, context, timeout
+	s.stdin, s.stdinPos = nil, 0
+	if s.command {
+		s.stdin = commandEnvelope(input, context)
+	}
+	s.output, s.hasOutput, s.errMsg, s.stdout = nil, false, "", nil
+	s.stderr.reset()
+	s.logs, s.logBytes, s.logsDropped = nil, 0, 0
+	s.abort, s.memRefused = nil, false
+}
+
+// fail records the first reason a host function stops the guest and returns it.
+func (s *callState) fail(a *hostAbort) *hostAbort {
+	if s.abort == nil {
+		s.abort = a
+	}
+	return s.abort
+}
+
+func (s *callState) protocolError(format string, args ...any) *hostAbort {
+	return s.fail(&hostAbort{kind: KindProtocolError, message: fmt.Sprintf(format, args...)})
+}
+
+// commandEnvelope is the stdin of a command-mode module: {"input":...,"context":...}.
+func commandEnvelope(input, context []byte) []byte {
+	b := make([]byte, 0, len(input)+len(context)+24)
+	b = append(b, `{"input":`...)
+	b = append(b, input...)
+	b = append(b, `,"context":`...)
+	b = append(b, context...)
+	return append(b, '}')
+}
+
+// cappedText keeps the first max bytes written to it and remembers how much it dropped.
+type cappedText struct {
+	max     int
+	buf     []byte
+	dropped int
+}
+
+func (c *cappedText) write(p []byte) {
+	room := c.max - len(c.buf)
+	if room >= len(p) {
+		c.buf = append(c.buf, p...)
+		return
+	}
+	if room > 0 {
+		c.buf = append(c.buf, p[:room]...)
+		p = p[room:]
+	}
+	c.dropped += len(p)
+}
+
+func (c *cappedText) reset() { c.buf, c.dropped = c.buf[:0], 0 }
+
+// String is the kept text as valid UTF-8, with a note when bytes were dropped.
+func (c *cappedText) String() string {
+	if c.dropped == 0 {
+		return validText(c.buf)
+	}
+	return validText(trimPartialRune(c.buf)) + fmt.Sprintf(" ... (%d more bytes truncated)", c.dropped)
+}
+
+// validText turns guest bytes into valid UTF-8, replacing invalid sequences.
+func validText(b []byte) string { return strings.ToValidUTF8(string(b), "\uFFFD") }
+
+// trimPartialRune drops a character cut in two by a cap at the end of b.
+func trimPartialRune(b []byte) []byte {
+	for i := 1; i < utf8.UTFMax && i <= len(b); i++ {
+		if utf8.RuneStart(b[len(b)-i]) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return b[:len(b)-i]
+			}
+			return b
+		}
+	}
+	return b
+}

@@ -1,0 +1,362 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
+)
+
+// Engine names accepted by New.
+const (
+	EngineWazero   = "wazero"
+	EngineWasmtime = "wasmtime"
+)
+
+// ErrClosed is returned by Load and Run after Close.
+var ErrClosed = errors.New("sandbox: engine or module is closed")
+
+// Engines lists the engines compiled into this binary, default first.
+func Engines() []string {
+	if wasmtimeAvailable {
+		return []string{EngineWazero, EngineWasmtime}
+	}
+	return []string{EngineWazero}
+}
+
+// New creates an engine: "wazero" (the default, also for "") or "wasmtime" (only in
+// binaries built with -tags wasmtime).
+func New(name string, cfg Config) (Engine, error) {
+	cfg = cfg.withDefaults()
+	if cfg.CacheDir != "" {
+		if err := os.MkdirAll(cfg.CacheDir, 0o700); err != nil {
+			return nil, fmt.Errorf("sandbox: compilation cache: %w", err)
+		}
+	}
+	var b backend
+	var err error
+	switch name {
+	case EngineWazero, "":
+		name = EngineWazero
+		b, err = newWazero(cfg)
+	case EngineWasmtime:
+		b, err = newWasmtime(cfg)
+	default:
+		return nil, fmt.Errorf("sandbox: unknown engine %q: choose %q or %q", name, EngineWazero, EngineWasmtime)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &engine{name: name, cfg: cfg, b: b, modules: map[*module]struct{}{}}, nil
+}
+
+// DefaultCacheDir is the compilation cache folder commands use unless told otherwise:
+// $XDG_CACHE_HOME/pgflow-wasm/compiled (or the platform's user cache folder).
+func DefaultCacheDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "pgflow-wasm", "compiled")
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxModuleBytes <= 0 {
+		c.MaxModuleBytes = DefaultMaxModuleBytes
+	}
+	if c.MaxOutputBytes <= 0 {
+		c.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if c.MaxErrorBytes <= 0 {
+		c.MaxErrorBytes = DefaultMaxErrorBytes
+	}
+	if c.MaxLogBytes <= 0 {
+		c.MaxLogBytes = DefaultMaxLogBytes
+	}
+	if c.LoadTimeout <= 0 {
+		c.LoadTimeout = DefaultLoadTimeout
+	}
+	if c.WatchdogGrace <= 0 {
+		c.WatchdogGrace = DefaultWatchdogGrace
+	}
+	return c
+}
+
+// withDefaults applies the default memory limit and rounds it down to whole pages
+// (at most 65535 pages, so every address and size fits in 32 bits).
+func (mc ModuleConfig) withDefaults() ModuleConfig {
+	if mc.MemoryLimit == 0 {
+		mc.MemoryLimit = DefaultMemoryLimit
+	}
+	mc.MemoryLimit = min(mc.MemoryLimit, maxMemoryLimit) / wasmfile.PageSize * wasmfile.PageSize
+	return mc
+}
+
+// backend is one WebAssembly engine behind the shared sandbox logic.
+type backend interface {
+	// compile turns a validated module into code, through the on-disk cache when enabled.
+	compile(ctx context.Context, wasm []byte, sha256 string) (compiledModule, error)
+	close(ctx context.Context) error
+}
+
+type compiledModule interface {
+	// instantiate creates an instance whose host functions serve st, with linear memory
+	// capped at st.lim.memoryLimit. The start function, if any, runs here.
+	instantiate(ctx context.Context, st *callState) (guestInstance, error)
+	close(ctx context.Context) error
+}
+
+// guestInstance is one live instance. Errors from call are errInterrupted, a *trapError,
+// or the unwinding of a host abort (already recorded in the call state).
+type guestInstance interface {
+	call(ctx context.Context, name string, args ...uint64) (uint64, error)
+	// memoryExhausted says whether a failure of the last call is best explained by the
+	// memory limit (see classify).
+	memoryExhausted() bool
+	close(ctx context.Context)
+}
+
+// errInterrupted: the engine stopped the guest because the call's context ended.
+var errInterrupted = errors.New("interrupted at the deadline")
+
+// trapError is a WebAssembly trap, with the engine's reason normalised to one line.
+type trapError struct{ reason string }
+
+func (t *trapError) Error() string { return "wasm trap: " + t.reason }
+
+type engine struct {
+	name      string
+	cfg       Config
+	b         backend
+	abandoned atomic.Int64
+	life      refs // one reference per loaded module
+
+	mu      sync.Mutex
+	modules map[*module]struct{}
+}
+
+func (e *engine) Name() string   { return e.name }
+func (e *engine) Abandoned() int { return int(e.abandoned.Load()) }
+
+func (e *engine) Load(ctx context.Context, path string, mc ModuleConfig) (Module, error) {
+	if mc.MemoryLimit != 0 && mc.MemoryLimit < wasmfile.PageSize {
+		return nil, fmt.Errorf("sandbox: memory limit of %d bytes is below one 64 KiB page", mc.MemoryLimit)
+	}
+	mc = mc.withDefaults()
+	if !e.life.acquire() {
+		return nil, ErrClosed
+	}
+	m, err := e.load(ctx, path, mc)
+	if err != nil {
+		e.life.done()
+		return nil, err
+	}
+	e.mu.Lock()
+	e.modules[m] = struct{}{}
+	e.mu.Unlock()
+	return m, nil
+}
+
+func (e *engine) load(ctx context.Context, path string, mc ModuleConfig) (*module, error) {
+	wasm, info, err := readModule(path, e.cfg.MaxModuleBytes)
+	if err != nil {
+		return nil, err
+	}
+	parsed, err := validate(wasm, &info, mc)
+	if err != nil {
+		return nil, err
+	}
+	compiled, err := e.b.compile(ctx, wasm, info.SHA256)
+	if err != nil {
+		return nil, invalid("%s could not compile the module: %v", e.name, err)
+	}
+	_, hasInit := parsed.Export(abi.ExportInitialize)
+	m := &module{
+		eng:      e,
+		info:     info,
+		compiled: compiled,
+		reuse:    mc.ReuseInstance,
+		hasInit:  hasInit,
+		lim: limits{maxOutput: e.cfg.MaxOutputBytes, maxError: e.cfg.MaxErrorBytes,
+			maxLog: e.cfg.MaxLogBytes, memoryLimit: mc.MemoryLimit},
+	}
+	if info.Mode == ModeReactor {
+		if err := m.checkVersion(ctx); err != nil {
+			_ = compiled.close(ctx)
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// checkVersion instantiates the module once and asks it which ABI version it speaks.
+func (m *module) checkVersion(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, m.eng.cfg.LoadTimeout)
+	defer cancel()
+	m.life.acquire()
+	o, abandoned := m.eng.supervise(ctx, func() outcome {
+		defer m.life.done()
+		st := newCallState(&m.lim, false)
+		st.beginTask(nil, nil, m.eng.cfg.LoadTimeout)
+		g, err := m.compiled.instantiate(ctx, st)
+		if err != nil {
+			return m.classifyFailure(ctx, st, nil, err, "instantiating it")
+		}
+		defer g.close(ctx)
+		if m.hasInit {
+			if _, err := g.call(ctx, abi.ExportInitialize); err != nil {
+				return m.classifyFailure(ctx, st, g, err, "calling "+abi.ExportInitialize)
+			}
+		}
+		v, err := g.call(ctx, abi.ExportABIVersion)
+		if err != nil {
+			return m.classifyFailure(ctx, st, g, err, "calling "+abi.ExportABIVersion)
+		}
+		m.info.ABIVersion = int32(uint32(v))
+		return outcome{}
+	})
+	if abandoned {
+		return invalid("loading the module timed out after %s (its start code never returned)", m.eng.cfg.LoadTimeout)
+	}
+	if o.err != nil {
+		var se *Error
+		if errors.As(o.err, &se) {
+			return invalid("the module failed while loading (%s): %s", se.Kind, se.Message)
+		}
+		return invalid("the module failed while loading: %v", o.err)
+	}
+	if !slices.Contains(abi.SupportedVersions, m.info.ABIVersion) {
+		return invalid("the module speaks ABI version %d (pgflow_abi_version returned it); this host supports %v",
+			m.info.ABIVersion, abi.SupportedVersions)
+	}
+	return nil
+}
+
+func (e *engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	mods := make([]*module, 0, len(e.modules))
+	for m := range e.modules {
+		mods = append(mods, m)
+	}
+	e.mu.Unlock()
+	for _, m := range mods {
+		_ = m.Close(ctx)
+	}
+	var err error
+	e.life.close(func() { err = e.b.close(context.Background()) })
+	return err
+}
+
+func (e *engine) forget(m *module) {
+	e.mu.Lock()
+	delete(e.modules, m)
+	e.mu.Unlock()
+}
+
+// supervise runs fn on its own goroutine and waits for it. When ctx ends, the engine is
+// expected to stop the guest promptly; if fn has not returned WatchdogGrace later, the
+// call is abandoned: supervise returns (zero, true) and the goroutine keeps running,
+// counted by Abandoned until it really ends.
+func (e *engine) supervise(ctx context.Context, fn func() outcome) (outcome, bool) {
+	c := &supervised{done: make(chan outcome, 1)}
+	go func() {
+		o := fn()
+		c.mu.Lock()
+		if c.abandoned {
+			e.abandoned.Add(-1)
+		}
+		c.mu.Unlock()
+		c.done <- o
+	}()
+	select {
+	case o := <-c.done:
+		return o, false
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(e.cfg.WatchdogGrace)
+	defer t.Stop()
+	select {
+	case o := <-c.done:
+		return o, false
+	case <-t.C:
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case o := <-c.done:
+		return o, false
+	default:
+	}
+	c.abandoned = true
+	e.abandoned.Add(1)
+	return outcome{}, true
+}
+
+type supervised struct {
+	done      chan outcome
+	mu        sync.Mutex
+	abandoned bool
+}
+
+// outcome is a finished call, already classified.
+type outcome struct {
+	res Result
+	err error
+}
+
+// refs counts the users of a resource and releases it once it is closed and unused, so
+// nothing is freed under a call that is still running (an abandoned one included).
+type refs struct {
+	mu      sync.Mutex
+	n       int
+	closed  bool
+	release func()
+}
+
+func (r *refs) acquire() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.n++
+	return true
+}
+
+func (r *refs) done() {
+	r.mu.Lock()
+	r.n--
+	var release func()
+	if r.closed && r.n == 0 {
+		release, r.release = r.release, nil
+	}
+	r.mu.Unlock()
+	if release != nil {
+		release()
+	}
+}
+
+// close marks the resource closed; release runs now if nobody uses it, else at the last done.
+func (r *refs) close(release func()) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.closed = true
+	if r.n > 0 {
+		r.release = release
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	release()
+}

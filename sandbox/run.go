@@ -1,0 +1,133 @@
+package sandbox
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/abi"
+)
+
+// module is a loaded module of either engine; the engine-specific part is compiled.
+type module struct {
+	eng      *engine
+	info     Info
+	compiled compiledModule
+	lim      limits
+	reuse    bool
+	hasInit  bool
+	life     refs // one reference per running call (abandoned ones included)
+
+	mu   sync.Mutex
+	idle []*instance // reusable instances (ReuseInstance only)
+}
+
+// instance is a live guest instance with the state its host functions use.
+type instance struct {
+	g  guestInstance
+	st *callState
+}
+
+func (m *module) Info() Info { return m.info }
+
+func (m *module) Run(ctx context.Context, t Task) (Result, error) {
+	start := time.Now()
+	timeout := t.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	if !m.life.acquire() {
+		return Result{}, ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	o, abandoned := m.eng.supervise(ctx, func() outcome {
+		defer m.life.done()
+		return m.execute(ctx, t, timeout)
+	})
+	if abandoned {
+		// The guest is still running on the abandoned goroutine, which owns its state:
+		// nothing of it can be read here.
+		o = outcome{err: &Error{Kind: KindTimeout, Message: timeoutMessage(timeout) +
+			" (the engine could not stop the guest: its call was abandoned)"}}
+	}
+	o.res.Duration = time.Since(start)
+	return o.res, o.err
+}
+
+// execute runs one task on a reused or fresh instance and classifies what happened. It
+// runs on the supervised goroutine and disposes of the instance itself.
+func (m *module) execute(ctx context.Context, t Task, timeout time.Duration) outcome {
+	inst := m.takeIdle()
+	if inst != nil {
+		inst.st.beginTask(t.Input, t.Context, timeout)
+	} else {
+		st := newCallState(&m.lim, m.info.Mode == ModeCommand)
+		st.beginTask(t.Input, t.Context, timeout)
+		g, err := m.compiled.instantiate(ctx, st)
+		if err != nil {
+			return m.classifyFailure(ctx, st, nil, err, "instantiating the module")
+		}
+		inst = &instance{g: g, st: st}
+		if m.hasInit {
+			if _, err := g.call(ctx, abi.ExportInitialize); err != nil {
+				o := m.classifyFailure(ctx, st, g, err, "calling "+abi.ExportInitialize)
+				g.close(context.Background())
+				return o
+			}
+		}
+	}
+	var status uint64
+	var err error
+	if m.info.Mode == ModeCommand {
+		_, err = inst.g.call(ctx, abi.ExportStart)
+	} else {
+		status, err = inst.g.call(ctx, abi.ExportHandle, uint64(len(t.Input)), uint64(len(t.Context)))
+	}
+	o := m.classify(ctx, inst, status, err)
+	if o.err == nil && m.reuse {
+		m.putIdle(inst)
+	} else {
+		inst.g.close(context.Background())
+	}
+	return o
+}
+
+func (m *module) takeIdle() *instance {
+	if !m.reuse {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n := len(m.idle); n > 0 {
+		inst := m.idle[n-1]
+		m.idle = m.idle[:n-1]
+		return inst
+	}
+	return nil
+}
+
+// putIdle keeps a healthy instance for the next task. The caller still holds its call
+// reference, so Close's release (which empties idle) cannot have run yet.
+func (m *module) putIdle(inst *instance) {
+	m.mu.Lock()
+	m.idle = append(m.idle, inst)
+	m.mu.Unlock()
+}
+
+// Close releases the module once its running calls have ended.
+func (m *module) Close(ctx context.Context) error {
+	m.life.close(func() {
+		m.mu.Lock()
+		idle := m.idle
+		m.idle = nil
+		m.mu.Unlock()
+		for _, inst := range idle {
+			inst.g.close(context.Background())
+		}
+		_ = m.compiled.close(context.Background())
+		m.eng.forget(m)
+		m.eng.life.done()
+	})
+	return nil
+}

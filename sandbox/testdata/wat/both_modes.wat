@@ -1,0 +1,6 @@
+;; Bad: exports both _start and pgflow_handle.
+(module
+  (memory (export "memory") 1)
+  (func (export "_start"))
+  (func (export "pgflow_abi_version") (result i32) (i32.const 1))
+  (func (export "pgflow_handle") (param i32 i32) (result i32) (i32.const 0)))

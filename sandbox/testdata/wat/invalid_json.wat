@@ -1,0 +1,9 @@
+;; Bad: output that is not JSON.
+(module
+  (import "pgflow" "output_write" (func $output_write (param i32 i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "{\"a\": ")
+  (func (export "pgflow_abi_version") (result i32) (i32.const 1))
+  (func (export "pgflow_handle") (param i32 i32) (result i32)
+    (call $output_write (i32.const 0) (i32.const 6))
+    (i32.const 0)))

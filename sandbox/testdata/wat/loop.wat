@@ -1,0 +1,7 @@
+;; Bad: an infinite loop (with a back-edge).
+(module
+  (memory (export "memory") 1)
+  (func (export "pgflow_abi_version") (result i32) (i32.const 1))
+  (func (export "pgflow_handle") (param i32 i32) (result i32)
+    (loop $forever (br $forever))
+    (i32.const 0)))

@@ -1,0 +1,209 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
+)
+
+// wazeroCacheDir is the cache subfolder for wazero. wazero's own cache key covers its
+// version, the CPU and the module, but not WithCloseOnContextDone (which changes the
+// generated code): this folder is only ever filled with it on.
+const wazeroCacheDir = "wazero-closeondone"
+
+// wazeroBackend is the default engine: pure Go, one runtime for every module. The memory
+// limit is per step, so it is not a runtime setting here: each instance gets a
+// cappedMemory that refuses to grow past the step's limit and remembers that it did.
+type wazeroBackend struct {
+	rt    wazero.Runtime
+	cache wazero.CompilationCache
+	mcfg  wazero.ModuleConfig
+}
+
+type stateKey struct{}
+
+func newWazero(cfg Config) (backend, error) {
+	ctx := context.Background()
+	// CloseOnContextDone is what makes a task's deadline stop a running loop.
+	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true).WithCoreFeatures(api.CoreFeaturesV2)
+	b := &wazeroBackend{}
+	if cfg.CacheDir != "" {
+		cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(cfg.CacheDir, wazeroCacheDir))
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: wazero compilation cache: %w", err)
+		}
+		b.cache = cache
+		rc = rc.WithCompilationCache(cache)
+	}
+	b.rt = wazero.NewRuntimeWithConfig(ctx, rc)
+	// Guests are anonymous so any number of instances can live at once; start functions
+	// are called by the sandbox, not by wazero.
+	b.mcfg = wazero.NewModuleConfig().WithName("").WithStartFunctions()
+
+	builders := map[string]wazero.HostModuleBuilder{}
+	for i := range hostFuncs {
+		f := &hostFuncs[i]
+		hb, ok := builders[f.module]
+		if !ok {
+			hb = b.rt.NewHostModuleBuilder(f.module)
+			builders[f.module] = hb
+		}
+		hb.NewFunctionBuilder().
+			WithGoModuleFunction(wazeroHostFunc(f), wazeroTypes(f.sig.Params), wazeroTypes(f.sig.Results)).
+			Export(f.name)
+	}
+	for name, hb := range builders {
+		if _, err := hb.Instantiate(ctx); err != nil {
+			_ = b.close(ctx)
+			return nil, fmt.Errorf("sandbox: wazero host module %s: %w", name, err)
+		}
+	}
+	return b, nil
+}
+
+func wazeroTypes(ts []wasmfile.ValType) []api.ValueType {
+	out := make([]api.ValueType, len(ts))
+	for i, t := range ts {
+		out[i] = api.ValueType(t) // wazero uses the binary encoding
+	}
+	return out
+}
+
+// wazeroHostFunc adapts a shared host function to wazero's stack calling convention.
+// A host abort panics: wazero unwinds the guest and returns the panic as the call error.
+func wazeroHostFunc(f *hostFunc) api.GoModuleFunc {
+	hasResult := len(f.sig.Results) == 1
+	return func(ctx context.Context, mod api.Module, stack []uint64) {
+		st, _ := ctx.Value(stateKey{}).(*callState)
+		if st == nil {
+			panic(errors.New("sandbox: host function called without a call state"))
+		}
+		var mem []byte
+		if f.needsMemory {
+			if m := mod.Memory(); m != nil {
+				mem, _ = m.Read(0, m.Size())
+			}
+		}
+		r, err := f.fn(st, mem, stack)
+		if err != nil {
+			panic(err)
+		}
+		if hasResult {
+			stack[0] = r
+		}
+	}
+}
+
+func (b *wazeroBackend) compile(ctx context.Context, wasm []byte, _ string) (compiledModule, error) {
+	cm, err := b.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, err
+	}
+	return &wazeroCompiled{b: b, cm: cm}, nil
+}
+
+func (b *wazeroBackend) close(ctx context.Context) error {
+	err := b.rt.Close(ctx)
+	if b.cache != nil {
+		err = errors.Join(err, b.cache.Close(ctx))
+	}
+	return err
+}
+
+type wazeroCompiled struct {
+	b  *wazeroBackend
+	cm wazero.CompiledModule
+}
+
+func (c *wazeroCompiled) instantiate(ctx context.Context, st *callState) (guestInstance, error) {
+	ctx = context.WithValue(ctx, stateKey{}, st)
+	ctx = experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(
+		func(_, _ uint64) experimental.LinearMemory { return &cappedMemory{st: st} }))
+	mod, err := c.b.rt.InstantiateModule(ctx, c.cm, c.b.mcfg)
+	if err != nil {
+		return nil, wazeroError(err)
+	}
+	return &wazeroInstance{mod: mod, st: st, fns: map[string]api.Function{}}, nil
+}
+
+func (c *wazeroCompiled) close(ctx context.Context) error { return c.cm.Close(ctx) }
+
+type wazeroInstance struct {
+	mod api.Module
+	st  *callState
+	fns map[string]api.Function
+}
+
+func (i *wazeroInstance) call(ctx context.Context, name string, args ...uint64) (uint64, error) {
+	fn, ok := i.fns[name]
+	if !ok {
+		if fn = i.mod.ExportedFunction(name); fn == nil {
+			return 0, fmt.Errorf("export %s not found", name)
+		}
+		i.fns[name] = fn
+	}
+	res, err := fn.Call(context.WithValue(ctx, stateKey{}, i.st), args...)
+	if err != nil {
+		return 0, wazeroError(err)
+	}
+	if len(res) > 0 {
+		return res[0], nil
+	}
+	return 0, nil
+}
+
+// memoryExhausted: cappedMemory knows exactly, so nothing more to guess here.
+func (i *wazeroInstance) memoryExhausted() bool { return false }
+
+func (i *wazeroInstance) close(ctx context.Context) { _ = i.mod.Close(ctx) }
+
+// wazeroError maps wazero's errors to errInterrupted or a one-line trap reason.
+func wazeroError(err error) error {
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		switch exit.ExitCode() {
+		case sys.ExitCodeDeadlineExceeded, sys.ExitCodeContextCanceled:
+			return errInterrupted
+		}
+		return &trapError{reason: fmt.Sprintf("module closed with exit code %d", exit.ExitCode())}
+	}
+	reason, _, _ := strings.Cut(err.Error(), "\n")
+	reason = strings.TrimPrefix(reason, "wasm error: ")
+	return &trapError{reason: reason}
+}
+
+// cappedMemory backs one instance's linear memory and refuses to grow it past the
+// step's memory limit, recording the refusal so the failure that usually follows is
+// reported as memory_limit rather than as an anonymous trap.
+type cappedMemory struct {
+	st  *callState
+	buf []byte
+}
+
+func (m *cappedMemory) Reallocate(size uint64) []byte {
+	limit := m.st.lim.memoryLimit
+	if size > limit {
+		m.st.memRefused = true
+		return nil
+	}
+	if size <= uint64(cap(m.buf)) {
+		// Bytes past len were never handed out (memory never shrinks), so they are zero.
+		m.buf = m.buf[:size]
+		return m.buf
+	}
+	nb := make([]byte, size, min(max(size, 2*uint64(cap(m.buf))), limit))
+	copy(nb, m.buf)
+	m.buf = nb
+	return nb
+}
+
+func (m *cappedMemory) Free() { m.buf = nil }
