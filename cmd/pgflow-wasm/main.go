@@ -36,7 +36,14 @@ func newApp() *cli.App {
 
 // commands lists every subcommand; each lives in its own file of this package.
 func commands() []*cli.Command {
-	return []*cli.Command{}
+	return []*cli.Command{
+		serveCommand(),
+		validateCommand(),
+		compileCommand(),
+		startCommand(),
+		runsCommand(),
+		runCommand(),
+	}
 }
 
 // exitCode maps an error to the process exit code: cli.ExitCoder errors choose their own.

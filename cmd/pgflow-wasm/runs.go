@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v2/altsrc"
+
+	"github.com/pgflow-wasm/pgflow-wasm/runs"
+)
+
+func startCommand() *cli.Command {
+	return withConfigFile(&cli.Command{
+		Name:      "start",
+		Usage:     "start a run of a flow (needs only the database, not flows.yaml)",
+		ArgsUsage: "FLOW",
+		Description: "Prints the run id. With --wait it follows the run's events until it ends, prints the\n" +
+			"run output and exits 0 when it completed, 1 (with the error) when it failed.\n\n" +
+			"Examples:\n" +
+			"   pgflow-wasm start hello --input '{\"name\": \"Ada\"}' --wait\n" +
+			"   pgflow-wasm start word_totals --input @words.json --wait --timeout 1m",
+		Flags: []cli.Flag{dbFlag(),
+			altsrc.NewStringFlag(&cli.StringFlag{Name: "input", Value: "{}", EnvVars: env("input"),
+				Usage: "the flow input: JSON text, @FILE, or - for stdin"}),
+			altsrc.NewBoolFlag(&cli.BoolFlag{Name: "wait", EnvVars: env("wait"), Usage: "wait for the run to end and print its output"}),
+			durationFlag("timeout", 0, "with --wait: give up after this long (0 = wait forever)"),
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return cli.Exit("start needs exactly one FLOW argument, e.g. `pgflow-wasm start hello --input '{\"name\":\"Ada\"}'`", 2)
+			}
+			flow := c.Args().First()
+			input, err := readInput(c.String("input"))
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			if !json.Valid(input) {
+				return cli.Exit(fmt.Sprintf("--input is not valid JSON: %.80s", input), 2)
+			}
+			ctx := c.Context
+			if d := c.Duration("timeout"); d > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, d)
+				defer cancel()
+			}
+			pool, err := openPool(ctx, c, 2)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			if !c.Bool("wait") {
+				id, err := runs.Start(ctx, pool, flow, input)
+				if err != nil {
+					return cli.Exit(err.Error(), 1)
+				}
+				fmt.Println(id)
+				return nil
+			}
+			r, err := runs.StartAndWait(ctx, pool, flow, input, 10*time.Second)
+			if err != nil {
+				if ctx.Err() != nil {
+					return cli.Exit(fmt.Sprintf("gave up waiting after %s (the run goes on: `pgflow-wasm runs --flow %s`)", c.Duration("timeout"), flow), 1)
+				}
+				return cli.Exit(err.Error(), 1)
+			}
+			if r.Status != "completed" {
+				fmt.Fprintf(os.Stderr, "run %s failed after %s: %s\n", r.ID, r.Duration().Round(time.Millisecond), r.Error)
+				return cli.Exit("", 1)
+			}
+			fmt.Fprintf(os.Stderr, "run %s completed in %s\n", r.ID, r.Duration().Round(time.Millisecond))
+			fmt.Println(string(r.Output))
+			return nil
+		},
+	})
+}
+
+func runsCommand() *cli.Command {
+	return withConfigFile(&cli.Command{
+		Name:  "runs",
+		Usage: "list recent runs, newest first",
+		Flags: []cli.Flag{dbFlag(),
+			&cli.StringFlag{Name: "flow", Usage: "only runs of this flow"},
+			&cli.StringFlag{Name: "status", Usage: "only runs in this state: started, completed or failed"},
+			&cli.IntFlag{Name: "limit", Value: 20, Usage: "at most this many runs"},
+		},
+		Action: func(c *cli.Context) error {
+			pool, err := openPool(c.Context, c, 2)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			list, err := runs.List(c.Context, pool, runs.Filter{Flow: c.String("flow"), Status: c.String("status"), Limit: c.Int("limit")})
+			if err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "RUN ID\tFLOW\tSTATUS\tSTARTED\tDURATION\tERROR")
+			for _, r := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.60s\n", r.ID, r.Flow, r.Status,
+					r.StartedAt.Local().Format("2006-01-02 15:04:05"), r.Duration().Round(time.Millisecond), r.Error)
+			}
+			return tw.Flush()
+		},
+	})
+}
+
+func runCommand() *cli.Command {
+	return withConfigFile(&cli.Command{
+		Name:      "run",
+		Usage:     "show one run as a tree of steps and tasks: states, attempts, errors, durations",
+		ArgsUsage: "RUN_ID",
+		Flags: []cli.Flag{dbFlag(),
+			&cli.BoolFlag{Name: "all", Usage: "list every task (by default at most 10 per step)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return cli.Exit("run needs exactly one RUN_ID argument (see `pgflow-wasm runs`)", 2)
+			}
+			pool, err := openPool(c.Context, c, 2)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			tree, err := runs.GetTree(c.Context, pool, c.Args().First())
+			if err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
+			limit := 10
+			if c.Bool("all") {
+				limit = 0
+			}
+			tree.Render(os.Stdout, limit)
+			return nil
+		},
+	})
+}

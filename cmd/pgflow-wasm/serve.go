@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v2/altsrc"
+
+	"github.com/pgflow-wasm/pgflow-wasm/host"
+	"github.com/pgflow-wasm/pgflow-wasm/host/compile"
+	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/host/telemetry"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+)
+
+func engineFlags() []cli.Flag {
+	return []cli.Flag{
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "engine", Value: "wazero", EnvVars: env("engine"),
+			Usage: "WebAssembly engine: wazero (pure Go) or wasmtime (needs a binary built with -tags wasmtime)"}),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "cache-dir", Value: sandbox.DefaultCacheDir(), EnvVars: env("cache-dir"),
+			Usage: "on-disk cache of compiled modules (empty disables it)"}),
+	}
+}
+
+func durationFlag(name string, value time.Duration, usage string) cli.Flag {
+	return altsrc.NewDurationFlag(&cli.DurationFlag{Name: name, Value: value, Usage: usage, EnvVars: env(name)})
+}
+
+func intFlag(name string, value int, usage string) cli.Flag {
+	return altsrc.NewIntFlag(&cli.IntFlag{Name: name, Value: value, Usage: usage, EnvVars: env(name)})
+}
+
+func serveCommand() *cli.Command {
+	flags := []cli.Flag{flowsFlag(), dbFlag()}
+	flags = append(flags, engineFlags()...)
+	flags = append(flags,
+		intFlag("concurrency", 10, "tasks running at once across all flows"),
+		intFlag("batch-size", 10, "messages read per poll"),
+		intFlag("max-connections", 8, "size of the database connection pool (plus one for --signal notify)"),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "signal", Value: "polling", EnvVars: env("signal"),
+			Usage: "how to learn about new tasks: polling (adaptive backoff) or notify (LISTEN/NOTIFY with a fallback poll)"}),
+		durationFlag("min-poll-interval", 200*time.Millisecond, "polling: shortest wait between polls of an idle queue"),
+		durationFlag("max-poll-interval", 5*time.Second, "polling: longest wait between polls of an idle queue"),
+		durationFlag("notify-fallback", 30*time.Second, "notify: poll this often even without notifications"),
+		durationFlag("heartbeat-interval", 5*time.Second, "how often the worker's pgflow.workers rows are touched"),
+		durationFlag("worker-stale-after", 30*time.Second, "recovery: a worker silent this long is dead and its tasks are requeued"),
+		durationFlag("recovery-interval", 10*time.Second, "recovery: how often to look for stalled tasks"),
+		durationFlag("stalled-margin", 30*time.Second, "recovery: a task started longer ago than its timeout plus this is requeued"),
+		durationFlag("drain-timeout", 30*time.Second, "shutdown: how long running tasks may finish; the rest are failed for a retry"),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "metrics-addr", EnvVars: env("metrics-addr"),
+			Usage: "serve /metrics, /livez and /readyz on this address, e.g. :9090"}),
+		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "update-options", EnvVars: env("update-options"),
+			Usage: "write changed flow and step options (attempts, delays, timeouts) to the database"}),
+	)
+	flags = append(flags, logFlags()...)
+	return withConfigFile(&cli.Command{
+		Name:  "serve",
+		Usage: "compile the flows of flows.yaml and run their tasks until stopped",
+		Description: "Loads flows.yaml, validates every module, compiles the flows into pgflow (as `compile`\n" +
+			"does), registers one worker per flow and runs tasks in fresh WebAssembly sandboxes.\n" +
+			"SIGTERM or SIGINT drains running tasks (up to --drain-timeout) and exits 0; a second\n" +
+			"signal exits at once (the stalled-task sweep of any worker requeues what was running).\n\n" +
+			"Example:\n   DATABASE_URL=postgres://localhost/app pgflow-wasm serve --signal notify --metrics-addr :9090",
+		Flags:  flags,
+		Action: serve,
+	})
+}
+
+func serve(c *cli.Context) error {
+	log, err := newLogger(c, os.Stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signalContext(log)
+	defer stop()
+
+	file, err := flowfile.Load(c.String("flows"))
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	engine, err := sandbox.New(c.String("engine"), sandbox.Config{CacheDir: c.String("cache-dir")})
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	defer engine.Close(context.Background())
+	signalName := host.Signal(c.String("signal"))
+	extraConn := int32(0)
+	switch signalName {
+	case host.SignalPolling:
+	case host.SignalNotify:
+		extraConn = 1
+	default:
+		return cli.Exit(fmt.Sprintf("--signal %q: use polling or notify", signalName), 2)
+	}
+	pool, err := openPool(ctx, c, int32(c.Int("max-connections"))+extraConn)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	health := &telemetry.Health{}
+	metrics := telemetry.NewMetrics(engine.Abandoned)
+	if addr := c.String("metrics-addr"); addr != "" {
+		srv, err := telemetry.Listen(addr, metrics, health)
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("--metrics-addr %s: %v", addr, err), 2)
+		}
+		defer srv.Close(context.Background())
+		log.Info("serving metrics and health", "addr", srv.Addr())
+	}
+	w, err := host.New(ctx, host.Config{
+		Flows: file, Pool: pool, Engine: engine, Log: log, Metrics: metrics, Health: health,
+		Concurrency: c.Int("concurrency"), BatchSize: c.Int("batch-size"), Signal: signalName,
+		MinPollInterval: c.Duration("min-poll-interval"), MaxPollInterval: c.Duration("max-poll-interval"),
+		NotifyFallback: c.Duration("notify-fallback"), HeartbeatInterval: c.Duration("heartbeat-interval"),
+		WorkerStaleAfter: c.Duration("worker-stale-after"), RecoveryInterval: c.Duration("recovery-interval"),
+		StalledMargin: c.Duration("stalled-margin"), DrainTimeout: c.Duration("drain-timeout"),
+	})
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	reports, err := compileFlows(ctx, c, pool, file)
+	if err != nil {
+		return err
+	}
+	for _, r := range reports {
+		log.Info("flow "+string(r.Action), "flow", r.Slug)
+		for _, d := range r.Options {
+			log.Warn("flow option differs from the database", "flow", r.Slug, "difference", d)
+		}
+	}
+	err = w.Run(ctx)
+	if errors.Is(err, host.ErrRestart) {
+		return restartSelf(log)
+	}
+	return err
+}
+
+// signalContext is cancelled by the first SIGINT/SIGTERM; a second one exits at once.
+func signalContext(log *slog.Logger) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := <-ch
+		log.Info("signal received: draining; send it again to exit at once", "signal", s.String())
+		cancel()
+		s = <-ch
+		log.Warn("second signal: exiting now; tasks still running will be requeued by the stalled-task sweep", "signal", s.String())
+		os.Exit(1)
+	}()
+	return ctx, func() { signal.Stop(ch); cancel() }
+}
+
+// restartSelf replaces the process with a fresh copy of itself: the only way to reclaim
+// handler calls the sandbox's watchdog had to abandon.
+func restartSelf(log *slog.Logger) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	log.Warn("restarting the worker process", "exe", exe)
+	return syscall.Exec(exe, os.Args, os.Environ())
+}
+
+// compileFlows runs compile with --update-options; a changed shape is a usage error (exit 2).
+func compileFlows(ctx context.Context, c *cli.Context, pool *pgxpool.Pool, file *flowfile.File) ([]compile.FlowReport, error) {
+	reports, err := compile.Compile(ctx, pool, file, compile.Options{UpdateOptions: c.Bool("update-options")})
+	var shape *compile.ShapeError
+	switch {
+	case errors.As(err, &shape):
+		return nil, cli.Exit(err.Error(), 2)
+	case err != nil:
+		return nil, fmt.Errorf("compiling %s: %w", file.Path, err)
+	}
+	return reports, nil
+}
+
+func validateCommand() *cli.Command {
+	return withConfigFile(&cli.Command{
+		Name:  "validate",
+		Usage: "check flows.yaml and every module it names, without a database",
+		Description: "Reports every problem with its file and line: unknown keys, bad slugs, missing\n" +
+			"dependencies, cycles, options out of range, missing modules, and modules the sandbox\n" +
+			"rejects (unknown imports, missing exports, memory above the step's limit...).",
+		Flags: append([]cli.Flag{flowsFlag()}, engineFlags()...),
+		Action: func(c *cli.Context) error {
+			file, err := flowfile.Load(c.String("flows"))
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			engine, err := sandbox.New(c.String("engine"), sandbox.Config{CacheDir: c.String("cache-dir")})
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			defer engine.Close(context.Background())
+			steps := 0
+			for _, fl := range file.Flows {
+				for _, s := range fl.Steps {
+					steps++
+					m, err := engine.Load(c.Context, s.Module, sandbox.ModuleConfig{MemoryLimit: s.MemoryLimit, ReuseInstance: s.ReuseInstance})
+					if err != nil {
+						return cli.Exit(fmt.Sprintf("%s:%d: flow %q step %q: %v", file.Path, s.ModuleLine, fl.Slug, s.Slug, err), 2)
+					}
+					_ = m.Close(c.Context)
+				}
+			}
+			fmt.Printf("%s: ok (%d flows, %d steps, every module accepted by %s)\n", file.Path, len(file.Flows), steps, engine.Name())
+			return nil
+		},
+	})
+}
+
+func compileCommand() *cli.Command {
+	return withConfigFile(&cli.Command{
+		Name:  "compile",
+		Usage: "create the flows of flows.yaml in pgflow (create_flow, add_step); a no-op when they exist",
+		Description: "pgflow flows are immutable: a flow whose steps, dependencies or step types differ from\n" +
+			"the database is refused (give it a new slug). Differing options are reported, and\n" +
+			"written only with --update-options.",
+		Flags: []cli.Flag{flowsFlag(), dbFlag(),
+			altsrc.NewBoolFlag(&cli.BoolFlag{Name: "update-options", EnvVars: env("update-options"),
+				Usage: "write changed flow and step options (attempts, delays, timeouts) to the database"})},
+		Action: func(c *cli.Context) error {
+			file, err := flowfile.Load(c.String("flows"))
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			pool, err := openPool(c.Context, c, 2)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			reports, err := compileFlows(c.Context, c, pool, file)
+			if err != nil {
+				return err
+			}
+			for _, r := range reports {
+				fmt.Printf("%s: %s\n", r.Slug, r.Action)
+				for _, d := range r.Options {
+					fmt.Printf("  %s\n", d)
+				}
+			}
+			return nil
+		},
+	})
+}
