@@ -1,0 +1,128 @@
+package pgtest
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/localpg"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
+)
+
+// Cluster is a private PostgreSQL server for one test: its own folder and port, stopped
+// and deleted when the test ends. Start, Stop and Restart take a context (localpg.Cluster).
+type Cluster struct {
+	*localpg.Cluster
+	t testing.TB
+}
+
+type clusterOptions struct {
+	extensionFiles map[string][]byte
+	settings       map[string]string
+}
+
+// ClusterOption configures NewCluster.
+type ClusterOption func(*clusterOptions)
+
+// ExtensionFiles puts files into the cluster's private extension folder (fixture extensions).
+func ExtensionFiles(files map[string][]byte) ClusterOption {
+	return func(o *clusterOptions) { o.extensionFiles = files }
+}
+
+// Settings adds postgresql.conf settings.
+func Settings(settings map[string]string) ClusterOption {
+	return func(o *clusterOptions) { o.settings = settings }
+}
+
+// NewCluster initializes and starts a private cluster (about a second: initdb).
+func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
+	t.Helper()
+	var o clusterOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	// Not t.TempDir(): its parents are closed to the postgres user when we run as root.
+	dir, err := os.MkdirTemp("", "pgflow-wasm-test-cluster-")
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	os.Chmod(dir, 0o755)
+	c, err := localpg.New(localpg.Config{Dir: dir, ExtensionFiles: o.extensionFiles, Settings: o.settings, Logf: t.Logf})
+	if err != nil {
+		os.RemoveAll(dir)
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := c.Remove(ctx); err != nil {
+			t.Errorf("pgtest: removing cluster %s: %v", c.Dir, err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return &Cluster{Cluster: c, t: t}
+}
+
+// NewDB creates a database in the private cluster, installed directly (no template: a
+// private cluster serves one test), and drops it when the test ends. Options as NewDB's.
+func (c *Cluster) NewDB(t testing.TB, opts ...Option) *DB {
+	t.Helper()
+	o := options{layer: schema.LayerAuto}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s := &server{adminURL: c.URL("postgres")}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, s.adminURL)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	defer admin.Close(context.Background())
+	name := dbName(t.Name())
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+ident(name)); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	db := &DB{Name: name, URL: s.dbURL(name)}
+	t.Cleanup(func() {
+		if db.Pool != nil {
+			db.Pool.Close()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if conn, err := pgx.Connect(ctx, s.adminURL); err == nil { // the cluster may be stopped by now
+			conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(name)+" WITH (FORCE)")
+			conn.Close(ctx)
+		}
+	})
+	if !o.empty {
+		root, err := localpg.RepoRoot(".")
+		if err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
+		migrations := os.Getenv(schema.MigrationsDirEnv)
+		if migrations == "" {
+			migrations = root + "/" + schema.DefaultMigrationsDir
+		}
+		conn, err := pgx.Connect(ctx, db.URL)
+		if err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
+		_, err = schema.Install(ctx, conn, schema.Options{MigrationsDir: migrations, Layer: o.layer})
+		conn.Close(context.Background())
+		if err != nil {
+			t.Fatalf("pgtest: installing into %s: %v", name, err)
+		}
+	}
+	if db.Pool, err = pgxPool(ctx, db.URL); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return db
+}

@@ -1,0 +1,118 @@
+package pgtest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
+)
+
+// skipError makes NewDB skip the test rather than fail it (an install mode this server
+// cannot offer).
+type skipError struct{ reason string }
+
+func (e *skipError) Error() string { return e.reason }
+
+// template returns the name of a template database holding a full install in the given
+// mode, building it unless a previous process did. The name carries a hash of everything
+// installed, so a changed layer or pgflow version gets a new template.
+func (s *server) template(mode schema.LayerMode) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if name, ok := s.templates[mode]; ok {
+		return name, nil
+	}
+	m, err := schema.LoadMigrations(s.migrations)
+	if err != nil {
+		return "", err
+	}
+	name := fmt.Sprintf("pgfw_tpl_%s_%s", mode, schemaHash(m, mode)[:16])
+	if err := s.buildTemplate(name, mode); err != nil {
+		return "", err
+	}
+	s.templates[mode] = name
+	return name, nil
+}
+
+func schemaHash(m *schema.Migrations, mode schema.LayerMode) string {
+	return sha256Hex(schema.Fingerprint() + "\x00" + m.Fingerprint() + "\x00" + string(mode))
+}
+
+// buildTemplate builds under an advisory lock (processes of one `go test ./...` run race
+// for it), in a scratch database renamed into place only when complete, so a template
+// that exists is always whole.
+func (s *server) buildTemplate(name string, mode schema.LayerMode) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	conn, err := s.admin.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtext($1))`, name); err != nil {
+		return fmt.Errorf("locking template %s: %w", name, err)
+	}
+	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext($1))`, name)
+
+	var ready bool
+	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)`, name).Scan(&ready)
+	if err != nil || ready {
+		return err
+	}
+	scratch := name + "_build"
+	for _, stmt := range []string{
+		"DROP DATABASE IF EXISTS " + ident(name) + " WITH (FORCE)", // a half-made one from a crash
+		"DROP DATABASE IF EXISTS " + ident(scratch) + " WITH (FORCE)",
+		"CREATE DATABASE " + ident(scratch),
+	} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("building template %s: %s: %w", name, stmt, err)
+		}
+	}
+	if err := s.install(ctx, scratch, mode); err != nil {
+		conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(scratch)+" WITH (FORCE)")
+		return err
+	}
+	for _, stmt := range []string{
+		"ALTER DATABASE " + ident(scratch) + " RENAME TO " + ident(name),
+		// No connections: CREATE DATABASE ... TEMPLATE fails while anyone is connected.
+		"ALTER DATABASE " + ident(name) + " WITH IS_TEMPLATE true ALLOW_CONNECTIONS false",
+	} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("building template %s: %s: %w", name, stmt, err)
+		}
+	}
+	return nil
+}
+
+func (s *server) install(ctx context.Context, db string, mode schema.LayerMode) error {
+	conn, err := pgx.Connect(ctx, s.dbURL(db))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = schema.Install(ctx, conn, schema.Options{MigrationsDir: s.migrations, Layer: mode})
+	var missing *schema.MissingMigrationsError
+	switch {
+	case errors.As(err, &missing):
+		return err
+	case err != nil && mode == schema.LayerExtension && !s.local:
+		return &skipError{reason: "pgtest: this server cannot take the pgmq layer as an extension: " + err.Error()}
+	case err != nil:
+		return fmt.Errorf("installing into template %s: %w", db, err)
+	}
+	return nil
+}
+
+func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}

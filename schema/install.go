@@ -1,0 +1,277 @@
+package schema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// LayerMode chooses how pgmq gets into the database.
+type LayerMode string
+
+const (
+	// LayerAuto uses a real pgmq >= 1.5 when the server has one, else installs our layer as
+	// an extension when the server's extension folder is writable here, else as a schema.
+	LayerAuto LayerMode = "auto"
+	// LayerExtension installs our layer as an extension, or fails.
+	LayerExtension LayerMode = "extension"
+	// LayerSchema installs our layer as a plain schema, even where an extension would work.
+	LayerSchema LayerMode = "schema"
+)
+
+// ParseLayerMode reads "auto", "extension" or "schema" ("" = auto).
+func ParseLayerMode(s string) (LayerMode, error) {
+	switch LayerMode(s) {
+	case "", LayerAuto:
+		return LayerAuto, nil
+	case LayerExtension, LayerSchema:
+		return LayerMode(s), nil
+	}
+	return "", fmt.Errorf("unknown pgmq mode %q: use auto, extension or schema", s)
+}
+
+// Options tune Install. The zero value installs from DefaultMigrationsDir in auto mode.
+type Options struct {
+	MigrationsDir string    // pgflow's migrations; default DefaultMigrationsDir
+	Layer         LayerMode // default LayerAuto
+	ExtensionDir  string    // where our extension files go; default the server's own folder
+}
+
+// Report says what Install did.
+type Report struct {
+	Pgmq           Pgmq   // pgmq as installed now
+	PgmqAction     string // "installed", "created" (a real extension from the server) or "kept"
+	PgmqNote       string // why auto mode chose a plain schema, when it did
+	ExtensionDir   string // where our extension files are, in extension mode
+	Realtime       Realtime
+	RealtimeAction string // "installed", "updated" or "kept"
+	Applied        []string
+	AlreadyApplied int
+	PgflowVersion  string
+}
+
+// installLockKey serializes installers of one database (advisory locks are per database).
+const installLockKey int64 = 0x7067_6677_6173_6d01 // "pgfwasm" + 1
+
+// Install puts pgmq, realtime.send and pgflow's migrations into the database conn is
+// connected to. It holds an advisory lock for its whole run.
+func Install(ctx context.Context, conn *pgx.Conn, opts Options) (Report, error) {
+	var rep Report
+	if opts.MigrationsDir == "" {
+		opts.MigrationsDir = DefaultMigrationsDir
+	}
+	if opts.Layer == "" {
+		opts.Layer = LayerAuto
+	}
+	if _, err := ParseLayerMode(string(opts.Layer)); err != nil {
+		return rep, err
+	}
+	migrations, err := LoadMigrations(opts.MigrationsDir)
+	if err != nil {
+		return rep, err
+	}
+	rep.PgflowVersion = migrations.PgflowVersion
+
+	who, err := whoAmI(ctx, conn)
+	if err != nil {
+		return rep, err
+	}
+	if who.serverVersionNum < 140000 {
+		return rep, fmt.Errorf("PostgreSQL %s is too old: pgflow-wasm needs PostgreSQL 14 or newer", who.serverVersion)
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, installLockKey); err != nil {
+		return rep, fmt.Errorf("taking the install lock: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, installLockKey)
+
+	if err := installPgmq(ctx, conn, opts, who, &rep); err != nil {
+		return rep, err
+	}
+	if err := installRealtime(ctx, conn, who, &rep); err != nil {
+		return rep, err
+	}
+	if err := applyMigrations(ctx, conn, migrations, who, &rep); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+type identity struct {
+	user, database, serverVersion string
+	serverVersionNum              int
+	superuser                     bool
+}
+
+func whoAmI(ctx context.Context, conn *pgx.Conn) (identity, error) {
+	var id identity
+	err := conn.QueryRow(ctx, `
+		SELECT current_user, current_database(), current_setting('server_version'),
+		       current_setting('server_version_num')::int,
+		       (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user)`,
+	).Scan(&id.user, &id.database, &id.serverVersion, &id.serverVersionNum, &id.superuser)
+	if err != nil {
+		return id, fmt.Errorf("reading the server identity: %w", err)
+	}
+	return id, nil
+}
+
+// stepError names the step that failed and, for a permission error, the privilege it needs.
+func stepError(err error, who identity, step, privilege string) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		return wrapf(err, "no permission %s: user %q needs %s (server said: %s)", step, who.user, privilege, pgErr.Message)
+	}
+	return fmt.Errorf("%s: %w", step, err)
+}
+
+func createDBPrivilege(who identity) string {
+	return fmt.Sprintf("the CREATE privilege on database %q (GRANT CREATE ON DATABASE %s TO %s)",
+		who.database, pgx.Identifier{who.database}.Sanitize(), pgx.Identifier{who.user}.Sanitize())
+}
+
+// installPgmq makes sure a usable pgmq exists (see LayerMode) and fills rep.Pgmq*.
+func installPgmq(ctx context.Context, conn *pgx.Conn, opts Options, who identity, rep *Report) error {
+	st, err := readPgmqState(ctx, conn)
+	if err != nil {
+		return err
+	}
+	switch st.Installed.Kind {
+	case PgmqLayer:
+		if want := opts.Layer; (want == LayerExtension && !st.Installed.Extension) || (want == LayerSchema && st.Installed.Extension) {
+			return fmt.Errorf("%s is already installed; it cannot become a %s here (drop schema pgmq first)", st.Installed, want)
+		}
+		if st.Installed.Version != LayerVersion {
+			return fmt.Errorf("%s is installed but this pgflow-wasm ships layer %s and has no upgrade path from it yet", st.Installed, LayerVersion)
+		}
+		rep.Pgmq, rep.PgmqAction = st.Installed, "kept"
+		return nil
+	case PgmqReal:
+		if opts.Layer != LayerAuto {
+			return fmt.Errorf("%s is installed: the pgflow-wasm layer is not needed (use auto mode)", st.Installed)
+		}
+		if err := checkRealVersion(st.Installed.Version, "installed", st); err != nil {
+			return err
+		}
+		rep.Pgmq, rep.PgmqAction = st.Installed, "kept"
+		return nil
+	case PgmqForeignSchema:
+		if !st.Headers {
+			return &PgmqTooOldError{Version: "(plain schema, version unknown)", Where: "installed",
+				Hint: "its pgmq.message_record has no headers column"}
+		}
+		rep.Pgmq, rep.PgmqAction = st.Installed, "kept"
+		return nil
+	}
+
+	if opts.Layer == LayerAuto && st.Available.Version != "" && !st.Available.Ours {
+		if err := checkRealVersion(st.Available.Version, "available", st); err != nil {
+			return err
+		}
+		_, err := conn.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS pgmq; CREATE EXTENSION IF NOT EXISTS pgmq WITH SCHEMA pgmq`)
+		if err != nil {
+			return stepError(err, who, "creating the pgmq extension the server offers",
+				"superuser rights or the CREATE privilege on the database, as pgmq's control file asks")
+		}
+		rep.Pgmq = Pgmq{Kind: PgmqReal, Version: st.Available.Version, Extension: true}
+		rep.PgmqAction = "created"
+		return nil
+	}
+
+	if opts.Layer != LayerSchema {
+		dir, err := installLayerExtension(ctx, conn, opts)
+		if err == nil {
+			rep.Pgmq = Pgmq{Kind: PgmqLayer, Version: LayerVersion, Extension: true}
+			rep.PgmqAction, rep.ExtensionDir = "installed", dir
+			return nil
+		}
+		if opts.Layer == LayerExtension {
+			return stepError(err, who, "installing the pgflow-wasm pgmq layer as an extension", createDBPrivilege(who))
+		}
+		rep.PgmqNote = "not as an extension: " + err.Error()
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS pgmq;\n"+layerSQL()); err != nil {
+		return stepError(err, who, "installing the pgflow-wasm pgmq layer into schema pgmq", createDBPrivilege(who))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	rep.Pgmq = Pgmq{Kind: PgmqLayer, Version: LayerVersion}
+	rep.PgmqAction = "installed"
+	return nil
+}
+
+// checkRealVersion refuses a real pgmq older than MinPgmqVersion.
+func checkRealVersion(version, where string, st pgmqState) error {
+	ok, parsed := versionAtLeast(version, MinPgmqVersion)
+	if !parsed {
+		if where == "installed" && !st.Headers {
+			return &PgmqTooOldError{Version: version, Where: where}
+		}
+		return nil // an unusual version string: pgflow's own migration checks the headers column
+	}
+	if ok {
+		return nil
+	}
+	e := &PgmqTooOldError{Version: version, Where: where}
+	if where == "installed" {
+		if newer, _ := versionAtLeast(st.Available.Version, MinPgmqVersion); newer && !st.Available.Ours {
+			e.Hint = fmt.Sprintf("the server has %s: run ALTER EXTENSION pgmq UPDATE", st.Available.Version)
+		}
+	} else {
+		e.Hint = "the server offers no newer pgmq: install pgmq >= " + MinPgmqVersion + " on the server"
+	}
+	return e
+}
+
+// installLayerExtension writes our extension files into the server's extension folder and
+// runs CREATE EXTENSION; it returns the folder. On failure nothing is left in the database
+// and only files this call created are removed.
+func installLayerExtension(ctx context.Context, conn *pgx.Conn, opts Options) (string, error) {
+	dir := opts.ExtensionDir
+	if dir == "" {
+		var err error
+		if dir, err = serverExtensionDir(ctx, conn); err != nil {
+			return "", err
+		}
+	}
+	created, err := writeExtensionFiles(dir)
+	if err != nil {
+		return dir, err
+	}
+	undo := func() {
+		for _, f := range created {
+			os.Remove(f)
+		}
+	}
+	var version, comment *string
+	err = conn.QueryRow(ctx, `SELECT default_version, comment FROM pg_catalog.pg_available_extensions WHERE name = 'pgmq'`).
+		Scan(&version, &comment)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		undo()
+		return dir, err
+	}
+	if version == nil || *version != LayerVersion || comment == nil || !strings.HasPrefix(*comment, LayerCommentPrefix) {
+		undo()
+		return dir, fmt.Errorf("the server does not read extension files from %s (it is not this server's extension folder)", dir)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return dir, err
+	}
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, fmt.Sprintf(`CREATE SCHEMA IF NOT EXISTS pgmq; CREATE EXTENSION pgmq WITH SCHEMA pgmq VERSION '%s'`, LayerVersion))
+	if err != nil {
+		return dir, fmt.Errorf("CREATE EXTENSION pgmq failed: %w", err)
+	}
+	return dir, tx.Commit(ctx)
+}

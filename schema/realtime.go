@@ -1,0 +1,89 @@
+package schema
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// RealtimeKind says whose realtime.send a database has.
+type RealtimeKind string
+
+const (
+	RealtimeMissing RealtimeKind = "missing"
+	RealtimeOurs    RealtimeKind = "ours"    // pgflow-wasm's NOTIFY version
+	RealtimeForeign RealtimeKind = "foreign" // Supabase's, or anyone else's: never replaced
+)
+
+// Realtime describes realtime.send(jsonb, text, text, boolean).
+type Realtime struct {
+	Kind    RealtimeKind
+	Version string // ours only
+}
+
+func (r Realtime) String() string {
+	switch r.Kind {
+	case RealtimeOurs:
+		return fmt.Sprintf("realtime.send (pgflow-wasm NOTIFY version %s)", r.Version)
+	case RealtimeForeign:
+		return "realtime.send (not pgflow-wasm's, e.g. Supabase Realtime: kept)"
+	}
+	return "realtime.send missing"
+}
+
+// RunChannel is the NOTIFY channel our realtime.send uses for a run's events.
+func RunChannel(runID string) string { return "pgflow:run:" + runID }
+
+func readRealtime(ctx context.Context, conn *pgx.Conn) (Realtime, error) {
+	var exists bool
+	var comment *string
+	err := conn.QueryRow(ctx, `
+		SELECT p IS NOT NULL, obj_description(p, 'pg_proc')
+		FROM to_regprocedure('realtime.send(jsonb,text,text,boolean)') AS p`).Scan(&exists, &comment)
+	if err != nil {
+		return Realtime{}, fmt.Errorf("inspecting realtime.send: %w", err)
+	}
+	switch {
+	case !exists:
+		return Realtime{Kind: RealtimeMissing}, nil
+	case comment != nil && strings.HasPrefix(*comment, realtimeCommentPrefix+" "):
+		rest := strings.TrimPrefix(*comment, realtimeCommentPrefix+" ")
+		version, _, _ := strings.Cut(rest, ":")
+		return Realtime{Kind: RealtimeOurs, Version: version}, nil
+	}
+	return Realtime{Kind: RealtimeForeign}, nil
+}
+
+// installRealtime creates our realtime.send where there is none and refreshes an older one
+// of ours; anyone else's is kept. It must run before the migrations: pgflow's SQL-language
+// functions that call it are checked when they are created.
+func installRealtime(ctx context.Context, conn *pgx.Conn, who identity, rep *Report) error {
+	rt, err := readRealtime(ctx, conn)
+	if err != nil {
+		return err
+	}
+	switch {
+	case rt.Kind == RealtimeForeign, rt.Kind == RealtimeOurs && rt.Version == RealtimeVersion:
+		rep.Realtime, rep.RealtimeAction = rt, "kept"
+		return nil
+	case rt.Kind == RealtimeOurs:
+		rep.RealtimeAction = "updated"
+	default:
+		rep.RealtimeAction = "installed"
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, realtimeSQL()); err != nil {
+		return stepError(err, who, "installing realtime.send", createDBPrivilege(who))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	rep.Realtime = Realtime{Kind: RealtimeOurs, Version: RealtimeVersion}
+	return nil
+}
