@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -54,7 +55,11 @@ func ExplainConnectError(host string, port uint16, user, database string, err er
 		}
 		return wrapf(err, "cannot connect to PostgreSQL at %s: %s", where, pgErr.Message)
 	}
-	return wrapf(err, "cannot connect to PostgreSQL at %s (is the server running?): %s", where, rootCause(err))
+	hint := ""
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+		hint = " (is the server running?)"
+	}
+	return wrapf(err, "cannot connect to PostgreSQL at %s%s: %s", where, hint, rootCause(err))
 }
 
 // explained is an error whose message is written for people; Unwrap keeps the original.
@@ -70,14 +75,27 @@ func wrapf(err error, format string, args ...any) error {
 	return &explained{msg: fmt.Sprintf(format, args...), err: err}
 }
 
-// rootCause is the innermost error message: "connect: connection refused" rather than
-// pgx's whole chain with the user and database repeated.
+// rootCause is the network-level reason ("dial tcp 127.0.0.1:1: connect: connection
+// refused") rather than pgx's whole chain, which repeats once per address and TLS attempt.
 func rootCause(err error) string {
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return dnsErr.Error()
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) {
+		return opErr.Error()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "timed out"
+	}
 	for {
 		next := errors.Unwrap(err)
 		if next == nil {
-			return err.Error()
+			break
 		}
 		err = next
 	}
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return msg
 }

@@ -26,9 +26,9 @@ type Realtime struct {
 func (r Realtime) String() string {
 	switch r.Kind {
 	case RealtimeOurs:
-		return fmt.Sprintf("realtime.send (pgflow-wasm NOTIFY version %s)", r.Version)
+		return fmt.Sprintf("realtime.send (pgflow-wasm's, version %s: NOTIFY on channel pgflow:run:<run_id>)", r.Version)
 	case RealtimeForeign:
-		return "realtime.send (not pgflow-wasm's, e.g. Supabase Realtime: kept)"
+		return "realtime.send (not pgflow-wasm's, e.g. Supabase Realtime)"
 	}
 	return "realtime.send missing"
 }

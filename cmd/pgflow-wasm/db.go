@@ -1,0 +1,133 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
+)
+
+func dbCommand() *cli.Command {
+	migrations := &cli.StringFlag{
+		Name:    "migrations",
+		Value:   schema.DefaultMigrationsDir,
+		EnvVars: []string{schema.MigrationsDirEnv},
+		Usage:   "folder of pgflow's SQL migrations (from `npm ci`: @pgflow/core 0.8.1)",
+	}
+	return &cli.Command{
+		Name:  "db",
+		Usage: "install or inspect pgmq, realtime.send and pgflow's schema in a database",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "install",
+				Usage: "install pgmq (real or the pgflow-wasm layer), realtime.send and pgflow's migrations",
+				Description: "Safe to re-run: what is installed is kept, applied migrations are skipped.\n" +
+					"pgmq: a real pgmq >= 1.5 offered by the server is used; otherwise pgflow-wasm's\n" +
+					"pgmq-compatible layer is installed as an extension (when the server's extension folder\n" +
+					"is writable here) or as a plain schema. --pgmq extension|schema forces the layer's form.",
+				Flags: []cli.Flag{databaseURLFlag(), migrations,
+					&cli.StringFlag{Name: "pgmq", Value: "auto", Usage: "auto, extension or schema (see above)"}},
+				Action: dbInstall,
+			},
+			{
+				Name:   "status",
+				Usage:  "report pgmq, realtime.send and pgflow migrations; exit 1 unless all are installed",
+				Flags:  []cli.Flag{databaseURLFlag(), migrations},
+				Action: dbStatus,
+			},
+		},
+	}
+}
+
+func dbInstall(c *cli.Context) error {
+	mode, err := schema.ParseLayerMode(c.String("pgmq"))
+	if err != nil {
+		return cli.Exit("--pgmq: "+err.Error(), 2)
+	}
+	conn, err := schema.Connect(c.Context, c.String("database-url"))
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	defer conn.Close(c.Context)
+	rep, err := schema.Install(c.Context, conn, schema.Options{MigrationsDir: c.String("migrations"), Layer: mode})
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	w := c.App.Writer
+	switch rep.PgmqAction {
+	case "installed":
+		fmt.Fprintf(w, "pgmq:          installed %s\n", rep.Pgmq)
+		if rep.ExtensionDir != "" {
+			fmt.Fprintf(w, "               extension files in %s\n", rep.ExtensionDir)
+		}
+		if rep.PgmqNote != "" {
+			fmt.Fprintf(w, "               %s\n", rep.PgmqNote)
+		}
+	case "created":
+		fmt.Fprintf(w, "pgmq:          created %s from the server's extension files\n", rep.Pgmq)
+	default:
+		fmt.Fprintf(w, "pgmq:          kept %s\n", rep.Pgmq)
+	}
+	fmt.Fprintf(w, "realtime.send: %s %s\n", rep.RealtimeAction, rep.Realtime)
+	fmt.Fprintf(w, "migrations:    %d applied, %d already applied (pgflow %s)\n", len(rep.Applied), rep.AlreadyApplied, rep.PgflowVersion)
+	for _, name := range rep.Applied {
+		fmt.Fprintf(w, "               + %s\n", name)
+	}
+	return nil
+}
+
+func dbStatus(c *cli.Context) error {
+	conn, err := schema.Connect(c.Context, c.String("database-url"))
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	defer conn.Close(c.Context)
+	// The folder only adds "pending" counts: a missing default folder is not an error here.
+	dir := c.String("migrations")
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && !c.IsSet("migrations") {
+		dir = ""
+	}
+	st, err := schema.Status(c.Context, conn, dir)
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	w := c.App.Writer
+	fmt.Fprintf(w, "database:      %s on PostgreSQL %s\n", st.Database, st.Server)
+	fmt.Fprintf(w, "pgmq:          %s\n", st.Pgmq)
+	if st.Pgmq.Kind == schema.PgmqMissing && st.PgmqAvailable.Version != "" {
+		who := "a real pgmq"
+		if st.PgmqAvailable.Ours {
+			who = "the pgflow-wasm layer"
+		}
+		fmt.Fprintf(w, "               the server offers %s %s as an extension\n", who, st.PgmqAvailable.Version)
+	}
+	fmt.Fprintf(w, "realtime.send: %s\n", st.Realtime)
+	version := st.PgflowVersion
+	if version == "" {
+		version = "not installed"
+	}
+	pending := ""
+	if dir != "" {
+		pending = fmt.Sprintf(", %d pending", len(st.Pending))
+	}
+	fmt.Fprintf(w, "pgflow:        %s (%d migrations applied%s)\n", version, len(st.Migrations), pending)
+	for _, m := range st.Migrations {
+		note := ""
+		if m.SkippedPgmq {
+			note = "  (its CREATE EXTENSION pgmq was skipped: pgmq is a plain schema)"
+		}
+		fmt.Fprintf(w, "               %s  %s%s\n", m.AppliedAt, m.Name, note)
+	}
+	for _, name := range st.Pending {
+		fmt.Fprintf(w, "               pending             %s\n", name)
+	}
+	if problems := st.Problems(); len(problems) > 0 {
+		return cli.Exit("not installed: "+strings.Join(problems, "; ")+"; run `pgflow-wasm db install`", 1)
+	}
+	return nil
+}
