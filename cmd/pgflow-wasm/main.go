@@ -43,6 +43,7 @@ func commands() []*cli.Command {
 		startCommand(),
 		runsCommand(),
 		runCommand(),
+		dbCommand(), localdbCommand(),
 	}
 }
 
