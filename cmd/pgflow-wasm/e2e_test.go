@@ -1,0 +1,346 @@
+package main_test
+
+// End-to-end tests of the real binary: signals, kill -9, and what a user sees on bad input.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+)
+
+var binary string // built once by TestMain
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "pgflow-wasm-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "pgflow-wasm")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the binary:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	dir, _ := filepath.Abs("../..")
+	return dir
+}
+
+func module(t testing.TB, rel string) string {
+	t.Helper()
+	p := filepath.Join(repoRoot(t), rel)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("module %s is not built: run `make examples testmodules sandbox-testdata`", rel)
+	}
+	return p
+}
+
+func writeFile(t testing.TB, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// worker is a pgflow-wasm serve process whose JSON log goes to a file.
+type worker struct {
+	cmd *exec.Cmd
+	log string
+}
+
+func startServe(t *testing.T, dbURL, flows string, extra ...string) *worker {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "worker.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"serve", "--flows", flows, "--database-url", dbURL, "--log-format", "json", "--log-level", "debug",
+		"--min-poll-interval", "20ms", "--max-poll-interval", "200ms", "--heartbeat-interval", "500ms"}, extra...)
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logFile.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("worker log %s:\n%s", logPath, tail(string(b), 4000))
+		}
+	})
+	return &worker{cmd: cmd, log: logPath}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// taskKey names one attempt-independent task.
+type taskKey struct {
+	Run   string
+	Step  string
+	Index int
+}
+
+// events reads a worker's JSON log: the tasks it started and those whose completion it wrote.
+func (w *worker) events(t *testing.T) (started, completed map[taskKey]int) {
+	t.Helper()
+	f, err := os.Open(w.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	started, completed = map[taskKey]int{}, map[taskKey]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Msg   string `json:"msg"`
+			RunID string `json:"run_id"`
+			Step  string `json:"step"`
+			Index int    `json:"task_index"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) != nil || line.RunID == "" {
+			continue // a line cut by kill -9
+		}
+		k := taskKey{line.RunID, line.Step, line.Index}
+		switch line.Msg {
+		case "task started":
+			started[k]++
+		case "task completed":
+			completed[k]++
+		}
+	}
+	return started, completed
+}
+
+func waitRunsDone(t *testing.T, db *pgtest.DB, flow string, n int, within time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(within)
+	done := 0
+	for time.Now().Before(deadline) {
+		if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.runs where flow_slug = $1 and status = 'completed'`, flow).Scan(&done); err != nil {
+			t.Fatal(err)
+		}
+		if done == n {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%d of %d runs completed within %s", done, n, within)
+}
+
+const slowFlows = `
+flows:
+  - slug: slow
+    base_delay: 0
+    steps:
+      - {slug: w, module: "%s", timeout: 30}
+`
+
+func TestKillDashNineLosesNothingAndRerunsOnlyRunningTasks(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	flows := writeFile(t, "flows.yaml", fmt.Sprintf(slowFlows, module(t, "modules/testdata/work.wasm")))
+	ctx := context.Background()
+	const runs = 40
+	first := startServe(t, db.URL, flows, "--concurrency", "4", "--batch-size", "4")
+	if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('slow', '{"iterations": 3000000}') from generate_series(1, $1)`, runs); err != nil {
+		t.Fatal(err)
+	}
+	// Let it complete a few tasks and be in the middle of others, then kill it outright.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var done, running int
+		if err := db.Pool.QueryRow(ctx, `select count(*) filter (where status = 'completed'), count(*) filter (where status = 'started')
+			from pgflow.step_tasks where flow_slug = 'slow'`).Scan(&done, &running); err != nil {
+			t.Fatal(err)
+		}
+		if done >= 5 && running > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("first worker did not get going: %d done, %d running", done, running)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+	var orphaned int
+	if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.step_tasks where flow_slug = 'slow' and status = 'started'`).Scan(&orphaned); err != nil {
+		t.Fatal(err)
+	}
+	if orphaned == 0 {
+		t.Fatal("no task was running when the worker was killed: the test proves nothing")
+	}
+
+	second := startServe(t, db.URL, flows, "--concurrency", "4", "--worker-stale-after", "3s", "--recovery-interval", "1s")
+	waitRunsDone(t, db, "slow", runs, 120*time.Second)
+
+	started1, completed1 := first.events(t)
+	started2, _ := second.events(t)
+	for k := range completed1 {
+		if started2[k] > 0 {
+			t.Errorf("task %v completed on the first worker and ran again on the second", k)
+		}
+	}
+	rerun := 0
+	for k := range started2 {
+		if started1[k] > 0 {
+			rerun++
+			if completed1[k] > 0 {
+				t.Errorf("task %v had completed but was run again", k)
+			}
+		}
+	}
+	if rerun < orphaned {
+		t.Errorf("%d tasks were running at the kill, but only %d ran again", orphaned, rerun)
+	}
+	var notOnce, wrongAttempt int
+	if err := db.Pool.QueryRow(ctx, `
+		select count(*) filter (where r.status <> 'completed' or t.status <> 'completed'),
+		       count(*) filter (where t.attempts_count > 2)
+		from pgflow.runs r join pgflow.step_tasks t on t.run_id = r.run_id where r.flow_slug = 'slow'`).Scan(&notOnce, &wrongAttempt); err != nil {
+		t.Fatal(err)
+	}
+	if notOnce != 0 || wrongAttempt != 0 {
+		t.Errorf("%d runs/tasks not completed, %d tasks attempted more than twice", notOnce, wrongAttempt)
+	}
+}
+
+func TestSigtermDrainsAndExitsZero(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	flows := writeFile(t, "flows.yaml", fmt.Sprintf(slowFlows, module(t, "modules/testdata/work.wasm")))
+	ctx := context.Background()
+	const runs = 20
+	w := startServe(t, db.URL, flows, "--concurrency", "4", "--drain-timeout", "30s")
+	if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('slow', '{"iterations": 3000000}') from generate_series(1, $1)`, runs); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var running int
+		if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.step_tasks where flow_slug = 'slow' and status = 'started'`).Scan(&running); err != nil {
+			t.Fatal(err)
+		}
+		if running > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker never started a task")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- w.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("worker exit after SIGTERM: %v (want exit code 0)", err)
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("worker still running 45 s after SIGTERM")
+	}
+	var running, deprecated int
+	if err := db.Pool.QueryRow(ctx, `select (select count(*) from pgflow.step_tasks where flow_slug = 'slow' and status = 'started'),
+		(select count(*) from pgflow.workers where queue_name = 'slow' and deprecated_at is not null)`).Scan(&running, &deprecated); err != nil {
+		t.Fatal(err)
+	}
+	if running != 0 {
+		t.Errorf("%d tasks left started after a graceful stop, want 0 (drained or handed back)", running)
+	}
+	if deprecated != 1 {
+		t.Errorf("worker row not marked deprecated after the stop")
+	}
+	// Nothing lost: a new worker finishes every run.
+	startServe(t, db.URL, flows, "--concurrency", "4")
+	waitRunsDone(t, db, "slow", runs, 120*time.Second)
+}
+
+func TestBadInputsGiveOneClearErrorAndNonZeroExit(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	good := module(t, "modules/testdata/echo.wasm")
+	unknownImport := module(t, "sandbox/testdata/build/unknown_import.wasm")
+	cases := []struct {
+		name  string
+		args  func() []string
+		wants []string
+	}{
+		{"malformed yaml", func() []string {
+			return []string{"validate", "--flows", writeFile(t, "flows.yaml", "flows:\n  - slug: a\n    stepz: []\n")}
+		}, []string{"flows.yaml:3:", `unknown key "stepz"`, `did you mean "steps"`}},
+		{"missing module", func() []string {
+			return []string{"validate", "--flows", writeFile(t, "flows.yaml", "flows:\n  - slug: a\n    steps:\n      - {slug: s, module: nope.wasm}\n")}
+		}, []string{"flows.yaml:4:", `module "nope.wasm" not found`}},
+		{"unknown import", func() []string {
+			return []string{"validate", "--flows", writeFile(t, "flows.yaml", "flows:\n  - slug: a\n    steps:\n      - {slug: s, module: "+unknownImport+"}\n")}
+		}, []string{"flows.yaml:4:", "import"}},
+		{"dead database", func() []string {
+			return []string{"serve", "--flows", writeFile(t, "flows.yaml", "flows:\n  - slug: a\n    steps:\n      - {slug: s, module: "+good+"}\n"),
+				"--database-url", "postgres://nobody@127.0.0.1:1/none?connect_timeout=3"}
+		}, []string{"127.0.0.1:1", "is the server running?"}},
+		{"no database url", func() []string {
+			return []string{"start", "hello", "--database-url", ""}
+		}, []string{"--database-url"}},
+		{"unknown flow", func() []string {
+			return []string{"start", "no_such_flow", "--database-url", db.URL}
+		}, []string{"no_such_flow", "not compiled"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(binary, tc.args()...)
+			cmd.Env = append(os.Environ(), "DATABASE_URL=")
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			err := cmd.Run()
+			if err == nil {
+				t.Fatalf("exit code 0, want non-zero; output:\n%s", out.String())
+			}
+			text := out.String()
+			for _, w := range tc.wants {
+				if !strings.Contains(text, w) {
+					t.Errorf("output does not mention %q:\n%s", w, text)
+				}
+			}
+			if n := strings.Count(strings.TrimSpace(text), "\n"); n > 3 {
+				t.Errorf("want one clear error, got %d lines:\n%s", n+1, text)
+			}
+		})
+	}
+}
