@@ -44,11 +44,12 @@ CREATE TYPE pgmq.metrics_result AS (
     queue_visible_length bigint
 );
 
--- Marker: `pgflow-wasm db status` and the installer tell this layer from a real pgmq by it.
+-- BEGIN marker: `pgflow-wasm db status` and the installer tell this layer from a real pgmq by it.
 CREATE FUNCTION pgmq.pgflow_wasm_layer() RETURNS text
 LANGUAGE sql IMMUTABLE AS $$ SELECT '{{LAYER_VERSION}}'::text $$;
 COMMENT ON FUNCTION pgmq.pgflow_wasm_layer() IS
     'pgflow-wasm layer: pgmq-compatible SQL API written by pgflow-wasm, not the real pgmq extension';
+-- END marker
 
 -- Queue names become table names (q_<name>, a_<name>), so they are checked before any use.
 CREATE FUNCTION pgmq.validate_queue_name(queue_name text) RETURNS void

@@ -1,0 +1,16 @@
+package schema
+
+import "strings"
+
+// LayerSQLWithoutMarker is the layer's SQL minus its marker function: the body of the test
+// fixture that stands in for a real pgmq (a pgmq-compatible API the installer must not
+// recognize as ours).
+func LayerSQLWithoutMarker() string {
+	s := layerSQL()
+	start := strings.Index(s, "-- BEGIN marker")
+	end := strings.Index(s, "-- END marker")
+	return s[:start] + s[end+len("-- END marker"):]
+}
+
+// WithoutPgmqExtension exposes the CREATE EXTENSION skip for tests.
+func (m *Migrations) WithoutPgmqExtension() (map[string]string, error) { return m.withoutPgmqExtension() }
