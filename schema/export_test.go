@@ -13,4 +13,6 @@ func LayerSQLWithoutMarker() string {
 }
 
 // WithoutPgmqExtension exposes the CREATE EXTENSION skip for tests.
-func (m *Migrations) WithoutPgmqExtension() (map[string]string, error) { return m.withoutPgmqExtension() }
+func (m *Migrations) WithoutPgmqExtension() (map[string]string, error) {
+	return m.withoutPgmqExtension()
+}
