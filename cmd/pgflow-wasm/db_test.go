@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/urfave/cli/v2"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/localpg"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
+)
+
+// runCLI runs the app in-process and returns what it printed and its error (with the exit
+// code the binary would use).
+func runCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	app := newApp()
+	var out bytes.Buffer
+	app.Writer, app.ErrWriter = &out, &out
+	app.ExitErrHandler = func(*cli.Context, error) {} // return the error instead of exiting
+	err := app.Run(append([]string{"pgflow-wasm"}, args...))
+	return out.String(), err
+}
+
+func migrationsFlag(t *testing.T) string {
+	root, err := localpg.RepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "--migrations=" + filepath.Join(root, schema.DefaultMigrationsDir)
+}
+
+func TestDBInstallAndStatus(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t, pgtest.Empty()).URL
+	out, err := runCLI(t, "db", "install", "--database-url", url, migrationsFlag(t))
+	if err != nil {
+		t.Fatalf("db install: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"pgmq:          installed pgmq " + schema.LayerVersion + " (pgflow-wasm layer, extension)",
+		"realtime.send: installed realtime.send (pgflow-wasm's",
+		"migrations:    12 applied, 0 already applied (pgflow 0.8.1)",
+		"+ 20250429164909_pgflow_initial.sql",
+	} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("db install output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = runCLI(t, "db", "install", "--database-url", url, migrationsFlag(t))
+	if err != nil || !strings.Contains(out, "migrations:    0 applied, 12 already applied") || !strings.Contains(out, "pgmq:          kept") {
+		t.Fatalf("second db install: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, "db", "status", "--database-url", url, migrationsFlag(t))
+	if err != nil {
+		t.Fatalf("db status after install: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"pgmq:          pgmq " + schema.LayerVersion + " (pgflow-wasm layer, extension)",
+		"realtime.send: realtime.send (pgflow-wasm's, version " + schema.RealtimeVersion,
+		"pgflow:        0.8.1 (12 migrations applied, 0 pending)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("db status output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestDBInstallAsPlainSchema(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t, pgtest.Empty()).URL
+	out, err := runCLI(t, "db", "install", "--database-url", url, migrationsFlag(t), "--pgmq", "schema")
+	if err != nil || !strings.Contains(out, "(pgflow-wasm layer, schema)") {
+		t.Fatalf("db install --pgmq schema: %v\n%s", err, out)
+	}
+	out, _ = runCLI(t, "db", "status", "--database-url", url, migrationsFlag(t))
+	if !strings.Contains(out, "its CREATE EXTENSION pgmq was skipped") {
+		t.Fatalf("db status does not say the first migration's CREATE EXTENSION was skipped:\n%s", out)
+	}
+}
+
+func exitCodeOf(err error) int {
+	if ec, ok := err.(cli.ExitCoder); ok {
+		return ec.ExitCode()
+	}
+	return -1
+}
+
+func TestDBStatusOnAnEmptyDatabase(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDB(t, pgtest.Empty()).URL
+	out, err := runCLI(t, "db", "status", "--database-url", url, migrationsFlag(t))
+	want := "not installed: pgmq is not installed; realtime.send is missing; no pgflow migration is applied; " +
+		"12 pgflow migration(s) not applied yet; run `pgflow-wasm db install`"
+	if err == nil || err.Error() != want || exitCodeOf(err) != 1 {
+		t.Fatalf("db status on an empty database: %v (exit %d)\nwant: %s", err, exitCodeOf(err), want)
+	}
+	if !strings.Contains(out, "pgmq:          pgmq missing") || !strings.Contains(out, "pgflow:        not installed") {
+		t.Fatalf("output:\n%s", out)
+	}
+}
+
+func TestDBCommandsOnBadInput(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"db", "status", "--database-url", "postgres://nobody@127.0.0.1:1/db"},
+			"cannot connect to PostgreSQL at 127.0.0.1:1 (is the server running?): dial tcp 127.0.0.1:1: connect: connection refused"},
+		{[]string{"db", "install", "--database-url", "postgres://u@h:notaport/db"}, "invalid database URL"},
+		{[]string{"db", "install", "--database-url", "", "--migrations", "/nope"}, "no database URL: pass --database-url or set DATABASE_URL"},
+		{[]string{"db", "install", "--pgmq", "sometimes"}, `unknown pgmq mode "sometimes": use auto, extension or schema`},
+	} {
+		_, err := runCLI(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || exitCodeOf(err) == 0 {
+			t.Errorf("%v: %v, want an error containing %q", tc.args, err, tc.want)
+		}
+	}
+	url := pgtest.NewDB(t, pgtest.Empty()).URL
+	_, err := runCLI(t, "db", "install", "--database-url", url, "--migrations", "/nonexistent/migrations")
+	if err == nil || !strings.Contains(err.Error(), "run `npm ci` in the repository (or `make node_modules`)") {
+		t.Fatalf("db install without migrations: %v", err)
+	}
+}
+
+func TestLocalDBUpPrintsAWorkingURL(t *testing.T) {
+	t.Parallel()
+	out, err := runCLI(t, "localdb", "up")
+	if err != nil {
+		t.Fatalf("localdb up: %v\n%s", err, out)
+	}
+	url := strings.TrimSpace(out)
+	if !regexp.MustCompile(`^postgres://postgres@127\.0\.0\.1:\d+/pgflow\?sslmode=disable$`).MatchString(url) {
+		t.Fatalf("localdb up printed %q", out)
+	}
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatalf("the printed URL does not connect: %v", err)
+	}
+	conn.Close(context.Background())
+	again, err := runCLI(t, "localdb", "url")
+	if err != nil || strings.TrimSpace(again) != url {
+		t.Fatalf("localdb url = %q (%v), want %q", again, err, url)
+	}
+	status, err := runCLI(t, "localdb", "status")
+	if err != nil || !strings.Contains(status, "state:      running") || !strings.Contains(status, "fsync:") {
+		t.Fatalf("localdb status: %v\n%s", err, status)
+	}
+}
