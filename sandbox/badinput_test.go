@@ -152,7 +152,7 @@ var loadCases = map[string]struct {
 		parts: []string{}}, // echo needs 1 page: accepted (the boundary); see TestMemoryLimitBoundary
 	"both modes":        {module: "both_modes", parts: []string{"both pgflow_handle and _start"}},
 	"ABI version 2":     {module: "abi_v2", parts: []string{"ABI version 2", "supports [1]"}},
-	"start never ends":  {module: "start_loop", parts: []string{"timeout"}},
+	"start never ends":  {module: "start_loop", parts: []string{"timed out after 500ms"}},
 	"_initialize traps": {module: "init_trap", parts: []string{"trap", "_initialize"}},
 }
 

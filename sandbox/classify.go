@@ -87,7 +87,7 @@ func (m *module) classifyFailure(ctx context.Context, st *callState, g guestInst
 	case st.abort != nil: // proc_exit outside command mode
 		what = fmt.Sprintf("the guest called proc_exit(%d)%s; a reactor must return a status from pgflow_handle instead", st.abort.exitCode, where)
 	case errors.Is(callErr, errInterrupted):
-		return fail(KindTimeout, "the engine interrupted the call"+where)
+		return fail(KindTimeout, timeoutMessage(st.timeout)+where)
 	default:
 		var te *trapError
 		if errors.As(callErr, &te) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -24,9 +26,10 @@ const wazeroCacheDir = "wazero-closeondone"
 // limit is per step, so it is not a runtime setting here: each instance gets a
 // cappedMemory that refuses to grow past the step's limit and remembers that it did.
 type wazeroBackend struct {
-	rt    wazero.Runtime
-	cache wazero.CompilationCache
-	mcfg  wazero.ModuleConfig
+	rt       wazero.Runtime
+	cache    wazero.CompilationCache
+	cacheDir string // "" when the cache is off
+	mcfg     wazero.ModuleConfig
 }
 
 type stateKey struct{}
@@ -37,7 +40,8 @@ func newWazero(cfg Config) (backend, error) {
 	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true).WithCoreFeatures(api.CoreFeaturesV2)
 	b := &wazeroBackend{}
 	if cfg.CacheDir != "" {
-		cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(cfg.CacheDir, wazeroCacheDir))
+		b.cacheDir = filepath.Join(cfg.CacheDir, wazeroCacheDir)
+		cache, err := wazero.NewCompilationCacheWithDir(b.cacheDir)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: wazero compilation cache: %w", err)
 		}
@@ -105,6 +109,17 @@ func wazeroHostFunc(f *hostFunc) api.GoModuleFunc {
 
 func (b *wazeroBackend) compile(ctx context.Context, wasm []byte, _ string) (compiledModule, error) {
 	cm, err := b.rt.CompileModule(ctx, wasm)
+	if err != nil && b.cacheDir != "" && strings.HasPrefix(err.Error(), "compilationcache") {
+		// wazero fails on a damaged cache entry instead of recompiling: its entries are
+		// named by an internal key, so drop them all (the folders stay) and compile again.
+		_ = filepath.WalkDir(b.cacheDir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				_ = os.Remove(p)
+			}
+			return nil
+		})
+		cm, err = b.rt.CompileModule(ctx, wasm)
+	}
 	if err != nil {
 		return nil, err
 	}

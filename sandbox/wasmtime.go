@@ -1,0 +1,303 @@
+//go:build wasmtime
+
+package sandbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	wasmtime "github.com/bytecodealliance/wasmtime-go/v39"
+
+	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
+)
+
+const wasmtimeAvailable = true
+
+// Wasmtime settings. Deadlines use epoch interruption: a goroutine owned by the engine
+// bumps the epoch every epochTick, and each call may run for its remaining time in ticks
+// (+2), so a guest is stopped at most two ticks after its deadline, loops or not.
+const (
+	epochTick        = 5 * time.Millisecond
+	wasmtimeMaxStack = 512 << 10 // bytes of wasm stack per call (wasmtime's default)
+	wasmtimeModule   = "github.com/bytecodealliance/wasmtime-go/v39"
+)
+
+type wasmtimeBackend struct {
+	engine   *wasmtime.Engine
+	linker   *wasmtime.Linker
+	cacheDir string // "" when the cache is off
+	stop     chan struct{}
+	ticker   sync.WaitGroup
+}
+
+func newWasmtime(cfg Config) (backend, error) {
+	c := wasmtime.NewConfig()
+	c.SetEpochInterruption(true)
+	c.SetMaxWasmStack(wasmtimeMaxStack)
+	c.SetWasmThreads(false)
+	c.SetWasmMemory64(false)
+	b := &wasmtimeBackend{engine: wasmtime.NewEngineWithConfig(c), stop: make(chan struct{})}
+	b.linker = wasmtime.NewLinker(b.engine)
+	for i := range hostFuncs {
+		f := &hostFuncs[i]
+		if err := b.linker.FuncNew(f.module, f.name, wasmtimeFuncType(f.sig), wasmtimeHostFunc(f)); err != nil {
+			return nil, fmt.Errorf("sandbox: wasmtime host function %s.%s: %w", f.module, f.name, err)
+		}
+	}
+	if cfg.CacheDir != "" {
+		// The folder names everything the compiled code depends on; wasmtime also refuses
+		// to deserialize code made by another version or configuration.
+		fp := sha256.Sum256([]byte(fmt.Sprintf("epoch=1 stack=%d threads=0 memory64=0", wasmtimeMaxStack)))
+		b.cacheDir = filepath.Join(cfg.CacheDir, fmt.Sprintf("wasmtime-%s-%s-%s-%s",
+			wasmtimeVersion(), runtime.GOOS, runtime.GOARCH, hex.EncodeToString(fp[:4])))
+		if err := os.MkdirAll(b.cacheDir, 0o700); err != nil {
+			return nil, fmt.Errorf("sandbox: wasmtime compilation cache: %w", err)
+		}
+	}
+	b.ticker.Add(1)
+	go b.tick()
+	return b, nil
+}
+
+// tick advances the engine's epoch with the wall clock: ticks missed while this
+// goroutine waited for a CPU are caught up, so deadlines do not drift on a busy machine.
+func (b *wasmtimeBackend) tick() {
+	defer b.ticker.Done()
+	t := time.NewTicker(epochTick)
+	defer t.Stop()
+	start, epoch := time.Now(), uint64(0)
+	for {
+		select {
+		case <-t.C:
+			for want := uint64(time.Since(start) / epochTick); epoch < want; epoch++ {
+				b.engine.IncrementEpoch()
+			}
+		case <-b.stop:
+			return
+		}
+	}
+}
+
+// wasmtimeVersion is the wasmtime-go module version this binary was built with.
+func wasmtimeVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == wasmtimeModule {
+				return d.Version
+			}
+		}
+	}
+	return "v39"
+}
+
+func wasmtimeFuncType(t wasmfile.FuncType) *wasmtime.FuncType {
+	conv := func(ts []wasmfile.ValType) []*wasmtime.ValType {
+		out := make([]*wasmtime.ValType, len(ts))
+		for i, v := range ts {
+			k := wasmtime.KindI32
+			if v == wasmfile.I64 {
+				k = wasmtime.KindI64
+			}
+			out[i] = wasmtime.NewValType(k)
+		}
+		return out
+	}
+	return wasmtime.NewFuncType(conv(t.Params), conv(t.Results))
+}
+
+// wasmtimeHostFunc adapts a shared host function to wasmtime's calling convention; the
+// call state is the store's data. A host abort becomes a trap that unwinds the guest.
+func wasmtimeHostFunc(f *hostFunc) func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	hasResult := len(f.sig.Results) == 1
+	return func(caller *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+		st, _ := caller.Data().(*callState)
+		if st == nil {
+			return nil, wasmtime.NewTrap("sandbox: host function called without a call state")
+		}
+		var mem []byte
+		if f.needsMemory {
+			if ext := caller.GetExport(abi.ExportMemory); ext != nil {
+				if m := ext.Memory(); m != nil {
+					mem = m.UnsafeData(caller)
+				}
+			}
+		}
+		var raw [10]uint64
+		for i, a := range args {
+			if a.Kind() == wasmtime.KindI64 {
+				raw[i] = uint64(a.I64())
+			} else {
+				raw[i] = uint64(uint32(a.I32()))
+			}
+		}
+		r, err := f.fn(st, mem, raw[:len(args)])
+		if err != nil {
+			return nil, wasmtime.NewTrap(err.Error())
+		}
+		if hasResult {
+			return []wasmtime.Val{wasmtime.ValI32(int32(uint32(r)))}, nil
+		}
+		return nil, nil
+	}
+}
+
+func (b *wasmtimeBackend) compile(_ context.Context, wasm []byte, sum string) (compiledModule, error) {
+	var cached string
+	if b.cacheDir != "" {
+		cached = filepath.Join(b.cacheDir, sum+".cwasm")
+		// The cache folder is private (0700): deserializing trusts its content.
+		if m, err := wasmtime.NewModuleDeserializeFile(b.engine, cached); err == nil {
+			return &wasmtimeCompiled{b: b, m: m}, nil
+		}
+	}
+	m, err := wasmtime.NewModule(b.engine, wasm)
+	if err != nil {
+		return nil, err
+	}
+	if cached != "" {
+		if data, err := m.Serialize(); err == nil {
+			writeFileAtomic(cached, data)
+		}
+	}
+	return &wasmtimeCompiled{b: b, m: m}, nil
+}
+
+// writeFileAtomic writes through a temporary file and a rename, so a concurrent reader
+// (another worker process) never sees half a file. Errors only cost a recompile later.
+func writeFileAtomic(path string, data []byte) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if werr != nil || cerr != nil || os.Rename(tmp.Name(), path) != nil {
+		_ = os.Remove(tmp.Name())
+	}
+}
+
+func (b *wasmtimeBackend) close(context.Context) error {
+	close(b.stop)
+	b.ticker.Wait()
+	b.linker.Close()
+	b.engine.Close()
+	return nil
+}
+
+type wasmtimeCompiled struct {
+	b *wasmtimeBackend
+	m *wasmtime.Module
+}
+
+func (c *wasmtimeCompiled) instantiate(ctx context.Context, st *callState) (guestInstance, error) {
+	store := wasmtime.NewStoreWithData(c.b.engine, st)
+	// Linear memory is capped by the store: growing past it makes memory.grow return -1.
+	store.Limiter(int64(st.lim.memoryLimit), -1, -1, -1, -1)
+	setDeadline(ctx, store)
+	inst, err := c.b.linker.Instantiate(store, c.m)
+	if err != nil {
+		store.Close()
+		return nil, wasmtimeError(err)
+	}
+	return &wasmtimeInstance{store: store, inst: inst, st: st, fns: map[string]*wasmtime.Func{}}, nil
+}
+
+// setDeadline lets the store run until the context's deadline, in epoch ticks.
+func setDeadline(ctx context.Context, store *wasmtime.Store) {
+	ticks := uint64(1 << 62)
+	if d, ok := ctx.Deadline(); ok {
+		// +2: the first tick may come at once, and the guest must not stop early.
+		ticks = uint64(max(time.Until(d), 0)/epochTick) + 2
+	}
+	store.SetEpochDeadline(ticks)
+}
+
+func (c *wasmtimeCompiled) close(context.Context) error {
+	c.m.Close()
+	return nil
+}
+
+type wasmtimeInstance struct {
+	store *wasmtime.Store
+	inst  *wasmtime.Instance
+	st    *callState
+	fns   map[string]*wasmtime.Func
+}
+
+func (i *wasmtimeInstance) call(ctx context.Context, name string, args ...uint64) (uint64, error) {
+	fn, ok := i.fns[name]
+	if !ok {
+		if fn = i.inst.GetFunc(i.store, name); fn == nil {
+			return 0, fmt.Errorf("export %s not found", name)
+		}
+		i.fns[name] = fn
+	}
+	setDeadline(ctx, i.store)
+	params := make([]any, len(args))
+	for j, a := range args {
+		params[j] = int32(uint32(a))
+	}
+	res, err := fn.Call(i.store, params...)
+	if err != nil {
+		return 0, wasmtimeError(err)
+	}
+	if v, ok := res.(int32); ok {
+		return uint64(uint32(v)), nil
+	}
+	return 0, nil
+}
+
+// memoryExhausted: wasmtime's store limiter cannot report a refused memory.grow, so a
+// failure with at least half the limit in use counts as hitting it: allocators grow
+// their heap by doubling at most, so the refused request was for the other half.
+func (i *wasmtimeInstance) memoryExhausted() bool {
+	ext := i.inst.GetExport(i.store, abi.ExportMemory)
+	if ext == nil || ext.Memory() == nil {
+		return false
+	}
+	return uint64(ext.Memory().DataSize(i.store))*2 >= i.st.lim.memoryLimit
+}
+
+func (i *wasmtimeInstance) close(context.Context) { i.store.Close() }
+
+// wasmtimeError maps wasmtime traps to errInterrupted or the same one-line reasons
+// wazero gives, so messages do not depend on the engine.
+func wasmtimeError(err error) error {
+	var trap *wasmtime.Trap
+	if errors.As(err, &trap) {
+		if code := trap.Code(); code != nil {
+			if *code == wasmtime.Interrupt {
+				return errInterrupted
+			}
+			if r, ok := trapReasons[*code]; ok {
+				return &trapError{reason: r}
+			}
+		}
+	}
+	reason, _, _ := strings.Cut(err.Error(), "\n")
+	return &trapError{reason: strings.TrimPrefix(reason, "wasm trap: ")}
+}
+
+var trapReasons = map[wasmtime.TrapCode]string{
+	wasmtime.StackOverflow:          "stack overflow",
+	wasmtime.MemoryOutOfBounds:      "out of bounds memory access",
+	wasmtime.HeapMisaligned:         "unaligned atomic",
+	wasmtime.TableOutOfBounds:       "invalid table access",
+	wasmtime.IndirectCallToNull:     "invalid table access",
+	wasmtime.BadSignature:           "indirect call type mismatch",
+	wasmtime.IntegerOverflow:        "integer overflow",
+	wasmtime.IntegerDivisionByZero:  "integer divide by zero",
+	wasmtime.BadConversionToInteger: "invalid conversion to integer",
+	wasmtime.UnreachableCodeReached: "unreachable",
+}
