@@ -499,6 +499,14 @@ var conformanceCases = []struct {
 			t.Fatalf("notifications before enable_notify_insert: %v", n)
 		}
 		mustExec(t, tg.pool, `SELECT pgmq.enable_notify_insert($1, 0)`, q)
+		if tg.ours {
+			// Statement-level (tgtype bit 0 clear): one trigger call per INSERT, not per row.
+			var rowLevel bool
+			if err := tg.pool.QueryRow(ctx, `SELECT bool_or(tgtype & 1 = 1) FROM pg_trigger
+				WHERE tgrelid = to_regclass('pgmq.q_' || $1) AND NOT tgisinternal`, q).Scan(&rowLevel); err != nil || rowLevel {
+				t.Fatalf("notify trigger is row-level (%v) or missing (%v)", rowLevel, err)
+			}
+		}
 		sendN(t, tg.pool, q, 1000)
 		got := drain(ctx, listener, time.Second)
 		if len(got) != 1 {

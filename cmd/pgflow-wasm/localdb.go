@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/urfave/cli/v2"
 
@@ -35,9 +34,6 @@ func devCluster() (*localpg.Cluster, error) {
 	if err != nil {
 		return nil, cli.Exit(err.Error(), 1)
 	}
-	if c.Relocated != "" {
-		fmt.Fprintln(os.Stderr, "localdb:", c.Relocated)
-	}
 	return c, nil
 }
 
@@ -45,6 +41,9 @@ func localdbUp(c *cli.Context) error {
 	cl, err := devCluster()
 	if err != nil {
 		return err
+	}
+	if cl.Relocated != "" {
+		fmt.Fprintln(c.App.ErrWriter, "localdb:", cl.Relocated)
 	}
 	if err := cl.Start(c.Context); err != nil {
 		return cli.Exit(err.Error(), 1)

@@ -99,7 +99,8 @@ func (a *account) canUse(ctx context.Context, dir string) bool {
 // fallbackDir is where a cluster goes when its folder is out of the server user's reach:
 // a folder under the system temp dir, named after the requested one so it is stable.
 func fallbackDir(requested string) string {
-	return filepath.Join(os.TempDir(), fmt.Sprintf("pgflow-wasm-%s-%08x", filepath.Base(requested), fnv32(requested)))
+	name := filepath.Base(filepath.Dir(requested)) + "-" + strings.TrimPrefix(filepath.Base(requested), ".")
+	return filepath.Join(os.TempDir(), fmt.Sprintf("pgflow-wasm-%s-%08x", name, fnv32(requested)))
 }
 
 func fnv32(s string) uint32 {

@@ -60,6 +60,9 @@ func (s *server) buildTemplate(name string, mode schema.LayerMode) error {
 	}
 	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext($1))`, name)
 
+	if s.local {
+		s.dropStaleTemplates(ctx, conn.Conn(), mode, name)
+	}
 	var ready bool
 	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)`, name).Scan(&ready)
 	if err != nil || ready {
@@ -115,4 +118,23 @@ func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
 func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// dropStaleTemplates removes this mode's templates built from other schema versions (an
+// edited layer or another pgflow), so the dev cluster does not collect them. A test process
+// of an older checkout cloning one right now would fail; the dev cluster is per checkout.
+func (s *server) dropStaleTemplates(ctx context.Context, conn *pgx.Conn, mode schema.LayerMode, keep string) {
+	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datistemplate AND datname LIKE $1 AND datname <> $2`,
+		"pgfw\\_tpl\\_"+string(mode)+"\\_%", keep)
+	if err != nil {
+		return
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		conn.Exec(ctx, "ALTER DATABASE "+ident(n)+" WITH IS_TEMPLATE false")
+		conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(n)+" WITH (FORCE)")
+	}
 }
