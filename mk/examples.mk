@@ -1,0 +1,72 @@
+# Example handlers (modules/examples/<lang>/<example>.wasm, every example in every language)
+# and the handlers the worker's tests use (modules/testdata/<name>.wasm), built from source.
+# Each module is rebuilt only when its sources change. See docs/guests.md.
+
+EXAMPLES := greet word_count sum
+EXAMPLE_LANGS := rust tinygo assemblyscript go c
+TESTMODULES := echo flaky fail spin work echo_map
+
+EXAMPLE_WASM := $(foreach lang,$(EXAMPLE_LANGS),$(EXAMPLES:%=modules/examples/$(lang)/%.wasm))
+TESTMODULE_WASM := $(TESTMODULES:%=modules/testdata/%.wasm)
+
+.PHONY: examples testmodules examples-test examples-clean
+examples: toolchains $(EXAMPLE_WASM) testmodules
+testmodules: $(TESTMODULE_WASM)
+
+# --- C (clang + wasi-libc, reactor) -----------------------------------------------------
+WASM_CFLAGS := --target=wasm32-wasi -mexec-model=reactor -O2 -Wall -Wextra -Werror -Wl,--strip-all -I abi/c
+C_GUEST := abi/c/pgflow.h abi/c/pgflow_json.h
+
+modules/examples/c/%.wasm: modules/examples/c/%.c $(C_GUEST) | toolchain-apt
+	$(WASM_CC) $(WASM_CFLAGS) -o $@ $<
+
+modules/testdata/%.wasm: modules/testdata/%.c $(C_GUEST) | toolchain-apt
+	$(WASM_CC) $(WASM_CFLAGS) -o $@ $<
+
+# --- Rust (one cargo workspace: serde_json compiles once for every example) ---------------
+RUST_DIR := modules/examples/rust
+RUST_TARGET := wasm32-unknown-unknown
+RUST_SRC := $(shell find $(RUST_DIR) abi/rust -name target -prune -o \( -name '*.rs' -o -name Cargo.toml -o -name config.toml \) -print)
+RUST_WASM := $(EXAMPLES:%=$(RUST_DIR)/%.wasm)
+
+$(RUST_WASM) &: $(RUST_SRC) | toolchain-apt
+	cd $(RUST_DIR) && RUSTC=$(RUST_RUSTC) $(RUST_CARGO) build --quiet --release --target $(RUST_TARGET)
+	for ex in $(EXAMPLES); do cp $(RUST_DIR)/target/$(RUST_TARGET)/release/$$ex.wasm $(RUST_DIR)/$$ex.wasm; done
+
+# --- Go and TinyGo (one source tree, modules/examples/go, its own go.mod) ----------------
+GO_EX_DIR := modules/examples/go
+GO_EX_SRC := $(shell find $(GO_EX_DIR) abi/go -name '*.go' -o -name go.mod)
+TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug
+
+$(GO_EX_DIR)/%.wasm: $(GO_EX_SRC)
+	cd $(GO_EX_DIR) && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $*.wasm ./$*
+
+# TinyGo warns that LLVM 19 does not know two wasm features it names: harmless, filtered.
+modules/examples/tinygo/%.wasm: $(GO_EX_SRC) | toolchain-tinygo
+	set -o pipefail; cd $(GO_EX_DIR) && $(TINYGO) build $(TINYGO_FLAGS) -o ../tinygo/$*.wasm ./$* 2>&1 \
+		| { grep -v 'is not a recognized feature for this target' || true; }
+
+# --- AssemblyScript (the compiler pinned by package-lock.json, see mk/toolchains.mk) -------
+# (mk/toolchains.mk is read after this file: targets and prerequisites here cannot use its variables.)
+AS_EX_DIR := modules/examples/assemblyscript
+AS_GUEST := $(wildcard abi/assemblyscript/*.ts)
+ASC_FLAGS := -O3 --noAssert --runtime incremental --use abort=../../../abi/assemblyscript/pgflow/pgflowAbort
+
+$(AS_EX_DIR)/%.wasm: $(AS_EX_DIR)/%.ts $(AS_GUEST) $(AS_EX_DIR)/package-lock.json | toolchain-assemblyscript
+	cd $(AS_EX_DIR) && node_modules/.bin/asc $*.ts $(ASC_FLAGS) -o $*.wasm
+
+# --- Unit tests of the guest libraries and example helpers that run natively --------------
+# (The modules themselves are tested by the sandbox's conformance test, on both engines.)
+examples-test: toolchain-apt
+	cd abi/go && $(GO) vet ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./... && $(GO) test ./...
+	cd $(GO_EX_DIR) && $(GO) vet ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./... && $(GO) test ./...
+	cd abi/rust && RUSTC=$(RUST_RUSTC) $(RUST_CARGO) test --quiet
+	cd $(RUST_DIR) && RUSTC=$(RUST_RUSTC) $(RUST_CARGO) test --quiet -p jsonfmt
+
+test: examples-test
+
+examples-clean:
+	rm -f $(EXAMPLE_WASM) $(TESTMODULE_WASM)
+	rm -rf $(RUST_DIR)/target abi/rust/target
+
+clean: examples-clean
