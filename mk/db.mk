@@ -19,8 +19,12 @@ node_modules: package-lock.json package.json
 
 # The server binaries live in /usr/lib/postgresql/<major>/bin on Debian; any major >= 14 will do.
 postgres-server:
-	@if ls -d /usr/lib/postgresql/1[4-9]/bin/postgres /usr/lib/postgresql/[2-9][0-9]/bin/postgres >/dev/null 2>&1; then \
-		echo "PostgreSQL server: $$(ls -d /usr/lib/postgresql/*/bin/postgres | sort -V | tail -1)"; \
+	@found=; for p in /usr/lib/postgresql/*/bin/postgres; do \
+		v=$${p#/usr/lib/postgresql/}; v=$${v%%/*}; \
+		if [ -x "$$p" ] && [ "$$v" -ge 14 ] 2>/dev/null; then found=$$p; fi; \
+	done; \
+	if [ -n "$$found" ]; then \
+		echo "PostgreSQL server: $$found"; \
 	else \
 		echo "installing PostgreSQL server ($(PG_APT_PACKAGES))"; \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(PG_APT_PACKAGES) || \
