@@ -57,6 +57,20 @@ func FindBinDir() (string, error) {
 
 var versionRe = regexp.MustCompile(`\(PostgreSQL\) (\d+)`)
 
+var fullVersionRe = regexp.MustCompile(`\(PostgreSQL\) (\d+(\.\d+)?)`)
+
+// binaryVersion is the "15.20" of `postgres --version` in dir ("" if unreadable).
+func binaryVersion(dir string) string {
+	out, err := exec.Command(filepath.Join(dir, "postgres"), "--version").Output()
+	if err != nil {
+		return ""
+	}
+	if m := fullVersionRe.FindSubmatch(out); m != nil {
+		return string(m[1])
+	}
+	return ""
+}
+
 // serverMajor runs `postgres --version` in dir and returns the major version.
 func serverMajor(dir string) (int, error) {
 	out, err := exec.Command(filepath.Join(dir, "postgres"), "--version").Output()

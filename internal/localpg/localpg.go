@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // SuperUser is the cluster's superuser (trust authentication, 127.0.0.1 only).
@@ -210,6 +212,23 @@ func (c *Cluster) Running(ctx context.Context) bool {
 	return err == nil
 }
 
+// runningVersion is the running server's "15.18" ("" when it cannot be asked).
+func (c *Cluster) runningVersion(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		return ""
+	}
+	defer conn.Close(ctx)
+	var v string
+	if conn.QueryRow(ctx, `SELECT current_setting('server_version')`).Scan(&v) != nil {
+		return ""
+	}
+	v, _, _ = strings.Cut(v, " ")
+	return v
+}
+
 // Start initializes the cluster if needed and starts it unless it runs already.
 func (c *Cluster) Start(ctx context.Context) error {
 	unlock, err := c.lock()
@@ -231,7 +250,16 @@ func (c *Cluster) startLocked(ctx context.Context) error {
 		if p := c.runningPort(); p != 0 {
 			c.port = p
 		}
-		return nil
+		// A package upgrade (15.18 -> 15.20) replaces the libraries the running server
+		// loads (plpgsql.so) under it: new sessions then fail. Restart on the new binaries.
+		running, installed := c.runningVersion(ctx), binaryVersion(c.priv.bin)
+		if running == "" || installed == "" || running == installed {
+			return nil
+		}
+		c.logf("PostgreSQL in %s runs %s but the installed server is %s: restarting it", c.Dir, running, installed)
+		if err := c.stopLocked(ctx); err != nil {
+			return err
+		}
 	}
 	if err := c.writeSettings(); err != nil {
 		return err
