@@ -123,7 +123,8 @@ func (c *cappedText) String() string {
 	if c.dropped == 0 {
 		return validText(c.buf)
 	}
-	return validText(trimPartialRune(c.buf)) + fmt.Sprintf(" ... (%d more bytes truncated)", c.dropped)
+	kept := trimPartialRune(c.buf)
+	return validText(kept) + fmt.Sprintf(" ... (%d more bytes truncated)", c.dropped+len(c.buf)-len(kept))
 }
 
 // validText turns guest bytes into valid UTF-8, replacing invalid sequences.

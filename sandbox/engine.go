@@ -55,7 +55,8 @@ func New(name string, cfg Config) (Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &engine{name: name, cfg: cfg, b: b, modules: map[*module]struct{}{}}, nil
+	return &engine{name: name, cfg: cfg, b: b, modules: map[*module]struct{}{},
+		handoff: make(chan func()), quit: make(chan struct{})}, nil
 }
 
 // DefaultCacheDir is the compilation cache folder commands use unless told otherwise:
@@ -141,6 +142,40 @@ type engine struct {
 
 	mu      sync.Mutex
 	modules map[*module]struct{}
+
+	// Calls run on pooled goroutines: their stacks are already grown to what the engines
+	// need, which saves a stack copy per task.
+	handoff  chan func()   // unbuffered: a send succeeds only when a pooled goroutine waits
+	quit     chan struct{} // closed by Close: idle pooled goroutines exit
+	quitOnce sync.Once
+}
+
+// poolIdle is how long a pooled goroutine waits for work before it exits.
+const poolIdle = 10 * time.Second
+
+// spawn runs fn on an idle pooled goroutine, or on a new one that joins the pool.
+func (e *engine) spawn(fn func()) {
+	select {
+	case e.handoff <- fn:
+	default:
+		go e.pooled(fn)
+	}
+}
+
+func (e *engine) pooled(fn func()) {
+	idle := time.NewTimer(poolIdle)
+	defer idle.Stop()
+	for {
+		fn()
+		idle.Reset(poolIdle)
+		select {
+		case fn = <-e.handoff:
+		case <-idle.C:
+			return
+		case <-e.quit:
+			return
+		}
+	}
 }
 
 func (e *engine) Name() string   { return e.name }
@@ -252,6 +287,7 @@ func (e *engine) Close(ctx context.Context) error {
 	}
 	var err error
 	e.life.close(func() { err = e.b.close(context.Background()) })
+	e.quitOnce.Do(func() { close(e.quit) })
 	return err
 }
 
@@ -267,7 +303,7 @@ func (e *engine) forget(m *module) {
 // counted by Abandoned until it really ends.
 func (e *engine) supervise(ctx context.Context, fn func() outcome) (outcome, bool) {
 	c := &supervised{done: make(chan outcome, 1)}
-	go func() {
+	e.spawn(func() {
 		o := fn()
 		c.mu.Lock()
 		if c.abandoned {
@@ -275,7 +311,7 @@ func (e *engine) supervise(ctx context.Context, fn func() outcome) (outcome, boo
 		}
 		c.mu.Unlock()
 		c.done <- o
-	}()
+	})
 	select {
 	case o := <-c.done:
 		return o, false

@@ -89,12 +89,9 @@ func pgflowFuncs() []hostFunc {
 			if !ok {
 				return 0, s.badPointer(mem, abi.ImportErrorWrite, ptr, n)
 			}
-			if len(b) > s.lim.maxError {
-				s.errMsg = validText(trimPartialRune(b[:s.lim.maxError])) +
-					fmt.Sprintf(" ... (%d more bytes truncated)", len(b)-s.lim.maxError)
-			} else {
-				s.errMsg = validText(b)
-			}
+			msg := cappedText{max: s.lim.maxError}
+			msg.write(b)
+			s.errMsg = msg.String()
 			return 0, nil
 		}),
 		f(abi.ImportLog, func(s *callState, mem []byte, a []uint64) (uint64, error) {

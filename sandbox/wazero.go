@@ -51,7 +51,9 @@ func newWazero(cfg Config) (backend, error) {
 	b.rt = wazero.NewRuntimeWithConfig(ctx, rc)
 	// Guests are anonymous so any number of instances can live at once; start functions
 	// are called by the sandbox, not by wazero.
-	b.mcfg = wazero.NewModuleConfig().WithName("").WithStartFunctions()
+	// wazero's own system context (clocks, random source) is unused, since WASI is served
+	// by hostFuncs; giving it a random source skips seeding one per instance.
+	b.mcfg = wazero.NewModuleConfig().WithName("").WithStartFunctions().WithRandSource(unusedReader{})
 
 	builders := map[string]wazero.HostModuleBuilder{}
 	for i := range hostFuncs {
@@ -222,3 +224,8 @@ func (m *cappedMemory) Reallocate(size uint64) []byte {
 }
 
 func (m *cappedMemory) Free() { m.buf = nil }
+
+// unusedReader stands in for wazero's random source, which our WASI never reads.
+type unusedReader struct{}
+
+func (unusedReader) Read(p []byte) (int, error) { return len(p), nil }

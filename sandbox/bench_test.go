@@ -1,0 +1,98 @@
+package sandbox_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+)
+
+// Benchmarks of the two costs a worker pays: loading a module (cold compile, or from the
+// on-disk cache after a restart) and running one task (fresh instance, or reused).
+// Commands and results: docs/sandbox.md.
+
+const greetInput = `{"run":{"name":"Ada"}}`
+
+// BenchmarkLoad measures Load with a new engine per iteration (as after a process
+// restart, so no in-memory code is reused): "cold" compiles into an empty cache,
+// "cached" reads the code compiled by a first Load.
+func BenchmarkLoad(b *testing.B) {
+	for _, engine := range sandbox.Engines() {
+		for _, lang := range exampleLangs {
+			path := exampleModule(b, lang, "greet")
+			b.Run(engine+"/"+lang+"/cold", func(b *testing.B) {
+				for b.Loop() {
+					b.StopTimer()
+					e := mustNew(b, engine, sandbox.Config{CacheDir: b.TempDir()})
+					b.StartTimer()
+					loadAndClose(b, e, path)
+					b.StopTimer()
+					_ = e.Close(context.Background())
+					b.StartTimer()
+				}
+			})
+			b.Run(engine+"/"+lang+"/cached", func(b *testing.B) {
+				dir := b.TempDir()
+				warm := mustNew(b, engine, sandbox.Config{CacheDir: dir})
+				loadAndClose(b, warm, path)
+				_ = warm.Close(context.Background())
+				for b.Loop() {
+					b.StopTimer()
+					e := mustNew(b, engine, sandbox.Config{CacheDir: dir})
+					b.StartTimer()
+					loadAndClose(b, e, path)
+					b.StopTimer()
+					_ = e.Close(context.Background())
+					b.StartTimer()
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkRun measures one greet task, end to end through Run (instantiate, call,
+// output checks, watchdog), with a fresh instance per task and with a reused one.
+func BenchmarkRun(b *testing.B) {
+	for _, engine := range sandbox.Engines() {
+		e := mustNew(b, engine, sandbox.Config{CacheDir: sandbox.DefaultCacheDir()})
+		for _, lang := range exampleLangs {
+			for _, reuse := range []bool{false, true} {
+				name := engine + "/" + lang + "/fresh"
+				if reuse {
+					name = engine + "/" + lang + "/reused"
+				}
+				b.Run(name, func(b *testing.B) {
+					m, err := e.Load(context.Background(), exampleModule(b, lang, "greet"), sandbox.ModuleConfig{ReuseInstance: reuse})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer m.Close(context.Background())
+					t := task(greetInput, 10*time.Second)
+					for b.Loop() {
+						if _, err := m.Run(context.Background(), t); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+		_ = e.Close(context.Background())
+	}
+}
+
+func mustNew(b *testing.B, engine string, cfg sandbox.Config) sandbox.Engine {
+	e, err := sandbox.New(engine, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return e
+}
+
+func loadAndClose(b *testing.B, e sandbox.Engine, path string) {
+	m, err := e.Load(context.Background(), path, sandbox.ModuleConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = m.Close(context.Background())
+}
