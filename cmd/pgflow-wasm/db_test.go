@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -16,10 +17,16 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
+// cliMu serializes in-process runs: urfave/cli v2 writes package-level state (its global
+// help flag) while parsing, so two apps may not run at once.
+var cliMu sync.Mutex
+
 // runCLI runs the app in-process and returns what it printed and its error (with the exit
 // code the binary would use).
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	cliMu.Lock()
+	defer cliMu.Unlock()
 	app := newApp()
 	var out bytes.Buffer
 	app.Writer, app.ErrWriter = &out, &out
