@@ -127,9 +127,10 @@ type Info struct {
 	MemoryMaxPages uint32 // 0 when the module declares no maximum
 }
 
-// Func is one import or export, with its signature in WebAssembly text form, e.g. "(i32, i32) -> i32".
+// Func is one import or export, with its signature in WebAssembly text form, e.g.
+// "(i32, i32) -> i32"; memories, tables, globals and tags show their kind instead.
 type Func struct {
-	Module    string // import module; empty for exports
-	Name      string
-	Signature string
+	Module    string `json:"module,omitempty"` // import module; empty for exports
+	Name      string `json:"name"`
+	Signature string `json:"signature"`
 }

@@ -44,6 +44,7 @@ func commands() []*cli.Command {
 		runsCommand(),
 		runCommand(),
 		dbCommand(), localdbCommand(),
+		moduleCommand(),
 	}
 }
 
