@@ -17,7 +17,9 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
-func migrationsDir(t *testing.T) string {
+func migrationsDir(t *testing.T) string { return migrationsDirTB(t) }
+
+func migrationsDirTB(t testing.TB) string {
 	t.Helper()
 	if d := os.Getenv(schema.MigrationsDirEnv); d != "" {
 		return d

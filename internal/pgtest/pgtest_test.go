@@ -96,3 +96,11 @@ func BenchmarkNewDB(b *testing.B) {
 		pgtest.NewDB(b)
 	}
 }
+
+// BenchmarkNewCluster measures a private cluster: initdb, start, and (at cleanup, untimed
+// by the loop's end) stop and removal.
+func BenchmarkNewCluster(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		pgtest.NewCluster(b)
+	}
+}
