@@ -60,8 +60,8 @@ $(AS_EX_DIR)/%.wasm: $(AS_EX_DIR)/%.ts $(AS_GUEST) $(AS_EX_DIR)/package-lock.jso
 examples-test: toolchain-apt
 	cd abi/go && $(GO) vet ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./... && $(GO) test ./...
 	cd $(GO_EX_DIR) && $(GO) vet ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./... && $(GO) test ./...
-	cd abi/rust && RUSTC=$(RUST_RUSTC) $(RUST_CARGO) test --quiet
-	cd $(RUST_DIR) && RUSTC=$(RUST_RUSTC) $(RUST_CARGO) test --quiet -p jsonfmt
+	cd abi/rust && RUSTC=$(RUST_RUSTC) $(RUST_CARGO) test --quiet --lib
+	cd $(RUST_DIR) && RUSTC=$(RUST_RUSTC) $(RUST_CARGO) test --quiet --lib -p jsonfmt
 
 test: examples-test
 
