@@ -12,7 +12,8 @@ import (
 )
 
 func main() {
-	if err := newApp().Run(os.Args); err != nil {
+	app := newApp()
+	if err := app.Run(flagsFirst(app, os.Args)); err != nil {
 		fmt.Fprintln(os.Stderr, "pgflow-wasm:", err)
 		os.Exit(exitCode(err))
 	}
