@@ -167,10 +167,19 @@ func (f *Fetcher) start(ctx context.Context, ids []int64, offsets []int32, missi
 	if err := f.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("start_tasks(%s): %w", f.flow, err)
 	}
-	for i := range tasks {
-		tasks[i].Attempt = attempts[tasks[i].MsgID]
-		tasks[i].FlowInput = f.inputs.get(tasks[i].RunID)
+	// start_tasks returns a task to every caller racing on its message, though only one
+	// caller's update applies (its CTE reads the statement snapshot). Keep only the tasks this
+	// worker really started: the attempt lookup matches last_worker_id.
+	mine := tasks[:0]
+	for _, t := range tasks {
+		n, ok := attempts[t.MsgID]
+		if !ok {
+			continue
+		}
+		t.Attempt = n
+		t.FlowInput = f.inputs.get(t.RunID)
+		mine = append(mine, t)
 	}
-	sort.Slice(tasks, func(i, j int) bool { return tasks[i].MsgID < tasks[j].MsgID })
-	return tasks, nil
+	sort.Slice(mine, func(i, j int) bool { return mine[i].MsgID < mine[j].MsgID })
+	return mine, nil
 }
