@@ -25,10 +25,8 @@ test: deps modules
 	$(MAKE) vet fmt-check
 	$(GO) test -race -tags '$(TAGS)' -timeout 25m ./...
 
-run: deps modules build
-	$(BIN) localdb up
-	DATABASE_URL=$$($(BIN) localdb url) $(BIN) db install
-	DATABASE_URL=$$($(BIN) localdb url) $(BIN) db status
+run: deps examples build
+	BIN=$(BIN) scripts/run-examples.sh
 
 vet:
 	$(GO) vet -tags '$(TAGS)' ./...
