@@ -1,6 +1,7 @@
 # Test modules of the sandbox (sandbox/testdata), built from source into
 # sandbox/testdata/build/ (git-ignored). `go test ./sandbox/...` fails, naming this target,
-# when they are missing. Toolchains come from `make toolchains` (mk/toolchains.mk).
+# when they are missing. Toolchains come from mk/toolchains.mk: Debian packages
+# (toolchain-apt: wabt, clang, wasi-libc, rustc) and the pinned AssemblyScript compiler.
 
 SANDBOX_TD    := sandbox/testdata
 SANDBOX_BUILD := $(SANDBOX_TD)/build
@@ -9,6 +10,7 @@ WASM_CLANG    ?= clang
 # Debian's rustc: the rustup one usually first on PATH has no wasm32 standard library.
 WASM_RUSTC    ?= /usr/bin/rustc
 SANDBOX_ASC   ?= $(CURDIR)/modules/examples/assemblyscript/node_modules/.bin/asc
+GO            ?= go
 
 SANDBOX_WAT_OUT  := $(patsubst $(SANDBOX_TD)/wat/%.wat,$(SANDBOX_BUILD)/%.wasm,$(wildcard $(SANDBOX_TD)/wat/*.wat))
 SANDBOX_C_OUT    := $(patsubst $(SANDBOX_TD)/c/%.c,$(SANDBOX_BUILD)/c_%.wasm,$(wildcard $(SANDBOX_TD)/c/*.c))
@@ -24,23 +26,25 @@ $(SANDBOX_BUILD):
 	mkdir -p $@
 
 # WAT: threads are enabled only so the shared-memory test module assembles.
-$(SANDBOX_BUILD)/%.wasm: $(SANDBOX_TD)/wat/%.wat | toolchains $(SANDBOX_BUILD)
+$(SANDBOX_BUILD)/%.wasm: $(SANDBOX_TD)/wat/%.wat | toolchain-apt $(SANDBOX_BUILD)
 	$(WAT2WASM) --enable-threads $< -o $@
 
 # C: reactors, except command.c which is a plain WASI command (main -> _start).
-$(SANDBOX_BUILD)/c_%.wasm: $(SANDBOX_TD)/c/%.c | toolchains $(SANDBOX_BUILD)
+$(SANDBOX_BUILD)/c_%.wasm: $(SANDBOX_TD)/c/%.c | toolchain-apt $(SANDBOX_BUILD)
 	$(WASM_CLANG) --target=wasm32-wasi -O2 $(if $(filter command,$*),,-mexec-model=reactor) -Wl,--strip-all -o $@ $<
 
-$(SANDBOX_BUILD)/rust_%.wasm: $(SANDBOX_TD)/rust/%.rs | toolchains $(SANDBOX_BUILD)
+$(SANDBOX_BUILD)/rust_%.wasm: $(SANDBOX_TD)/rust/%.rs | toolchain-apt $(SANDBOX_BUILD)
 	$(WASM_RUSTC) --target wasm32-wasi --crate-type cdylib -C opt-level=s -C panic=abort -C strip=symbols -o $@ $<
 
-$(SANDBOX_BUILD)/go_%.wasm: $(SANDBOX_TD)/go/%/main.go | toolchains $(SANDBOX_BUILD)
+$(SANDBOX_BUILD)/go_%.wasm: $(SANDBOX_TD)/go/%/main.go | $(SANDBOX_BUILD)
 	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o $@ ./$(SANDBOX_TD)/go/$*
 
 # AssemblyScript: --use abort=... replaces env.abort with the module's own abort.
-$(SANDBOX_BUILD)/as_%.wasm: $(SANDBOX_TD)/assemblyscript/%.ts | toolchains $(SANDBOX_BUILD)
+$(SANDBOX_BUILD)/as_%.wasm: $(SANDBOX_TD)/assemblyscript/%.ts | toolchain-assemblyscript $(SANDBOX_BUILD)
 	cd $(SANDBOX_TD)/assemblyscript && $(SANDBOX_ASC) $*.ts -O3 --runtime incremental \
 		--use abort=$*/abort -o $(CURDIR)/$@
 
 clean-sandbox-testdata:
 	rm -rf $(SANDBOX_BUILD)
+
+clean: clean-sandbox-testdata

@@ -210,7 +210,11 @@ func (c *wasmtimeCompiled) instantiate(ctx context.Context, st *callState) (gues
 		store.Close()
 		return nil, wasmtimeError(err)
 	}
-	return &wasmtimeInstance{store: store, inst: inst, st: st, fns: map[string]*wasmtime.Func{}}, nil
+	g := &wasmtimeInstance{store: store, inst: inst, st: st, fns: map[string]*wasmtime.Func{}}
+	if ext := inst.GetExport(store, abi.ExportMemory); ext != nil {
+		g.mem = ext.Memory()
+	}
+	return g, nil
 }
 
 // setDeadline lets the store run until the context's deadline, in epoch ticks.
@@ -229,10 +233,12 @@ func (c *wasmtimeCompiled) close(context.Context) error {
 }
 
 type wasmtimeInstance struct {
-	store *wasmtime.Store
-	inst  *wasmtime.Instance
-	st    *callState
-	fns   map[string]*wasmtime.Func
+	store       *wasmtime.Store
+	inst        *wasmtime.Instance
+	st          *callState
+	fns         map[string]*wasmtime.Func
+	mem         *wasmtime.Memory
+	sizeAtStart uint64 // memory size when the last call began
 }
 
 func (i *wasmtimeInstance) call(ctx context.Context, name string, args ...uint64) (uint64, error) {
@@ -244,6 +250,7 @@ func (i *wasmtimeInstance) call(ctx context.Context, name string, args ...uint64
 		i.fns[name] = fn
 	}
 	setDeadline(ctx, i.store)
+	i.sizeAtStart = i.memorySize()
 	params := make([]any, len(args))
 	for j, a := range args {
 		params[j] = int32(uint32(a))
@@ -259,14 +266,19 @@ func (i *wasmtimeInstance) call(ctx context.Context, name string, args ...uint64
 }
 
 // memoryExhausted: wasmtime's store limiter cannot report a refused memory.grow, so a
-// failure with at least half the limit in use counts as hitting it: allocators grow
-// their heap by doubling at most, so the refused request was for the other half.
+// failed call counts as hitting the limit when its memory grew during the call to at
+// least half the limit: allocators grow their heap by doubling at most, so a refused
+// request came at that point or later.
 func (i *wasmtimeInstance) memoryExhausted() bool {
-	ext := i.inst.GetExport(i.store, abi.ExportMemory)
-	if ext == nil || ext.Memory() == nil {
-		return false
+	size := i.memorySize()
+	return size > i.sizeAtStart && size*2 >= i.st.lim.memoryLimit
+}
+
+func (i *wasmtimeInstance) memorySize() uint64 {
+	if i.mem == nil {
+		return 0
 	}
-	return uint64(ext.Memory().DataSize(i.store))*2 >= i.st.lim.memoryLimit
+	return uint64(i.mem.DataSize(i.store))
 }
 
 func (i *wasmtimeInstance) close(context.Context) { i.store.Close() }
