@@ -57,16 +57,20 @@ $(AS_EX_DIR)/%.wasm: $(AS_EX_DIR)/%.ts $(AS_GUEST) $(AS_EX_DIR)/package-lock.jso
 
 # --- Unit tests of the guest libraries and example helpers that run natively --------------
 # (The modules themselves are tested by the sandbox's conformance test, on both engines.)
-examples-test: toolchain-apt
+AS_NUMBER_TEST := abi/assemblyscript/test/number_test
+
+examples-test: toolchain-apt toolchain-assemblyscript
 	cd abi/go && $(GO) vet ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./... && $(GO) test ./...
 	cd $(GO_EX_DIR) && $(GO) vet ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./... && $(GO) test ./...
 	cd abi/rust && RUSTC=$(RUST_RUSTC) $(RUST_CARGO) test --quiet --lib
 	cd $(RUST_DIR) && RUSTC=$(RUST_RUSTC) $(RUST_CARGO) test --quiet --lib -p jsonfmt
+	cd $(AS_EX_DIR) && node_modules/.bin/asc ../../../$(AS_NUMBER_TEST).ts -O3 --runtime incremental -o ../../../$(AS_NUMBER_TEST).wasm
+	node $(AS_NUMBER_TEST).mjs $(AS_NUMBER_TEST).wasm
 
 test: examples-test
 
 examples-clean:
-	rm -f $(EXAMPLE_WASM) $(TESTMODULE_WASM)
+	rm -f $(EXAMPLE_WASM) $(TESTMODULE_WASM) $(AS_NUMBER_TEST).wasm
 	rm -rf $(RUST_DIR)/target abi/rust/target
 
 clean: examples-clean

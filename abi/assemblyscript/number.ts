@@ -65,6 +65,15 @@ class Big {
     this.d = out;
   }
 
+  /** this >>= 1 */
+  shr1(): void {
+    const d = this.d;
+    for (let i = 0; i < d.length; i++) {
+      d[i] = (d[i] >>> 1) | (i + 1 < d.length ? d[i + 1] << 31 : 0);
+    }
+    this.trim();
+  }
+
   cmp(o: Big): i32 {
     const a = this.d;
     const b = o.d;
@@ -143,8 +152,10 @@ export function parseNumber(data: Uint8Array, start: i32, end: i32): f64 {
     neg = true;
     i++;
   }
-  // value = digits * 10^exp10
+  // value = digits * 10^exp10; digits are added nine at a time (chunk, chunkLen).
   const digits = new Big();
+  let chunk: u32 = 0;
+  let chunkLen = 0;
   let kept = 0;
   let exp10: i64 = 0;
   let sticky = false;
@@ -162,7 +173,12 @@ export function parseNumber(data: Uint8Array, start: i32, end: i32): f64 {
       continue;
     }
     if (kept < MAX_DIGITS) {
-      digits.mulAdd(10, <u32>dgt);
+      chunk = chunk * 10 + <u32>dgt;
+      if (++chunkLen == 9) {
+        digits.mulAdd(1000000000, chunk);
+        chunk = 0;
+        chunkLen = 0;
+      }
       kept++;
       if (afterPoint) exp10--;
     } else {
@@ -170,6 +186,7 @@ export function parseNumber(data: Uint8Array, start: i32, end: i32): f64 {
       if (!afterPoint) exp10++;
     }
   }
+  if (chunkLen > 0) digits.mulAdd(POW10_U32[chunkLen], chunk);
   if (i < end) {
     // exponent: [eE][+-]?digits, saturated far beyond any double
     i++;
@@ -210,13 +227,14 @@ export function parseNumber(data: Uint8Array, start: i32, end: i32): f64 {
   if (s > 0) num.shl(s);
   else den.shl(-s);
   let q: u64 = 0;
+  const t = den.clone();
+  t.shl(56);
   for (let b = 56; b >= 0; b--) {
-    const t = den.clone();
-    t.shl(b);
     if (num.cmp(t) >= 0) {
       num.sub(t);
       q |= (<u64>1) << b;
     }
+    t.shr1();
   }
   return signed(neg, roundToDouble(q, s, !num.isZero()));
 }
