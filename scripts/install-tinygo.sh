@@ -58,16 +58,20 @@ WRAP
 	mv "$wrapper.tmp" "$wrapper"
 }
 
+# One install at a time (parallel makes, several checkouts sharing TOOLS_DIR).
+mkdir -p "$tools"
+exec 9>"$tools/.install-tinygo.lock"
+flock 9
+
 if [ -x "$root/build/tinygo" ]; then
 	[ -f "$libc_dir/lib.a" ] && [ -f "$rt_dir/lib.a" ] || seed_cache
 	[ -x "$wrapper" ] || write_wrapper
 	exit 0
 fi
 
-echo "install-tinygo: building TinyGo $version into $root (not packaged for Debian; first build takes minutes, later runs reuse it)"
+echo "install-tinygo: building TinyGo $version into $root (not packaged for Debian; about a minute, once: later runs reuse it)"
 start=$(date +%s)
 export GOTOOLCHAIN=$gotool
-mkdir -p "$tools"
 cd "$tools" # outside any module: the checkout's go.mod asks for a newer Go than TinyGo accepts
 # 'go install ...@version' needs the proxy's version list, which this proxy refuses: download the exact module.
 dir=$(go mod download -json "github.com/tinygo-org/tinygo@v$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
