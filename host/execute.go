@@ -91,7 +91,7 @@ func failMessage(err error, timeout time.Duration) (string, sandbox.Kind) {
 // checkAbandoned stops the worker for a restart when the watchdog has given up on too many
 // calls: their goroutines still burn CPU and only a new process reclaims them.
 func (w *Worker) checkAbandoned() {
-	if n := w.cfg.Engine.Abandoned(); n > w.cfg.MaxAbandoned {
+	if n := w.cfg.Engine.Abandoned(); n >= w.cfg.MaxAbandoned {
 		w.log.Error("too many abandoned handler calls: restarting the worker", "abandoned", n, "max", w.cfg.MaxAbandoned)
 		w.restart.Store(true)
 		w.Stop()
@@ -157,8 +157,10 @@ func (w *Worker) onWritten(written []completer.Written) {
 					time.AfterFunc(time.Duration(st.maxDependentStartDelay)*time.Second+50*time.Millisecond, fs.wake.Ring)
 				}
 			}
+		case !wr.Failed && wr.Status == "":
+			log.Warn("pgflow refused the output: a dependent map step needs an array, so the run failed")
 		case !wr.Failed:
-			log.Warn("pgflow did not accept the output: a dependent map step needs an array; the run failed", "status", wr.Status)
+			log.Info("pgflow ignored the output: the run had already failed", "task_status", wr.Status)
 		case wr.Status == "queued":
 			log.Info("task failed; pgflow will retry it", "error", wr.Error, "attempts", wr.Attempts)
 			fs.wake.Ring()

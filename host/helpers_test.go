@@ -105,16 +105,18 @@ type runningWorker struct {
 	*host.Worker
 	Metrics *telemetry.Metrics
 	cancel  context.CancelFunc
-	done    chan error
+	stopped chan struct{} // closed when Run returned
+	err     error         // what Run returned, once stopped is closed
 }
 
-// stop shuts the worker down gracefully and returns what Run returned.
+// stop shuts the worker down gracefully (if Run has not returned already) and returns what
+// Run returned. It may be called any number of times.
 func (w *runningWorker) stop(t testing.TB) error {
 	t.Helper()
 	w.cancel()
 	select {
-	case err := <-w.done:
-		return err
+	case <-w.stopped:
+		return w.err
 	case <-time.After(60 * time.Second):
 		t.Fatal("worker did not stop within 60 s")
 		return nil
@@ -144,14 +146,11 @@ func startWorker(t testing.TB, pool *pgxpool.Pool, file *flowfile.File, cfg host
 		t.Fatalf("host.New: %v", err)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	rw := &runningWorker{Worker: w, Metrics: cfg.Metrics, cancel: cancel, done: make(chan error, 1)}
-	go func() { rw.done <- w.Run(runCtx) }()
-	stopped := false
+	rw := &runningWorker{Worker: w, Metrics: cfg.Metrics, cancel: cancel, stopped: make(chan struct{})}
+	go func() { rw.err = w.Run(runCtx); close(rw.stopped) }()
 	t.Cleanup(func() {
-		if !stopped {
-			if err := rw.stop(t); err != nil {
-				t.Errorf("worker Run: %v", err)
-			}
+		if err := rw.stop(t); err != nil && !errors.Is(err, host.ErrRestart) {
+			t.Errorf("worker Run: %v", err)
 		}
 	})
 	return rw

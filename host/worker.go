@@ -70,7 +70,7 @@ type Config struct {
 	StalledMargin     time.Duration // added to a step's timeout before its task counts as stalled [30s]
 
 	DrainTimeout    time.Duration // how long shutdown waits for running tasks [30s]
-	MaxAbandoned    int           // abandoned sandbox calls tolerated before a restart [4]
+	MaxAbandoned    int           // abandoned sandbox calls that make the worker restart itself [4]
 	CompletionBatch int           // outcomes per write transaction [100]
 }
 

@@ -369,11 +369,10 @@ flows:
 	}
 	// Every flow of the worker is deprecated: it drains and Run returns by itself.
 	select {
-	case err := <-w.done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
+	case <-w.stopped:
+		if w.err != nil {
+			t.Fatalf("Run: %v", w.err)
 		}
-		w.done <- nil // for the cleanup's stop
 	case <-time.After(30 * time.Second):
 		t.Fatal("worker still running 30 s after its only flow was deprecated")
 	}

@@ -1,0 +1,203 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/host"
+	"github.com/pgflow-wasm/pgflow-wasm/host/telemetry"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+)
+
+func init() {
+	testModules["fib"] = "sandbox/testdata/build/fib.wasm"
+	testModules["nul"] = "sandbox/testdata/build/nul_output.wasm"
+}
+
+func TestNotifyWakesAnIdleWorker(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	f := flows(t, `
+flows:
+  - slug: chain
+    steps:
+      - {slug: a, module: "{{echo}}"}
+      - {slug: b, depends_on: [a], module: "{{echo}}"}
+      - {slug: c, depends_on: [b], module: "{{echo}}"}
+`)
+	// Polling is effectively off: only notifications (and completions of this worker) wake it.
+	startWorker(t, db.Pool, f, host.Config{Signal: host.SignalNotify, NotifyFallback: time.Hour,
+		MinPollInterval: time.Hour, MaxPollInterval: time.Hour})
+	time.Sleep(500 * time.Millisecond) // let the worker go idle after its first poll
+	began := time.Now()
+	id := startRun(t, db.Pool, "chain", `{"value": 7}`)
+	r := waitRun(t, db.Pool, id, 30*time.Second)
+	if r.Status != "completed" {
+		t.Fatalf("run: %s (%s)", r.Status, r.Error)
+	}
+	// With hour-long poll intervals only a notification can have started step a so soon.
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("an idle notify worker took %s to run a 3-step chain: notifications did not wake it", took)
+	}
+}
+
+func TestConcurrencyLimits(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	f := flows(t, `
+flows:
+  - slug: capped
+    max_concurrency: 2
+    steps:
+      - {slug: w, module: "{{work}}"}
+  - slug: free
+    steps:
+      - {slug: w, module: "{{work}}"}
+`)
+	startWorker(t, db.Pool, f, host.Config{Concurrency: 3, BatchSize: 10})
+	ctx := context.Background()
+	if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow(f, '{"iterations": 20000000}') from generate_series(1, 8), unnest(array['capped', 'free']) f`); err != nil {
+		t.Fatal(err)
+	}
+	maxCapped, maxAll := 0, 0
+	waitFor(t, 120*time.Second, func() (bool, string) {
+		var capped, all, done int
+		if err := db.Pool.QueryRow(ctx, `select count(*) filter (where status = 'started' and flow_slug = 'capped'),
+			count(*) filter (where status = 'started'), count(*) filter (where status = 'completed') from pgflow.step_tasks`).
+			Scan(&capped, &all, &done); err != nil {
+			t.Fatal(err)
+		}
+		maxCapped, maxAll = max(maxCapped, capped), max(maxAll, all)
+		return done == 16, fmt.Sprintf("%d of 16 tasks done", done)
+	})
+	if maxCapped > 2 || maxAll > 3 {
+		t.Errorf("seen %d tasks of the capped flow and %d in all running at once; limits are 2 and 3", maxCapped, maxAll)
+	}
+	if maxAll < 2 {
+		t.Errorf("never more than %d task running at once: the limits were never reached, the test proves little", maxAll)
+	}
+}
+
+func TestOutputJsonbCannotStoreFailsOnlyItsRun(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	f := flows(t, `
+flows:
+  - slug: bad
+    max_attempts: 1
+    steps:
+      - {slug: nul, module: "{{nul}}"}
+  - slug: good
+    steps:
+      - {slug: e, module: "{{echo}}"}
+`)
+	startWorker(t, db.Pool, f, host.Config{})
+	bad := startRun(t, db.Pool, "bad", `{}`)
+	good := startRun(t, db.Pool, "good", `{"value": "fine"}`)
+	r := waitRun(t, db.Pool, bad, 30*time.Second)
+	if r.Status != "failed" || !strings.Contains(r.Error, "invalid_output") || !strings.Contains(r.Error, `\u0000`) {
+		t.Fatalf("run: %s %q, want failed with an invalid_output error naming \\u0000", r.Status, r.Error)
+	}
+	if r := waitRun(t, db.Pool, good, 30*time.Second); r.Status != "completed" {
+		t.Errorf("the good run is %s: the bad output blocked it", r.Status)
+	}
+}
+
+// Not parallel, garbage collector off: wazero's machine code cannot be preempted, so a
+// stop-the-world started by any goroutine would wait for the loop-free call to end (see
+// docs/sandbox.md), freezing every test of the package with it.
+func TestWorkerRestartsWhenAbandonedCallsPileUp(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	db := pgtest.NewDB(t)
+	f := flows(t, `
+flows:
+  - slug: recursion
+    max_attempts: 1
+    steps:
+      - {slug: fib, module: "{{fib}}", timeout: 1}
+`)
+	// fib's handler recurses input-length deep without loops, which wazero cannot interrupt:
+	// {"run": "<31 x>"} is 42 bytes, fib(42) runs for seconds.
+	w := startWorker(t, db.Pool, f, host.Config{MaxAbandoned: 1})
+	id := startRun(t, db.Pool, "recursion", `"`+strings.Repeat("x", 31)+`"`)
+	select {
+	case <-w.stopped:
+		if !errors.Is(w.err, host.ErrRestart) {
+			t.Fatalf("Run returned %v, want ErrRestart", w.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("worker did not ask for a restart after an abandoned call")
+	}
+	r := waitRun(t, db.Pool, id, 10*time.Second)
+	if r.Status != "failed" || !strings.Contains(r.Error, "Task timed out after 1s") {
+		t.Errorf("run: %s %q, want failed with the timeout message", r.Status, r.Error)
+	}
+}
+
+func TestHealthAndMetricsEndpoints(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	f := flows(t, `
+flows:
+  - slug: observed
+    steps:
+      - {slug: e, module: "{{echo}}"}
+`)
+	health := &telemetry.Health{}
+	eng := engine(t, "wazero")
+	metrics := telemetry.NewMetrics(eng.Abandoned)
+	srv, err := telemetry.Listen("127.0.0.1:0", metrics, health)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close(context.Background()) })
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + srv.Addr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz before start = %d %q, want 503", code, body)
+	}
+	w := startWorker(t, db.Pool, f, host.Config{Engine: eng, Metrics: metrics, Health: health})
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		code, body := get("/readyz")
+		return code == http.StatusOK, body
+	})
+	waitRun(t, db.Pool, startRun(t, db.Pool, "observed", `{"value": 1}`), 30*time.Second)
+	code, body := get("/metrics")
+	for _, want := range []string{
+		`pgflow_wasm_tasks_completed_total{flow="observed",step="e"} 1`,
+		`pgflow_wasm_tasks_started_total{flow="observed",step="e"} 1`,
+		`pgflow_wasm_task_duration_seconds_count{flow="observed",step="e"} 1`,
+		`pgflow_wasm_polls_total{flow="observed",result="tasks"}`,
+		`pgflow_wasm_queue_read_seconds_count{flow="observed"}`,
+		`pgflow_wasm_tasks_in_flight{flow="observed"} 0`,
+	} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if code, _ := get("/livez"); code != http.StatusOK {
+		t.Errorf("/livez = %d", code)
+	}
+	w.cancel()
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		code, body := get("/readyz")
+		return code == http.StatusServiceUnavailable, body
+	})
+	if err := w.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
