@@ -44,6 +44,7 @@ func commands() []*cli.Command {
 		startCommand(),
 		runsCommand(),
 		runCommand(),
+		benchCommand(),
 		dbCommand(), localdbCommand(),
 		moduleCommand(),
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -61,6 +62,7 @@ func serveCommand() *cli.Command {
 			Usage: "write changed flow and step options (attempts, delays, timeouts) to the database"}),
 	)
 	flags = append(flags, logFlags()...)
+	flags = append(flags, &cli.StringFlag{Name: "cpu-profile", Hidden: true, Usage: "write a CPU profile of the whole run to this file"})
 	return withConfigFile(&cli.Command{
 		Name:  "serve",
 		Usage: "compile the flows of flows.yaml and run their tasks until stopped",
@@ -81,6 +83,16 @@ func serve(c *cli.Context) error {
 	}
 	ctx, stop := signalContext(log)
 	defer stop()
+	if p := c.String("cpu-profile"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 
 	file, err := flowfile.Load(c.String("flows"))
 	if err != nil {

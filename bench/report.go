@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Percentiles of a latency, in milliseconds.
+type Percentiles struct {
+	N             int
+	P50, P95, P99 float64
+}
+
+// Result is one contender on one shape under one fsync setting.
+type Result struct {
+	Contender string
+	Kind      string
+	Shape     string
+	Fsync     string
+	Tasks     int
+	// Seconds spans the first task started to the last completed (database clock).
+	Seconds      float64
+	TasksPerSec  float64
+	RatioToFloor float64 // TasksPerSec / the floor's, same shape and fsync; 0 when unknown
+	Latency      Percentiles
+	Hop          Percentiles // chain only: one step's completion to the next step's start
+	WorkerCPU    time.Duration
+	DBCPU        time.Duration // -1 when the server is not local
+	PeakRSS      int64
+	Err          string
+}
+
+// CPUPer1000 is the contender's CPU seconds per 1,000 tasks.
+func (r Result) CPUPer1000() float64 { return per1000(r.WorkerCPU, r.Tasks) }
+
+// DBCPUPer1000 is the database's CPU seconds per 1,000 tasks, or -1.
+func (r Result) DBCPUPer1000() float64 {
+	if r.DBCPU < 0 {
+		return -1
+	}
+	return per1000(r.DBCPU, r.Tasks)
+}
+
+func per1000(d time.Duration, tasks int) float64 {
+	if tasks == 0 {
+		return 0
+	}
+	return d.Seconds() * 1000 / float64(tasks)
+}
+
+func (r Result) summary() string {
+	if r.Err != "" {
+		return "ERROR " + firstLine(r.Err)
+	}
+	s := fmt.Sprintf("%7.0f tasks/s  p50 %6.1f ms", r.TasksPerSec, r.Latency.P50)
+	if r.Shape == ShapeChain {
+		s += fmt.Sprintf("  hop p50 %5.1f ms", r.Hop.P50)
+	}
+	return s + fmt.Sprintf("  cpu %.3f s/1k  rss %d MB", r.CPUPer1000(), r.PeakRSS>>20)
+}
+
+// Idle is what an idle worker costs.
+type Idle struct {
+	Flows          int
+	Seconds        float64
+	Transactions   int64   // committed + rolled back in the worker's database over the window
+	PerSecPerFlow  float64 // transactions per second per flow
+	RSS            int64   // resident memory at the end of the window
+	Signal, Engine string
+	Err            string
+}
+
+// Report is a whole benchmark run.
+type Report struct {
+	Started, Finished time.Time
+	Server            string
+	Config            Config `json:"-"`
+	Results           []Result
+	Idle              *Idle
+}
+
+func (rep *Report) fillRatios() {
+	floor := map[string]float64{}
+	for _, r := range rep.Results {
+		if r.Kind == KindFloor && r.Err == "" {
+			floor[r.Shape+"/"+r.Fsync] = r.TasksPerSec
+		}
+	}
+	for i := range rep.Results {
+		if f := floor[rep.Results[i].Shape+"/"+rep.Results[i].Fsync]; f > 0 {
+			rep.Results[i].RatioToFloor = rep.Results[i].TasksPerSec / f
+		}
+	}
+}
+
+// WriteJSON writes the report as JSON.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// WriteText writes one table per fsync setting and shape, plus the idle figures, as
+// Markdown (readable in a terminal too).
+func (rep *Report) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "pgflow-wasm bench, %s (%s)\n%s\n", rep.Started.Format("2006-01-02 15:04"), rep.Finished.Sub(rep.Started).Round(time.Second), rep.Server)
+	titles := map[string]string{
+		ShapeOneStep: fmt.Sprintf("one-step runs (%d, queued before the contender starts; latency: %d runs, %d in flight)",
+			rep.Config.OneStepRuns, rep.Config.LatencyRuns, rep.Config.LatencyInFlight),
+		ShapeMap:   fmt.Sprintf("one run, map step of %d elements", rep.Config.MapSize),
+		ShapeChain: fmt.Sprintf("%d runs of a %d-step chain, %d in flight", rep.Config.ChainRuns, rep.Config.ChainLength, rep.Config.ChainInFlight),
+	}
+	for _, fsync := range rep.Config.Fsync {
+		for _, shape := range rep.Config.Shapes {
+			fmt.Fprintf(w, "\n### fsync %s: %s\n\n", fsync, titles[shape])
+			tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', tabwriter.Debug)
+			hop := ""
+			if shape == ShapeChain {
+				hop = "\t hop p50 ms\t hop p95 ms"
+			}
+			fmt.Fprintf(tw, "| contender\t tasks/s\t x floor\t p50 ms\t p95 ms\t p99 ms%s\t cpu s/1k tasks\t db cpu s/1k tasks\t cpu / db\t peak rss MB\t\n", hop)
+			fmt.Fprintf(tw, "|---\t---\t---\t---\t---\t---%s\t---\t---\t---\t---\t\n", strings.Repeat("\t---", strings.Count(hop, "\t")))
+			for _, r := range rep.Results {
+				if r.Fsync != fsync || r.Shape != shape {
+					continue
+				}
+				if r.Err != "" {
+					fmt.Fprintf(tw, "| %s\t error: %s\t\n", r.Contender, firstLine(r.Err))
+					continue
+				}
+				hopCols := ""
+				if shape == ShapeChain {
+					hopCols = fmt.Sprintf("\t %.1f\t %.1f", r.Hop.P50, r.Hop.P95)
+				}
+				fmt.Fprintf(tw, "| %s\t %.0f\t %s\t %.1f\t %.1f\t %.1f%s\t %.3f\t %s\t %s\t %d\t\n", r.Contender, r.TasksPerSec, ratio(r.RatioToFloor),
+					r.Latency.P50, r.Latency.P95, r.Latency.P99, hopCols, r.CPUPer1000(), dbCol(r.DBCPUPer1000()), share(r), r.PeakRSS>>20)
+			}
+			tw.Flush()
+		}
+	}
+	if i := rep.Idle; i != nil {
+		fmt.Fprintf(w, "\n### idle worker (%s, %s, the example flows.yaml: %d flows)\n\n", i.Engine, i.Signal, i.Flows)
+		if i.Err != "" {
+			fmt.Fprintf(w, "error: %s\n", i.Err)
+		} else {
+			fmt.Fprintf(w, "%d transactions in %.0f s: %.3f per second per flow; RSS %d MB\n", i.Transactions, i.Seconds, i.PerSecPerFlow, i.RSS>>20)
+		}
+	}
+}
+
+func ratio(r float64) string {
+	if r == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", r)
+}
+
+func dbCol(v float64) string {
+	if v < 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+func share(r Result) string {
+	if r.DBCPU <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", 100*r.WorkerCPU.Seconds()/r.DBCPU.Seconds())
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	if len(line) > 160 {
+		line = line[:160] + "..."
+	}
+	return line
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pgflow-wasm/pgflow-wasm/bench"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+)
+
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "measure throughput, latency and cost per task against the protocol floor and pgflow's TypeScript loop",
+		Description: "Sets up its own database (a private cluster in .pgdata-bench, or --database-url), then\n" +
+			"measures, in one run: the naive floor (read, start_tasks, one complete_task transaction per\n" +
+			"task, no handler), pgflow's TypeScript flow loop on @pgflow/core (Node), and pgflow-wasm with\n" +
+			"the example modules of every language on wazero and with C on wasmtime, each under\n" +
+			"--signal polling and notify; on three shapes (one-step runs, a map step, a chain), with fsync\n" +
+			"on and off. Prints tables and writes them (Markdown and JSON) to --out.\n\n" +
+			"Examples:\n   pgflow-wasm bench                        # everything, ~15 minutes\n" +
+			"   pgflow-wasm bench --quick                # small counts, a few minutes\n" +
+			"   pgflow-wasm bench --only 'floor,reference,wazero/c/*' --fsync on --shapes one_step",
+		Flags: []cli.Flag{
+			databaseURLFlag(),
+			&cli.BoolFlag{Name: "quick", Usage: "a tenth of the default counts and no idle measurement"},
+			&cli.StringFlag{Name: "only", Usage: "comma-separated contender names or patterns (floor, reference, wazero/c/notify, wazero/*/polling...)"},
+			&cli.StringFlag{Name: "shapes", Value: "one_step,map,chain", Usage: "which shapes to run"},
+			&cli.StringFlag{Name: "fsync", Value: "on,off", Usage: "durability settings to measure under (a local cluster only)"},
+			&cli.IntFlag{Name: "runs", Usage: "one-step runs (default 5000)"},
+			&cli.IntFlag{Name: "map-size", Usage: "elements of the map run (default 2000)"},
+			&cli.IntFlag{Name: "chain-runs", Usage: "runs of the 10-step chain (default 500)"},
+			&cli.IntFlag{Name: "floor-loops", Usage: "parallel loops of the floor (default 4)"},
+			&cli.IntFlag{Name: "idle-seconds", Value: 60, Usage: "watch an idle worker this long (0 skips it)"},
+			&cli.StringSliceFlag{Name: "worker-arg", Usage: "extra flag for every `pgflow-wasm serve` (repeatable), e.g. --worker-arg=--concurrency=16"},
+			&cli.StringFlag{Name: "out", Value: "bench-results", Usage: "folder for the report files"},
+		},
+		Subcommands: []*cli.Command{benchFloorCommand()},
+		Action:      runBench,
+	}
+}
+
+func runBench(c *cli.Context) error {
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	cfg := bench.Config{
+		DatabaseURL: c.String("database-url"),
+		CacheDir:    sandbox.DefaultCacheDir(),
+		OneStepRuns: c.Int("runs"), MapSize: c.Int("map-size"), ChainRuns: c.Int("chain-runs"),
+		FloorLoops: c.Int("floor-loops"), IdleSeconds: c.Int("idle-seconds"),
+		Fsync: splitList(c.String("fsync")), Shapes: splitList(c.String("shapes")),
+		WorkerArgs: c.StringSlice("worker-arg"),
+	}
+	if c.Bool("quick") {
+		cfg.OneStepRuns = orDefault(cfg.OneStepRuns, 500)
+		cfg.MapSize = orDefault(cfg.MapSize, 200)
+		cfg.ChainRuns = orDefault(cfg.ChainRuns, 50)
+		cfg.LatencyRuns = 50
+		cfg.IdleSeconds = 0
+	}
+	if only := c.String("only"); only != "" {
+		for _, ct := range bench.DefaultContenders() {
+			for _, pat := range splitList(only) {
+				if ok, _ := path.Match(pat, ct.Name); ok {
+					cfg.Contenders = append(cfg.Contenders, ct)
+					break
+				}
+			}
+		}
+		if len(cfg.Contenders) == 0 {
+			var names []string
+			for _, ct := range bench.DefaultContenders() {
+				names = append(names, ct.Name)
+			}
+			return cli.Exit(fmt.Sprintf("--only %q matches no contender; there are: %s", only, strings.Join(names, ", ")), 2)
+		}
+	}
+	rep, err := bench.Run(ctx, cfg)
+	if rep == nil {
+		return err
+	}
+	rep.WriteText(os.Stdout)
+	if werr := writeReport(c.String("out"), rep); werr != nil && err == nil {
+		err = werr
+	}
+	return err
+}
+
+func writeReport(dir string, rep *bench.Report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	base := filepath.Join(dir, "bench-"+rep.Started.Format("20060102-150405"))
+	md, err := os.Create(base + ".md")
+	if err != nil {
+		return err
+	}
+	rep.WriteText(md)
+	if err := md.Close(); err != nil {
+		return err
+	}
+	js, err := os.Create(base + ".json")
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteJSON(js); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "report written to %s.md and %s.json\n", base, base)
+	return js.Close()
+}
+
+func benchFloorCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "floor",
+		Usage:  "the naive protocol loop the benchmark compares against (no handler; used by `bench`)",
+		Hidden: true,
+		Flags: []cli.Flag{databaseURLFlag(),
+			&cli.StringFlag{Name: "flow", Required: true},
+			&cli.IntFlag{Name: "loops", Value: 4},
+			&cli.IntFlag{Name: "batch-size", Value: 10},
+		},
+		Action: func(c *cli.Context) error {
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			pool, err := openPool(ctx, c, int32(c.Int("loops"))+1)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			fmt.Println("ready")
+			began := time.Now()
+			n, err := bench.Floor(ctx, pool, bench.FloorConfig{Flow: c.String("flow"), Loops: c.Int("loops"), BatchSize: c.Int("batch-size")})
+			fmt.Printf("done %d tasks in %s\n", n, time.Since(began).Round(time.Millisecond))
+			return err
+		},
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func orDefault(v, d int) int {
+	if v > 0 {
+		return v
+	}
+	return d
+}
