@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,8 +46,31 @@ var conformance = map[string][]struct {
 		{input: `[1.5,2]`, want: `{"sum":3.5}`},
 		{input: `[-1,1e3]`, want: `{"sum":999}`},
 		{input: `[0.1,0.2]`, want: `{"sum":0.30000000000000004}`},
-		{input: `{"run":"x"}`, fail: true, want: "sum: input has no array of numbers"},
-		{input: `[1,"a"]`, fail: true, want: "sum: element 1 is not a number"},
+		{input: `{"run":"x"}`, want: `{"sum":0}`},
+		{input: `[1,"a"]`, want: `{"sum":1}`},
+		// A step's dependencies count, its flow input ("run") does not.
+		{input: `{"run":[10],"a":[1,2]}`, want: `{"sum":3}`},
+		{input: `{"run":{"value":[1,2,3]},"b":{"sum":6},"c":{"sum":6}}`, want: `{"sum":12}`},
+		{input: `{"run":["the quick brown fox","jumps"],"count":[{"text":"the quick brown fox","words":4},{"text":"jumps","words":1}]}`, want: `{"sum":5}`},
+		{input: `{"a":[1],"run":[10]}`, want: `{"sum":1}`},
+		{input: `{"r\u0075n":[10],"a":[1]}`, want: `{"sum":1}`},
+		{input: `{"run":[1e400],"a":[1]}`, want: `{"sum":1}`},
+		// Anything else counts whole: numbers at any depth, in document order.
+		{input: `[1,[2,{"x":3}],"a",true,null]`, want: `{"sum":6}`},
+		{input: `5`, want: `{"sum":5}`},
+		{input: `"x"`, want: `{"sum":0}`},
+		{input: `{"run":5}`, want: `{"sum":5}`},
+		{input: `{"run":1,"run":2}`, want: `{"sum":3}`},
+		{input: `{"a":1,"a":2}`, want: `{"sum":3}`},
+		{input: `{"1":2,"-3":["4e1","x"]}`, want: `{"sum":2}`},
+		{input: `[1e16,1,-1e16]`, want: `{"sum":0}`},
+		{input: `[-1e16,1e16,1]`, want: `{"sum":1}`},
+		{input: `{}`, want: `{"sum":0}`},
+		{input: `[-0]`, want: `{"sum":0}`},
+		{input: `[1e-400]`, want: `{"sum":0}`},
+		{input: `[1e400]`, fail: true, want: "sum: number 1e400 is out of range"},
+		{input: "[1" + strings.Repeat("0", 400) + "]", fail: true, want: "sum: number 1" + strings.Repeat("0", 39) + "... is out of range"},
+		{input: `[1e308,1e308]`, fail: true, want: "sum: the sum is not a finite number"},
 	},
 }
 

@@ -3,9 +3,10 @@
  *
  * pj_parse validates a whole document (RFC 8259, UTF-8, nesting up to PJ_MAX_DEPTH) and
  * gives its root as a pj_value: the text of one value. Values are never copied: pj_get,
- * pj_next and pj_type look inside the text, so a value's exact JSON text is always at hand
- * (v.p .. v.end). pj_buf builds output JSON in the canonical form the examples share:
- * no spaces, strings escaped as RFC 8785 does, numbers as ECMAScript prints them.
+ * pj_next, pj_next_number and pj_type look inside the text, so a value's exact JSON text is
+ * always at hand (v.p .. v.end). pj_buf builds output JSON in the canonical form the
+ * examples share: no spaces, strings escaped as RFC 8785 does, numbers as ECMAScript
+ * prints them.
  *
  *     pj_value root, run, name;
  *     if (!pj_parse(input.data, input.len, &root)) return pgflow_fail("invalid JSON input");
@@ -202,6 +203,27 @@ static inline int pj_next(pj_value container, const char **cursor, pj_value *key
 	item->end = pj_scan_(p, end, 0);
 	*cursor = item->end;
 	return item->end != NULL;
+}
+
+/* Iterates every number inside v at any depth, in document order (v itself when it is a
+ * number): start with *cursor = NULL; each call that returns 1 sets *number. One pass over
+ * v's text: strings (member names included) are skipped, literals hold no digits. */
+static inline int pj_next_number(pj_value v, const char **cursor, pj_value *number) {
+	const char *p = *cursor != NULL ? *cursor : v.p;
+	while (p != NULL && p < v.end) {
+		if (*p == '"') {
+			p = pj_scan_string_(p, v.end);
+		} else if (*p == '-' || (*p >= '0' && *p <= '9')) {
+			number->p = p;
+			number->end = pj_scan_number_(p, v.end);
+			*cursor = number->end != NULL ? number->end : v.end;
+			return number->end != NULL;
+		} else {
+			p++;
+		}
+	}
+	*cursor = v.end;
+	return 0;
 }
 
 /* Decodes the next code point of a string body at *p into *cp; returns 0 at the closing

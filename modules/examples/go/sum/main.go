@@ -1,13 +1,17 @@
 //go:build wasip1
 
-// sum: adds up the first array among the input object's values (or the input itself when
-// it is an array): {"run":[1,2,3]} -> {"sum":6}. Doubles, added left to right from 0.
+// sum: adds up every number in its input, at any depth, in document order, as doubles from
+// 0: [1,[2,{"x":3}],"a"] -> {"sum":6}. A step with dependencies gets {"run": <flow input>,
+// "<dep>": <its output>, ...}: when the input is an object with "run" and another member,
+// the flow input is left out and only the other members count
+// ({"run":[10],"a":[1,2]} -> {"sum":3}).
 package main
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"strconv"
 
 	pgflow "github.com/pgflow-wasm/pgflow-wasm/abi/go"
@@ -18,20 +22,11 @@ func sum(input, _ []byte) ([]byte, error) {
 	if !json.Valid(input) {
 		return nil, errors.New("sum: invalid JSON input")
 	}
-	items, ok := firstArray(input)
-	if !ok {
-		return nil, errors.New("sum: input has no array of numbers")
-	}
 	total := 0.0
-	for i, item := range items {
-		if c := item[0]; c != '-' && (c < '0' || c > '9') {
-			return nil, errors.New("sum: element " + strconv.Itoa(i) + " is not a number")
+	for _, value := range counted(input) {
+		if err := addNumbers(value, &total); err != nil {
+			return nil, err
 		}
-		x, err := strconv.ParseFloat(string(item), 64)
-		if err != nil {
-			return nil, errors.New("sum: element " + strconv.Itoa(i) + " is out of range")
-		}
-		total += x
 	}
 	out, ok := jsonfmt.Number(total)
 	if !ok {
@@ -40,38 +35,68 @@ func sum(input, _ []byte) ([]byte, error) {
 	return []byte(`{"sum":` + out + `}`), nil
 }
 
-// firstArray returns the elements of input when it is an array, else of the first member
-// of the input object (in input order) that is an array. input is valid JSON.
-func firstArray(input []byte) ([]json.RawMessage, bool) {
-	if trimmed := bytes.TrimLeft(input, " \t\r\n"); trimmed[0] == '[' {
-		return elements(input)
-	}
-	// A map would lose the members' order: walk them with a Decoder.
+// counted returns the values whose numbers count: the members other than "run" when input
+// (valid JSON) is an object with "run" and another member, else input itself.
+func counted(input []byte) [][]byte {
+	// A map would lose the members' order and repeated names: walk them with a Decoder.
 	dec := json.NewDecoder(bytes.NewReader(input))
 	if tok, _ := dec.Token(); tok != json.Delim('{') {
-		return nil, false
+		return [][]byte{input}
 	}
+	var others [][]byte
+	hasRun := false
 	for dec.More() {
+		name, err := dec.Token()
 		var value json.RawMessage
-		if _, err := dec.Token(); err != nil { // the member's name
-			return nil, false
+		if err == nil {
+			err = dec.Decode(&value)
 		}
-		if err := dec.Decode(&value); err != nil {
-			return nil, false
+		if err != nil { // not reached: input is valid JSON
+			return [][]byte{input}
 		}
-		if value = bytes.TrimLeft(value, " \t\r\n"); value[0] == '[' {
-			return elements(value)
+		if name == "run" {
+			hasRun = true
+		} else {
+			others = append(others, value)
 		}
 	}
-	return nil, false
+	if hasRun && len(others) > 0 {
+		return others
+	}
+	return [][]byte{input}
 }
 
-func elements(array []byte) ([]json.RawMessage, bool) {
-	var items []json.RawMessage
-	if err := json.Unmarshal(array, &items); err != nil {
-		return nil, false
+// addNumbers adds every number in value (valid JSON) to total, in document order.
+func addNumbers(value []byte, total *float64) error {
+	dec := json.NewDecoder(bytes.NewReader(value))
+	dec.UseNumber() // the number's text, read below with strconv's exact parser
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return errors.New("sum: invalid JSON input") // not reached: value is valid JSON
+		}
+		number, ok := tok.(json.Number)
+		if !ok {
+			continue
+		}
+		x, err := strconv.ParseFloat(string(number), 64)
+		if err != nil { // the syntax is valid, so the number is too large for a double
+			return errors.New("sum: number " + shorten(string(number)) + " is out of range")
+		}
+		*total += x
 	}
-	return items, true
+}
+
+// shorten cuts a number's text for an error message: one out of range can have hundreds
+// of digits.
+func shorten(number string) string {
+	if len(number) > 40 {
+		return number[:40] + "..."
+	}
+	return number
 }
 
 func init() { pgflow.Handle(sum) }
