@@ -57,6 +57,12 @@ var runCases = map[string]runCase{
 	"out of bounds":  {module: "out_of_bounds", kind: sandbox.KindTrap, parts: []string{"out of bounds memory access"}},
 	"stderr then trap": {module: "stderr_trap", kind: sandbox.KindTrap,
 		parts: []string{"unreachable", "stderr: panicked at src/lib.rs:3:5: boom"}},
+	"stdout then trap": {module: "stdout_then", input: `"trap: panic: boom from TinyGo"`, kind: sandbox.KindTrap,
+		parts: []string{"unreachable", `stdout: "trap: panic: boom from TinyGo"`}},
+	"C printf then abort": {module: "c_stdout_abort", kind: sandbox.KindTrap,
+		parts: []string{"unreachable", "stdout: about to abort: input of 10 bytes"}},
+	"stdout then silent handler error": {module: "stdout_then", input: `"error details"`, kind: sandbox.KindHandlerError,
+		parts: []string{"handler error (no message)", `stdout: "error details"`}},
 	"Rust panic": {module: "rust_panic", input: `"12345"`, kind: sandbox.KindTrap,
 		parts: []string{"unreachable", "boom from Rust (input was 7 bytes)"}},
 	"Go panic": {module: "go_panic", kind: sandbox.KindTrap,
@@ -94,6 +100,8 @@ var runCases = map[string]runCase{
 	}},
 	"command exit code": {module: "command_fail", kind: sandbox.KindHandlerError,
 		parts: []string{"exited with code 3", "stderr: bad input"}},
+	"command stdout then trap": {module: "command_stdout_trap", kind: sandbox.KindTrap,
+		parts: []string{"unreachable", "stdout: panic: boom from a command"}},
 	"command without output": {module: "command_silent", kind: sandbox.KindInvalidOutput, parts: []string{"no output JSON"}},
 }
 

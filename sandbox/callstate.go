@@ -43,7 +43,8 @@ type callState struct {
 	output         []byte
 	hasOutput      bool
 	errMsg         string
-	stdout         []byte // command mode only
+	stdout         []byte     // command mode: the output
+	stdoutCopy     cappedText // both modes: the start of stdout, for the message of a failure
 	stderr         cappedText
 	logs           []LogLine
 	logBytes       int
@@ -58,7 +59,8 @@ type callState struct {
 }
 
 func newCallState(lim *limits, command bool) *callState {
-	return &callState{lim: lim, command: command, stderr: cappedText{max: lim.maxError}}
+	return &callState{lim: lim, command: command,
+		stdoutCopy: cappedText{max: lim.maxError}, stderr: cappedText{max: lim.maxError}}
 }
 
 // beginTask loads a task's data and clears what the previous task left behind.
@@ -69,6 +71,7 @@ func (s *callState) beginTask(input, context []byte, timeout time.Duration) {
 		s.stdin = commandEnvelope(input, context)
 	}
 	s.output, s.hasOutput, s.errMsg, s.stdout = nil, false, "", nil
+	s.stdoutCopy.reset()
 	s.stderr.reset()
 	s.logs, s.logBytes, s.logsDropped = nil, 0, 0
 	s.abort, s.memRefused = nil, false

@@ -53,11 +53,10 @@ func (m *module) classify(ctx context.Context, inst *instance, status uint64, ca
 		res.Output = st.output
 		return outcome{res: res}
 	case 1:
-		msg := st.errMsg
-		if msg == "" {
-			msg = "handler error (no message)"
+		if st.errMsg == "" {
+			return fail(KindHandlerError, withGuestOutput("handler error (no message)", st))
 		}
-		return fail(KindHandlerError, msg)
+		return fail(KindHandlerError, st.errMsg)
 	default:
 		return fail(KindProtocolError, fmt.Sprintf("pgflow_handle returned status %d; ABI v1 defines 0 (ok) and 1 (handler error)", int32(uint32(status))))
 	}
@@ -106,14 +105,22 @@ func withGuestMessage(what string, st *callState) string {
 	if st.errMsg != "" {
 		what += ": " + st.errMsg
 	}
-	return withStderr(what, st)
+	return withGuestOutput(what, st)
 }
 
-func withStderr(msg string, st *callState) string {
-	if len(st.stderr.buf) == 0 {
+// withGuestOutput appends what the guest printed before it failed, on a "stdout:" and a
+// "stderr:" line: TinyGo prints its panics to stdout, Go, Rust and C to stderr.
+func withGuestOutput(msg string, st *callState) string {
+	return withText(withText(msg, "stdout", &st.stdoutCopy), "stderr", &st.stderr)
+}
+
+func withStderr(msg string, st *callState) string { return withText(msg, "stderr", &st.stderr) }
+
+func withText(msg, name string, text *cappedText) string {
+	if len(text.buf) == 0 {
 		return msg
 	}
-	return msg + "\nstderr: " + strings.TrimRight(st.stderr.String(), "\n")
+	return msg + "\n" + name + ": " + strings.TrimRight(text.String(), "\n")
 }
 
 // checkOutput enforces the ABI's output rule: one JSON value in valid UTF-8 that

@@ -40,7 +40,7 @@ type Config struct {
 	CacheDir       string // on-disk compilation cache; "" disables it
 	MaxModuleBytes int64  // largest module file accepted
 	MaxOutputBytes int    // largest output_write accepted
-	MaxErrorBytes  int    // error_write and captured stderr are truncated here
+	MaxErrorBytes  int    // error_write and captured stdout and stderr are truncated here
 	MaxLogBytes    int    // per task; further log lines are dropped and counted
 	// LoadTimeout bounds the calls Load makes into a module (start function, _initialize,
 	// pgflow_abi_version).

@@ -15,7 +15,8 @@ import (
 // start at 2022-01-01T00:00:00Z and advance 1 ms per reading (sleeps return at once and
 // advance the clock), and a deterministic random stream. File descriptors 0, 1 and 2 are
 // the only ones: stdin holds the command-mode envelope (empty for reactors), stdout is the
-// command-mode output (discarded for reactors), stderr is captured up to MaxErrorBytes.
+// command-mode output, and stderr and the start of stdout are kept up to MaxErrorBytes each
+// for the message of a failed call.
 
 // WASI errno values used here.
 const (
@@ -274,10 +275,14 @@ func fdWrite(s *callState, mem []byte, a []uint64) (uint64, error) {
 	var abort error
 	ok := iovecs(mem, a[1], a[2], func(buf []byte) bool {
 		total += uint64(len(buf))
-		switch {
-		case fd == 2:
+		if fd == 2 {
 			s.stderr.write(buf)
-		case s.command:
+			return true
+		}
+		// TinyGo prints its panics to stdout, then traps: keep the start of stdout for the
+		// message of a failed call. This copy never reaches a successful result.
+		s.stdoutCopy.write(buf)
+		if s.command {
 			if len(s.stdout)+len(buf) > s.lim.maxOutput {
 				abort = s.fail(&hostAbort{kind: KindOutputTooLarge, message: fmt.Sprintf(
 					"stdout of the command is over the output cap of %s", bytesText(uint64(s.lim.maxOutput)))})

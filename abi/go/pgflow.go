@@ -23,7 +23,9 @@
 //	tinygo build -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -o hello.wasm .
 //
 // A panic writes its message with error_write, then goes on panicking: the task fails with
-// the message and the instance is discarded.
+// the message and the instance is discarded. TinyGo cannot recover on WebAssembly: it
+// prints "panic: ..." to stdout and traps, and the host appends that stdout to the task's
+// error message.
 package pgflow
 
 // ABIVersion is the ABI version the module speaks.
