@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,15 +17,17 @@ import (
 // launch runs a started task on its own goroutine; its slot is freed when the handler ends.
 func (w *Worker) launch(fs *flowState, t poller.Task) {
 	w.running.Add(1)
-	if m := w.cfg.Metrics; m != nil {
-		m.TasksStarted.WithLabelValues(t.FlowSlug, t.StepSlug).Inc()
-		m.InFlight.WithLabelValues(t.FlowSlug).Inc()
+	if st := fs.steps[t.StepSlug]; st != nil && st.metrics != nil {
+		st.metrics.started.Inc()
+	}
+	if fs.inFlight != nil {
+		fs.inFlight.Inc()
 	}
 	go func() {
 		defer w.running.Done()
 		defer w.unreserve(fs, 1)
-		if m := w.cfg.Metrics; m != nil {
-			defer m.InFlight.WithLabelValues(t.FlowSlug).Dec()
+		if fs.inFlight != nil {
+			defer fs.inFlight.Dec()
 		}
 		w.done.Add(w.execute(fs, t))
 	}()
@@ -32,31 +35,30 @@ func (w *Worker) launch(fs *flowState, t poller.Task) {
 
 // execute runs one task in the sandbox and returns its outcome.
 func (w *Worker) execute(fs *flowState, t poller.Task) completer.Outcome {
-	log := w.log.With("run_id", t.RunID, "flow", t.FlowSlug, "step", t.StepSlug, "task_index", t.TaskIndex,
-		"attempt", t.Attempt, "msg_id", t.MsgID)
+	log := w.taskLog(&t)
 	st := fs.steps[t.StepSlug]
 	if st == nil {
 		msg := fmt.Sprintf("step %q is not in this worker's flows file (%s)", t.StepSlug, w.cfg.Flows.Path)
-		log.Error("cannot run task", "error", msg)
+		log.log(slog.LevelError, "cannot run task", "error", msg)
 		return completer.Outcome{Task: t, Failed: true, Error: msg}
 	}
-	log.Debug("task started")
+	log.log(slog.LevelDebug, "task started")
 	ctxJSON, err := taskContext(fs, st, t)
 	if err != nil {
 		return completer.Outcome{Task: t, Failed: true, Error: err.Error()}
 	}
 	res, err := st.module.Run(w.runCtx, sandbox.Task{Input: t.Input, Context: ctxJSON, Timeout: st.timeout})
 	for _, l := range res.Logs {
-		log.Log(w.runCtx, guestLevel(l.Level), l.Message, "source", "handler")
+		log.log(guestLevel(l.Level), l.Message, "source", "handler")
 	}
 	if res.LogsDropped > 0 {
-		log.Warn("handler log lines dropped over the per-task cap", "dropped", res.LogsDropped)
+		log.log(slog.LevelWarn, "handler log lines dropped over the per-task cap", "dropped", res.LogsDropped)
 	}
-	if m := w.cfg.Metrics; m != nil {
-		m.TaskDuration.WithLabelValues(t.FlowSlug, t.StepSlug).Observe(res.Duration.Seconds())
+	if st.metrics != nil {
+		st.metrics.duration.Observe(res.Duration.Seconds())
 	}
 	if err == nil {
-		log.Debug("handler succeeded", "duration", res.Duration)
+		log.log(slog.LevelDebug, "handler succeeded", "duration", res.Duration)
 		return completer.Outcome{Task: t, Output: res.Output}
 	}
 	msg, kind := failMessage(err, st.timeout)
@@ -69,7 +71,7 @@ func (w *Worker) execute(fs *flowState, t poller.Task) completer.Outcome {
 			m.TasksTimedOut.WithLabelValues(t.FlowSlug, t.StepSlug).Inc()
 		}
 	}
-	log.Warn("handler failed", "kind", string(kind), "error", msg, "duration", res.Duration)
+	log.log(slog.LevelWarn, "handler failed", "kind", string(kind), "error", msg, "duration", res.Duration)
 	if kind == sandbox.KindTimeout {
 		w.checkAbandoned()
 	}
@@ -140,17 +142,17 @@ func (w *Worker) onWritten(written []completer.Written) {
 			continue
 		}
 		st := fs.steps[t.StepSlug]
-		log := w.log.With("run_id", t.RunID, "flow", t.FlowSlug, "step", t.StepSlug, "task_index", t.TaskIndex, "attempt", t.Attempt)
+		log := w.taskLog(&t)
 		switch {
 		case wr.Err != nil:
-			log.Error("task outcome not written", "error", wr.Err)
+			log.log(slog.LevelError, "task outcome not written", "error", wr.Err)
 		case wr.Stale:
-			log.Warn("task was no longer started by this attempt (requeued by recovery?): outcome dropped")
+			log.log(slog.LevelWarn, "task was no longer started by this attempt (requeued by recovery?): outcome dropped")
 		case !wr.Failed && wr.Status == "completed":
-			if m := w.cfg.Metrics; m != nil {
-				m.TasksCompleted.WithLabelValues(t.FlowSlug, t.StepSlug).Inc()
+			if st != nil && st.metrics != nil {
+				st.metrics.completed.Inc()
 			}
-			log.Info("task completed", "took", time.Since(t.StartedAt).Round(time.Microsecond))
+			log.log(slog.LevelDebug, "task completed", "took", time.Since(t.StartedAt).Round(time.Microsecond))
 			if st != nil && st.hasDependents {
 				fs.wake.Ring()
 				if st.maxDependentStartDelay > 0 {
@@ -158,16 +160,43 @@ func (w *Worker) onWritten(written []completer.Written) {
 				}
 			}
 		case !wr.Failed && wr.Status == "":
-			log.Warn("pgflow refused the output: a dependent map step needs an array, so the run failed")
+			log.log(slog.LevelWarn, "pgflow refused the output: a dependent map step needs an array, so the run failed")
 		case !wr.Failed:
-			log.Info("pgflow ignored the output: the run had already failed", "task_status", wr.Status)
+			log.log(slog.LevelInfo, "pgflow ignored the output: the run had already failed", "task_status", wr.Status)
 		case wr.Status == "queued":
-			log.Info("task failed; pgflow will retry it", "error", wr.Error, "attempts", wr.Attempts)
+			log.log(slog.LevelInfo, "task failed; pgflow will retry it", "error", wr.Error, "attempts", wr.Attempts)
 			fs.wake.Ring()
 			w.wakeAfterRetry(fs, t.StepSlug, wr.Attempts)
 		default:
-			log.Warn("task failed for good: attempts used up, the run failed", "error", wr.Error, "attempts", wr.Attempts)
+			log.log(slog.LevelWarn, "task failed for good: attempts used up, the run failed", "error", wr.Error, "attempts", wr.Attempts)
 			fs.wake.Ring()
 		}
 	}
+}
+
+// taskLog logs lines about one task with its run, flow, step, index, attempt and message
+// id. The attributes are only formatted when a line is actually logged: building them for
+// every task showed in profiles, and at the default level (info) a successful task logs
+// nothing (its lines are debug; metrics count them).
+func (w *Worker) taskLog(t *poller.Task) *taskLogger {
+	return &taskLogger{base: w.log, ctx: w.runCtx, t: t}
+}
+
+type taskLogger struct {
+	base *slog.Logger
+	ctx  context.Context
+	t    *poller.Task
+	l    *slog.Logger
+}
+
+func (tl *taskLogger) log(level slog.Level, msg string, args ...any) {
+	if !tl.base.Enabled(tl.ctx, level) {
+		return
+	}
+	if tl.l == nil {
+		t := tl.t
+		tl.l = tl.base.With("run_id", t.RunID, "flow", t.FlowSlug, "step", t.StepSlug, "task_index", t.TaskIndex,
+			"attempt", t.Attempt, "msg_id", t.MsgID)
+	}
+	tl.l.Log(tl.ctx, level, msg, args...)
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgflow-wasm/pgflow-wasm/host/completer"
 	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
@@ -60,7 +61,7 @@ type Config struct {
 	BatchSize   int // messages per read [10]
 
 	Signal          Signal        // [SignalPolling]
-	MinPollInterval time.Duration // [200ms]
+	MinPollInterval time.Duration // [100ms]
 	MaxPollInterval time.Duration // [5s]
 	NotifyFallback  time.Duration // [30s]
 
@@ -95,7 +96,7 @@ func (c Config) withDefaults() Config {
 	if c.Signal == "" {
 		c.Signal = SignalPolling
 	}
-	def(&c.MinPollInterval, 200*time.Millisecond)
+	def(&c.MinPollInterval, 100*time.Millisecond)
 	def(&c.MaxPollInterval, 5*time.Second)
 	def(&c.NotifyFallback, 30*time.Second)
 	def(&c.HeartbeatInterval, 5*time.Second)
@@ -142,6 +143,7 @@ type flowState struct {
 	slots      *slots // per-flow limit; nil when only the global one applies
 	starved    atomic.Bool
 	deprecated atomic.Bool
+	inFlight   prometheus.Gauge // nil without metrics
 }
 
 // stepState is one step with its loaded module and the options pgflow applies to it.
@@ -151,6 +153,7 @@ type stepState struct {
 	timeout       time.Duration // effective: the step's, else the flow's (as stored in pgflow)
 	baseDelay     int           // effective, seconds: retries wait floor(base_delay * 2^attempts)
 	hasDependents bool
+	metrics       *stepMetrics // nil without metrics
 	// maxDependentStartDelay is the longest start_delay among dependent steps, in seconds:
 	// their messages appear that long after this step completes.
 	maxDependentStartDelay int
@@ -167,6 +170,9 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 	w.runCtx, w.cancelRun = context.WithCancel(context.Background())
 	for _, fl := range cfg.Flows.Flows {
 		fs := &flowState{def: fl, workerID: uuidv4.New(), steps: map[string]*stepState{}, wake: poller.NewWake()}
+		if cfg.Metrics != nil {
+			fs.inFlight = cfg.Metrics.InFlight.WithLabelValues(fl.Slug)
+		}
 		if fl.MaxConcurrency > 0 {
 			wake := fs.wake
 			fs.slots = &slots{max: fl.MaxConcurrency, onFree: wake.Ring}
@@ -177,7 +183,7 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 				w.closeModules(ctx)
 				return nil, fmt.Errorf("%s:%d: flow %q step %q: %w", cfg.Flows.Path, s.ModuleLine, fl.Slug, s.Slug, err)
 			}
-			st := &stepState{def: s, module: mod}
+			st := &stepState{def: s, module: mod, metrics: newStepMetrics(cfg.Metrics, fl.Slug, s.Slug)}
 			for _, dep := range fl.Dependents(s.Slug) {
 				st.hasDependents = true
 				if d := fl.Step(dep); d.StartDelay != nil {
@@ -307,6 +313,23 @@ func (w *Worker) wakeStarved() {
 		if fs.starved.Load() {
 			fs.wake.Ring()
 		}
+	}
+}
+
+// stepMetrics are one step's metric series, looked up once: label lookups per task cost.
+type stepMetrics struct {
+	started, completed prometheus.Counter
+	duration           prometheus.Observer
+}
+
+func newStepMetrics(m *telemetry.Metrics, flow, step string) *stepMetrics {
+	if m == nil {
+		return nil
+	}
+	return &stepMetrics{
+		started:   m.TasksStarted.WithLabelValues(flow, step),
+		completed: m.TasksCompleted.WithLabelValues(flow, step),
+		duration:  m.TaskDuration.WithLabelValues(flow, step),
 	}
 }
 

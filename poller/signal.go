@@ -18,10 +18,11 @@ type Backoff struct {
 	cur      time.Duration
 }
 
-// Next returns the next wait.
+// Next returns the next wait: Min right after a Reset (or at first), then growing.
 func (b *Backoff) Next() time.Duration {
 	if b.cur < b.Min {
 		b.cur = b.Min
+		return b.Min
 	}
 	hi := b.cur * 3
 	if hi > b.Max {
@@ -36,7 +37,7 @@ func (b *Backoff) Next() time.Duration {
 }
 
 // Reset makes the next wait start from Min again.
-func (b *Backoff) Reset() { b.cur = b.Min }
+func (b *Backoff) Reset() { b.cur = 0 }
 
 // Wake is a level-triggered doorbell: any number of Rings before a wait count as one.
 type Wake chan struct{}

@@ -48,7 +48,7 @@ func serveCommand() *cli.Command {
 		intFlag("max-connections", 8, "size of the database connection pool (plus one for --signal notify)"),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "signal", Value: "polling", EnvVars: env("signal"),
 			Usage: "how to learn about new tasks: polling (adaptive backoff) or notify (LISTEN/NOTIFY with a fallback poll)"}),
-		durationFlag("min-poll-interval", 200*time.Millisecond, "polling: shortest wait between polls of an idle queue"),
+		durationFlag("min-poll-interval", 100*time.Millisecond, "polling: shortest wait between polls of an idle queue"),
 		durationFlag("max-poll-interval", 5*time.Second, "polling: longest wait between polls of an idle queue"),
 		durationFlag("notify-fallback", 30*time.Second, "notify: poll this often even without notifications"),
 		durationFlag("heartbeat-interval", 5*time.Second, "how often the worker's pgflow.workers rows are touched"),
