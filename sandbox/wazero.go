@@ -217,13 +217,19 @@ func (m *cappedMemory) Reallocate(size uint64) []byte {
 		m.buf = m.buf[:size]
 		return m.buf
 	}
-	nb := make([]byte, size, min(max(size, 2*uint64(cap(m.buf))), limit))
+	nb := linearMemories.get(size, min(2*uint64(cap(m.buf)), limit))
 	copy(nb, m.buf)
+	linearMemories.put(m.buf)
 	m.buf = nb
 	return nb
 }
 
-func (m *cappedMemory) Free() { m.buf = nil }
+// Free runs when the instance is closed, which the sandbox does only after its last call
+// returned (abandoned calls included), so no guest code can touch the buffer any more.
+func (m *cappedMemory) Free() {
+	linearMemories.put(m.buf)
+	m.buf = nil
+}
 
 // unusedReader stands in for wazero's random source, which our WASI never reads.
 type unusedReader struct{}
