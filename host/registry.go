@@ -67,19 +67,24 @@ func (w *Worker) loadEffectiveOptions(ctx context.Context) error {
 		if found != len(fs.steps) {
 			return fmt.Errorf("flow %s is not compiled into this database: run `pgflow-wasm compile` (serve does it first)", fs.def.Slug)
 		}
-		timeouts := map[string]int{}
+		// A started task's message stays hidden while its handler may run: timeout + 2 s, as
+		// pgflow intends. The read gives every message the longest step's visibility, so
+		// only messages of shorter steps need a second write.
+		visibility := map[string]int{}
+		longest := 0
 		for slug, st := range fs.steps {
-			timeouts[slug] = int(st.timeout/time.Second) + 2
+			visibility[slug] = int(st.timeout/time.Second) + 2
+			longest = max(longest, visibility[slug])
 		}
 		fs.fetcher = poller.NewFetcher(w.cfg.Pool, poller.FetcherConfig{
 			Flow:     fs.def.Slug,
 			WorkerID: fs.workerID,
-			// The message stays hidden while the handler may run: timeout + 2 s, as pgflow intends.
+			ReadVT:   longest,
 			Visibility: func(step string) int {
-				if v, ok := timeouts[step]; ok {
+				if v, ok := visibility[step]; ok {
 					return v
 				}
-				return 62
+				return longest
 			},
 		})
 	}

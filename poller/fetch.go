@@ -50,8 +50,9 @@ type FetcherConfig struct {
 	WorkerID string
 	// Visibility gives, per step slug, the visibility in seconds set after start_tasks.
 	Visibility func(step string) int
-	// ReadVT hides read messages between pgmq.read and start_tasks (default 30 s). It must
-	// cover that gap generously: two workers starting the same message at once would both run it.
+	// ReadVT is the visibility pgmq.read gives messages (default 30 s). Set it to the
+	// visibility of the flow's longest step: then only messages of shorter steps need a
+	// set_vt_batch after start_tasks, and a flow whose steps share one timeout needs none.
 	ReadVT int
 }
 
@@ -71,8 +72,9 @@ type message struct {
 }
 
 // Fetch reads at most qty messages and starts their tasks. It makes two round trips: the
-// read, then start_tasks, set_vt_batch, the attempt counts and any run inputs not yet cached,
-// pipelined in one implicit transaction (so a lost connection leaves every task queued).
+// read, then start_tasks, set_vt_batch (when some step's visibility differs from the read's),
+// the attempt counts and any run inputs not yet cached, pipelined in one implicit transaction
+// (so a lost connection leaves every task queued).
 // Messages whose task is not queued (already started elsewhere, or its run failed) are
 // skipped silently by start_tasks, so fewer tasks than messages may come back.
 func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
@@ -83,7 +85,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgmq.read(%s): %w", f.flow, err)
 	}
-	var ids []int64
+	var ids, vtIDs []int64
 	var offsets []int32
 	var missing []string // runs whose input is not cached
 	seenRun := map[string]bool{}
@@ -100,7 +102,10 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 			return nil, fmt.Errorf("queue %s message %d is not a pgflow task message: %w", f.flow, id, err)
 		}
 		ids = append(ids, id)
-		offsets = append(offsets, int32(f.visibility(m.StepSlug)))
+		if vt := f.visibility(m.StepSlug); vt != f.readVT {
+			vtIDs = append(vtIDs, id)
+			offsets = append(offsets, int32(vt))
+		}
 		if !seenRun[m.RunID] && f.inputs.get(m.RunID) == nil {
 			missing = append(missing, m.RunID)
 		}
@@ -113,10 +118,10 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	return f.start(ctx, ids, offsets, missing)
+	return f.start(ctx, ids, vtIDs, offsets, missing)
 }
 
-func (f *Fetcher) start(ctx context.Context, ids []int64, offsets []int32, missingRuns []string) ([]Task, error) {
+func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32, missingRuns []string) ([]Task, error) {
 	var tasks []Task
 	attempts := map[int64]int{}
 	b := &pgx.Batch{}
@@ -134,9 +139,13 @@ func (f *Fetcher) start(ctx context.Context, ids []int64, offsets []int32, missi
 		}
 		return rows.Err()
 	})
-	// pgflow 0.8's start_tasks means to do this but its set_vt_batch CTE is never evaluated.
-	b.Queue(`select count(*) from pgflow.set_vt_batch($1, $2::bigint[], $3::int[])`, f.flow, ids, offsets).
-		Exec(func(pgconn.CommandTag) error { return nil })
+	// pgflow 0.8's start_tasks means to set each message's visibility to its step's timeout
+	// + 2 s, but its set_vt_batch CTE is never evaluated. pgmq.read already gave every message
+	// the longest step's visibility; messages of shorter steps get theirs here.
+	if len(vtIDs) > 0 {
+		b.Queue(`select count(*) from pgflow.set_vt_batch($1, $2::bigint[], $3::int[])`, f.flow, vtIDs, offsets).
+			Exec(func(pgconn.CommandTag) error { return nil })
+	}
 	b.Queue(`select message_id, attempts_count from pgflow.step_tasks
 	          where flow_slug = $1 and message_id = any($2::bigint[]) and status = 'started' and last_worker_id = $3::uuid`,
 		f.flow, ids, f.workerID).Query(func(rows pgx.Rows) error {
