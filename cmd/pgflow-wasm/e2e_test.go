@@ -370,3 +370,82 @@ func TestBadInputsGiveOneClearErrorAndNonZeroExit(t *testing.T) {
 		})
 	}
 }
+
+// run runs the binary and returns its stdout, stderr and exit code.
+func runBinary(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if exit, ok := err.(*exec.ExitError); ok {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func TestStartWaitRunsAndRunTree(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	flows := writeFile(t, "flows.yaml", fmt.Sprintf(`
+flows:
+  - slug: echo
+    steps:
+      - {slug: e, module: %q}
+  - slug: doomed
+    max_attempts: 1
+    steps:
+      - {slug: f, module: %q}
+`, module(t, "modules/testdata/echo.wasm"), module(t, "modules/testdata/fail.wasm")))
+	startServe(t, db.URL, flows, "--signal", "notify")
+	waitServing(t, db, "echo")
+	dbEnv := []string{"DATABASE_URL=" + db.URL}
+
+	out, errOut, code := runBinary(t, dbEnv, "start", "echo", "--input", `{"value": 0}`, "--wait", "--timeout", "1m")
+	if code != 0 || strings.TrimSpace(out) != `{"e": 0}` {
+		t.Fatalf("start --wait: exit %d, stdout %q, stderr %q; want 0 and {\"e\": 0}", code, out, errOut)
+	}
+	runID := strings.Fields(errOut)[1] // "run <id> completed in ..."
+
+	input := writeFile(t, "input.json", `{}`)
+	_, errOut, code = runBinary(t, dbEnv, "start", "doomed", "--input", "@"+input, "--wait")
+	if code != 1 || !strings.Contains(errOut, "always fails") {
+		t.Errorf("a failing run: exit %d, stderr %q; want 1 and the handler's message", code, errOut)
+	}
+
+	out, _, code = runBinary(t, dbEnv, "runs", "--flow", "echo")
+	if code != 0 || !strings.Contains(out, runID) || !strings.Contains(out, "completed") {
+		t.Errorf("runs --flow echo: exit %d:\n%s", code, out)
+	}
+	out, _, code = runBinary(t, dbEnv, "run", runID)
+	for _, want := range []string{"run " + runID + "  flow echo  completed", `output: {"e": 0}`, "e  single  completed", "[0] completed  attempt 1"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("run %s lacks %q (exit %d):\n%s", runID, want, code, out)
+		}
+	}
+}
+
+func TestFlagsBeatEnvironmentBeatsConfigFile(t *testing.T) {
+	t.Parallel()
+	broken := func(name string) string {
+		return writeFile(t, name, "flows:\n  - slug: "+strings.TrimSuffix(name, ".yaml")+"\n    bad_key: 1\n")
+	}
+	fromConfig, fromEnv, fromFlag := broken("config_file.yaml"), broken("environment.yaml"), broken("flag.yaml")
+	config := writeFile(t, "pgflow-wasm.yaml", "flows: "+fromConfig+"\n")
+
+	_, errOut, _ := runBinary(t, nil, "validate", "--config", config)
+	if !strings.Contains(errOut, fromConfig) {
+		t.Errorf("with only --config, the file's flows should be used:\n%s", errOut)
+	}
+	_, errOut, _ = runBinary(t, []string{"PGFLOW_WASM_FLOWS=" + fromEnv}, "validate", "--config", config)
+	if !strings.Contains(errOut, fromEnv) {
+		t.Errorf("the environment should beat the config file:\n%s", errOut)
+	}
+	_, errOut, _ = runBinary(t, []string{"PGFLOW_WASM_FLOWS=" + fromEnv}, "validate", "--config", config, "--flows", fromFlag)
+	if !strings.Contains(errOut, fromFlag) {
+		t.Errorf("the flag should beat the environment:\n%s", errOut)
+	}
+}
