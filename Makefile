@@ -8,7 +8,7 @@ GO ?= go
 TAGS ?= wasmtime
 BIN := bin/pgflow-wasm
 
-.PHONY: all build test run vet fmt-check deps modules clean
+.PHONY: all build test run bench vet fmt-check deps modules clean
 all: build
 
 include $(wildcard mk/*.mk)
@@ -37,3 +37,8 @@ fmt-check:
 
 clean:
 	rm -rf bin
+
+# The benchmark (issue: docs/benchmarks.md): every contender, every shape, fsync on and off.
+# BENCH_ARGS=--quick for a few minutes instead of ~15.
+bench: deps examples build
+	$(BIN) bench $(BENCH_ARGS)

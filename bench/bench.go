@@ -40,7 +40,7 @@ type Config struct {
 	FloorLoops      int // parallel loops of the floor [4]
 	IdleSeconds     int // how long the idle worker is watched; 0 skips it [60]
 
-	Fsync      []string    // ["on", "off"]
+	Fsync      []string    // ["on", "off"]; "asis" measures the server as it is configured
 	Contenders []Contender // [DefaultContenders()]
 	Shapes     []string    // ["one_step", "map", "chain"]
 	WorkerArgs []string    // extra flags for `pgflow-wasm serve` (e.g. --concurrency 16)
@@ -226,6 +226,13 @@ func (r *runner) dropDatabase(ctx context.Context, name string) {
 // setFsync switches durability for the next measurements: "on" is production (fsync,
 // synchronous_commit, full_page_writes), "off" is fsync off. It needs a superuser.
 func (r *runner) setFsync(ctx context.Context, mode string) error {
+	switch mode {
+	case "asis":
+		return nil
+	case "on", "off":
+	default:
+		return fmt.Errorf("fsync %q: use on, off or asis", mode)
+	}
 	on := mode == "on"
 	val := map[bool]string{true: "on", false: "off"}[on]
 	for _, q := range []string{

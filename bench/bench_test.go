@@ -1,0 +1,81 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pgflow-wasm/pgflow-wasm/bench"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/localpg"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+)
+
+// TestQuickBenchMeasuresEveryShape runs the harness end to end with tiny counts: the floor
+// and pgflow-wasm on all three shapes, on the test server as it is configured. It checks
+// the harness works, not how fast anything is.
+func TestQuickBenchMeasuresEveryShape(t *testing.T) {
+	t.Parallel()
+	root, err := localpg.RepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "pgflow-wasm")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/pgflow-wasm")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the binary: %v\n%s", err, out)
+	}
+	// Any database of the test server gives its URL; the harness makes its own databases.
+	u, err := url.Parse(pgtest.NewDB(t).URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/postgres"
+	var log bytes.Buffer
+	rep, err := bench.Run(context.Background(), bench.Config{
+		DatabaseURL: u.String(), Binary: bin, RepoRoot: root, CacheDir: t.TempDir(),
+		OneStepRuns: 60, MapSize: 40, ChainRuns: 6, ChainLength: 3, LatencyRuns: 6, LatencyInFlight: 2,
+		FloorLoops: 2, Fsync: []string{"asis"},
+		Contenders: []bench.Contender{{Name: "floor", Kind: bench.KindFloor},
+			{Name: "wazero/c/notify", Kind: bench.KindWorker, Lang: "c", Engine: "wazero", Signal: "notify"}},
+		Log: &log,
+	})
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, log.String())
+	}
+	if len(rep.Results) != 6 {
+		t.Fatalf("got %d results, want 2 contenders x 3 shapes", len(rep.Results))
+	}
+	for _, r := range rep.Results {
+		if r.Err != "" {
+			t.Errorf("%s on %s: %s", r.Contender, r.Shape, r.Err)
+			continue
+		}
+		// CPU is counted in 10 ms ticks: too coarse for these few tasks to assert on.
+		if r.TasksPerSec <= 0 || r.Latency.N == 0 || r.PeakRSS <= 0 {
+			t.Errorf("%s on %s: incomplete figures %+v", r.Contender, r.Shape, r)
+		}
+		if r.Shape == bench.ShapeChain && r.Hop.N != 6*2 {
+			t.Errorf("%s: %d hops measured, want 6 runs x 2 hops", r.Contender, r.Hop.N)
+		}
+		if r.Kind != bench.KindFloor && r.RatioToFloor <= 0 {
+			t.Errorf("%s on %s: no ratio to the floor", r.Contender, r.Shape)
+		}
+	}
+	var text bytes.Buffer
+	rep.WriteText(&text)
+	for _, want := range []string{"### fsync asis: one-step runs (60", "| wazero/c/notify", "hop p50 ms"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, text.String())
+		}
+	}
+	if testing.Verbose() {
+		fmt.Fprintln(os.Stderr, text.String())
+	}
+}
