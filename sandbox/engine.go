@@ -256,10 +256,17 @@ func (e *engine) Close(ctx context.Context) error {
 	for _, m := range mods {
 		_ = m.Close(ctx)
 	}
-	var err error
-	e.life.close(func() { err = e.b.close(context.Background()) })
+	// The backend closes now, or when the last abandoned call ends (then its error is lost:
+	// nobody waits for it any more).
+	closed := make(chan error, 1)
+	e.life.close(func() { closed <- e.b.close(context.Background()) })
 	e.quitOnce.Do(func() { close(e.quit) })
-	return err
+	select {
+	case err := <-closed:
+		return err
+	default:
+		return nil
+	}
 }
 
 func (e *engine) forget(m *module) {
