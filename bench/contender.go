@@ -71,8 +71,9 @@ func (r *runner) launch(ctx context.Context, c Contender, dbURL, flow, flowsFile
 		cmd = exec.Command(r.cfg.Binary, "bench", "floor", "--database-url", dbURL, "--flow", flow,
 			"--loops", fmt.Sprint(r.cfg.FloorLoops), "--batch-size", "10")
 	case KindReference:
+		// The edge worker's flow-loop defaults: read_with_poll for up to 2 s, every 100 ms.
 		cmd = exec.Command("node", filepath.Join(r.cfg.RepoRoot, "bench", "reference", "worker.mjs"),
-			"--database-url", dbURL, "--flow", flow)
+			"--database-url", dbURL, "--flow", flow, "--max-poll-seconds", "2", "--poll-interval-ms", "100")
 		cmd.Dir = r.cfg.RepoRoot
 	case KindWorker:
 		port, err := freePort()
