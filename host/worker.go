@@ -57,8 +57,8 @@ type Config struct {
 	Metrics *telemetry.Metrics // optional
 	Health  *telemetry.Health  // optional
 
-	Concurrency int // tasks running at once across all flows [10]
-	BatchSize   int // messages per read [10]
+	Concurrency int // tasks running at once across all flows [32]
+	BatchSize   int // messages per read [32]
 
 	Signal          Signal        // [SignalPolling]
 	MinPollInterval time.Duration // [100ms]
@@ -88,10 +88,10 @@ func (c Config) withDefaults() Config {
 		c.Health = &telemetry.Health{}
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 10
+		c.Concurrency = 32
 	}
 	if c.BatchSize <= 0 {
-		c.BatchSize = 10
+		c.BatchSize = 32
 	}
 	if c.Signal == "" {
 		c.Signal = SignalPolling
