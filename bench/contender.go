@@ -23,6 +23,40 @@ type Contender struct {
 	Lang   string // assemblyscript, c, rust, tinygo, go
 	Engine string // wazero or wasmtime
 	Signal string // polling or notify
+	// Binary and Args let a variant run another build or extra serve flags (before/after
+	// comparisons in one run); empty means the benchmark's binary and Config.WorkerArgs.
+	Binary string
+	Args   []string
+}
+
+// ParseVariant reads a variant contender: "NAME:TOKEN ...", where a token is lang=L,
+// engine=E, signal=S, binary=PATH, or a flag passed to serve (e.g. --completion-batch=1).
+// It defaults to C on wazero with polling.
+func ParseVariant(spec string) (Contender, error) {
+	name, rest, ok := strings.Cut(spec, ":")
+	if !ok || name == "" {
+		return Contender{}, fmt.Errorf("variant %q: write NAME:TOKENS, e.g. unbatched:--completion-batch=1", spec)
+	}
+	c := Contender{Name: name, Kind: KindWorker, Lang: "c", Engine: "wazero", Signal: "polling"}
+	for _, tok := range strings.Fields(rest) {
+		k, v, _ := strings.Cut(tok, "=")
+		switch k {
+		case "lang":
+			c.Lang = v
+		case "engine":
+			c.Engine = v
+		case "signal":
+			c.Signal = v
+		case "binary":
+			c.Binary = v
+		default:
+			if !strings.HasPrefix(tok, "-") {
+				return Contender{}, fmt.Errorf("variant %q: %q is neither lang=, engine=, signal=, binary= nor a flag", spec, tok)
+			}
+			c.Args = append(c.Args, tok)
+		}
+	}
+	return c, nil
 }
 
 // Contender kinds.
@@ -85,7 +119,12 @@ func (r *runner) launch(ctx context.Context, c Contender, dbURL, flow, flowsFile
 		args := []string{"serve", "--flows", flowsFile, "--database-url", dbURL, "--engine", c.Engine, "--signal", c.Signal,
 			"--metrics-addr", addr, "--log-level", "warn", "--log-format", "json", "--cache-dir", r.cfg.CacheDir}
 		args = append(args, r.cfg.WorkerArgs...)
-		cmd = exec.Command(r.cfg.Binary, args...)
+		args = append(args, c.Args...)
+		bin := r.cfg.Binary
+		if c.Binary != "" {
+			bin = c.Binary
+		}
+		cmd = exec.Command(bin, args...)
 	default:
 		return nil, fmt.Errorf("unknown contender kind %q", c.Kind)
 	}

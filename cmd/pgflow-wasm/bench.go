@@ -42,6 +42,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "floor-loops", Usage: "parallel loops of the floor (default 4)"},
 			&cli.IntFlag{Name: "idle-seconds", Value: 60, Usage: "watch an idle worker this long (0 skips it)"},
 			&cli.StringSliceFlag{Name: "worker-arg", Usage: "extra flag for every `pgflow-wasm serve` (repeatable), e.g. --worker-arg=--concurrency=16"},
+			&cli.StringSliceFlag{Name: "variant", Usage: "an extra pgflow-wasm contender, NAME:TOKENS (lang=, engine=, signal=, binary=PATH, serve flags), e.g. 'unbatched:--completion-batch=1' (repeatable)"},
 			&cli.StringFlag{Name: "out", Value: "bench-results", Usage: "folder for the report files"},
 		},
 		Subcommands: []*cli.Command{benchFloorCommand()},
@@ -83,6 +84,16 @@ func runBench(c *cli.Context) error {
 			}
 			return cli.Exit(fmt.Sprintf("--only %q matches no contender; there are: %s", only, strings.Join(names, ", ")), 2)
 		}
+	}
+	for _, spec := range c.StringSlice("variant") {
+		v, err := bench.ParseVariant(spec)
+		if err != nil {
+			return cli.Exit(err.Error(), 2)
+		}
+		if len(cfg.Contenders) == 0 && c.String("only") == "" {
+			cfg.Contenders = bench.DefaultContenders()
+		}
+		cfg.Contenders = append(cfg.Contenders, v)
 	}
 	rep, err := bench.Run(ctx, cfg)
 	if rep == nil {
