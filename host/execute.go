@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
@@ -100,23 +101,49 @@ func (w *Worker) checkAbandoned() {
 	}
 }
 
-// taskContext builds the context JSON of ABI v1.
+// taskContext builds the context JSON of ABI v1 by appending, not encoding/json: the flow
+// input (for a map step over a large array, tens of KB per task) is copied as it came from
+// PostgreSQL's jsonb output, which is valid JSON, instead of being validated and compacted
+// again for every task.
 func taskContext(fs *flowState, st *stepState, t poller.Task) ([]byte, error) {
 	flowInput := t.FlowInput
 	if len(flowInput) == 0 {
 		flowInput = json.RawMessage("null")
 	}
-	return json.Marshal(abi.Context{
-		RunID:     t.RunID,
-		FlowSlug:  t.FlowSlug,
-		StepSlug:  t.StepSlug,
-		TaskIndex: t.TaskIndex,
-		Attempt:   t.Attempt,
-		MsgID:     t.MsgID,
-		FlowInput: flowInput,
-		WorkerID:  fs.workerID,
-		TimeoutMS: st.timeout.Milliseconds(),
-	})
+	b := make([]byte, 0, 200+len(t.RunID)+len(t.FlowSlug)+len(t.StepSlug)+len(flowInput))
+	b = append(b, `{"`+abi.CtxRunID+`":`...)
+	b = appendJSONString(b, t.RunID)
+	b = append(b, `,"`+abi.CtxFlowSlug+`":`...)
+	b = appendJSONString(b, t.FlowSlug)
+	b = append(b, `,"`+abi.CtxStepSlug+`":`...)
+	b = appendJSONString(b, t.StepSlug)
+	b = append(b, `,"`+abi.CtxTaskIndex+`":`...)
+	b = strconv.AppendInt(b, int64(t.TaskIndex), 10)
+	b = append(b, `,"`+abi.CtxAttempt+`":`...)
+	b = strconv.AppendInt(b, int64(t.Attempt), 10)
+	b = append(b, `,"`+abi.CtxMsgID+`":`...)
+	b = strconv.AppendInt(b, t.MsgID, 10)
+	b = append(b, `,"`+abi.CtxFlowInput+`":`...)
+	b = append(b, flowInput...)
+	b = append(b, `,"`+abi.CtxWorkerID+`":`...)
+	b = appendJSONString(b, fs.workerID)
+	b = append(b, `,"`+abi.CtxTimeoutMS+`":`...)
+	b = strconv.AppendInt(b, st.timeout.Milliseconds(), 10)
+	return append(b, '}'), nil
+}
+
+// appendJSONString appends s as a JSON string. Slugs, uuids and worker ids need no escapes,
+// so the common case is a plain copy; anything else goes through encoding/json.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 func guestLevel(l int32) slog.Level {
