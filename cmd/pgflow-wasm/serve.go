@@ -148,6 +148,9 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
+	// Loading compiles modules (a standard Go guest is megabytes of code), which leaves
+	// garbage the collector would keep mapped for a while: hand it back before serving.
+	debug.FreeOSMemory()
 	reports, err := compileFlows(ctx, c, pool, file)
 	if err != nil {
 		return err
