@@ -27,10 +27,12 @@ type Contender struct {
 	// comparisons in one run); empty means the benchmark's binary and Config.WorkerArgs.
 	Binary string
 	Args   []string
+	Reuse  bool // the steps reuse instances (reuse_instance: true)
 }
 
 // ParseVariant reads a variant contender: "NAME:TOKEN ...", where a token is lang=L,
-// engine=E, signal=S, binary=PATH, or a flag passed to serve (e.g. --completion-batch=1).
+// engine=E, signal=S, binary=PATH, reuse (steps reuse instances), or a flag passed to
+// serve (e.g. --completion-batch=1).
 // It defaults to C on wazero with polling.
 func ParseVariant(spec string) (Contender, error) {
 	name, rest, ok := strings.Cut(spec, ":")
@@ -49,9 +51,11 @@ func ParseVariant(spec string) (Contender, error) {
 			c.Signal = v
 		case "binary":
 			c.Binary = v
+		case "reuse":
+			c.Reuse = true
 		default:
 			if !strings.HasPrefix(tok, "-") {
-				return Contender{}, fmt.Errorf("variant %q: %q is neither lang=, engine=, signal=, binary= nor a flag", spec, tok)
+				return Contender{}, fmt.Errorf("variant %q: %q is neither lang=, engine=, signal=, binary=, reuse nor a flag", spec, tok)
 			}
 			c.Args = append(c.Args, tok)
 		}

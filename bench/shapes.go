@@ -25,14 +25,14 @@ const (
 )
 
 // flowsYAML writes the flow of a shape, with the given language's example modules.
-func (r *runner) flowsYAML(shape, lang string) (string, string, error) {
+func (r *runner) flowsYAML(shape, lang string, reuseInstances bool) (string, string, error) {
 	mod := func(example string) string {
 		return filepath.Join(r.cfg.RepoRoot, "modules", "examples", lang, example+".wasm")
 	}
 	// Standard Go spends milliseconds starting its runtime in each fresh instance; its steps
 	// reuse instances, as docs/guests.md recommends.
 	reuse := ""
-	if lang == "go" {
+	if lang == "go" || reuseInstances {
 		reuse = ", reuse_instance: true"
 	}
 	var b strings.Builder
@@ -54,7 +54,7 @@ func (r *runner) flowsYAML(shape, lang string) (string, string, error) {
 	default:
 		return "", "", fmt.Errorf("unknown shape %q: use %s, %s or %s", shape, ShapeOneStep, ShapeMap, ShapeChain)
 	}
-	path := filepath.Join(r.tmp, fmt.Sprintf("flows-%s-%s.yaml", shape, lang))
+	path := filepath.Join(r.tmp, fmt.Sprintf("flows-%s-%s-%t.yaml", shape, lang, reuseInstances))
 	return flow, path, os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
@@ -72,7 +72,7 @@ func (r *runner) measureInto(ctx context.Context, c Contender, shape string, res
 	if lang == "" {
 		lang = "c" // the floor and the reference run no module; the flow still names one
 	}
-	flow, flowsPath, err := r.flowsYAML(shape, lang)
+	flow, flowsPath, err := r.flowsYAML(shape, lang, c.Reuse)
 	if err != nil {
 		return err
 	}
