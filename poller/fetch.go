@@ -4,10 +4,11 @@
 package poller
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -125,7 +126,7 @@ func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32
 	var tasks []Task
 	attempts := map[int64]int{}
 	b := &pgx.Batch{}
-	b.Queue(`select run_id::text, step_slug, task_index, msg_id, input from pgflow.start_tasks($1, $2::bigint[], $3::uuid)`,
+	b.Queue(`select run_id::text, step_slug, task_index, msg_id, input from pgflow.start_tasks($1, $2::bigint[], $3::text::uuid)`,
 		f.flow, ids, f.workerID).Query(func(rows pgx.Rows) error {
 		now := time.Now()
 		for rows.Next() {
@@ -147,7 +148,7 @@ func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32
 			Exec(func(pgconn.CommandTag) error { return nil })
 	}
 	b.Queue(`select message_id, attempts_count from pgflow.step_tasks
-	          where flow_slug = $1 and message_id = any($2::bigint[]) and status = 'started' and last_worker_id = $3::uuid`,
+	          where flow_slug = $1 and message_id = any($2::bigint[]) and status = 'started' and last_worker_id = $3::text::uuid`,
 		f.flow, ids, f.workerID).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id int64
@@ -160,7 +161,7 @@ func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32
 		return rows.Err()
 	})
 	if len(missingRuns) > 0 {
-		b.Queue(`select run_id::text, input from pgflow.runs where run_id = any($1::uuid[])`, missingRuns).
+		b.Queue(`select run_id::text, input from pgflow.runs where run_id = any($1::text[]::uuid[])`, missingRuns).
 			Query(func(rows pgx.Rows) error {
 				for rows.Next() {
 					var id string
@@ -189,6 +190,6 @@ func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32
 		t.FlowInput = f.inputs.get(t.RunID)
 		mine = append(mine, t)
 	}
-	sort.Slice(mine, func(i, j int) bool { return mine[i].MsgID < mine[j].MsgID })
+	slices.SortFunc(mine, func(a, b Task) int { return cmp.Compare(a.MsgID, b.MsgID) })
 	return mine, nil
 }

@@ -15,7 +15,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -204,7 +205,7 @@ func (c *Completer) loop() {
 // statements only act on a task still started by the same attempt). Any other batch error
 // falls back to one transaction per outcome, so one bad task never blocks the others.
 func (c *Completer) write(ctx context.Context, batch []Outcome) (written []Written, left []Outcome, err error) {
-	sort.Slice(batch, func(i, j int) bool { return lessTask(batch[i].Task, batch[j].Task) })
+	slices.SortFunc(batch, func(a, b Outcome) int { return compareTasks(a.Task, b.Task) })
 	written, err = c.writeBatch(ctx, batch)
 	if err == nil {
 		return written, nil, nil
@@ -239,9 +240,11 @@ func (c *Completer) write(ctx context.Context, batch []Outcome) (written []Writt
 // repeat: a retried batch that had in fact committed, or a late write after recovery
 // requeued the task, changes nothing. "matched" tells a stale write from a complete_task that
 // returned no row (the output broke a dependent map's array contract).
+// Ids travel as text (::text::uuid): pgx cannot encode a Go string as a binary uuid and
+// would build an error, then retry as text, for every parameter of every batch.
 const completeBatchSQL = `
 select t.ord, g.matched, g.status, g.attempts_count
-from unnest($1::uuid[], $2::text[], $3::int[], $4::int[], $5::text[]) with ordinality
+from unnest($1::text[]::uuid[], $2::text[], $3::int[], $4::int[], $5::text[]) with ordinality
        as t(run_id, step_slug, task_index, attempt, output, ord)
 left join lateral (
   select true as matched, c.status, c.attempts_count
@@ -256,14 +259,14 @@ const completeOneSQL = `
 select true, c.status, c.attempts_count
 from pgflow.step_tasks st
 left join lateral pgflow.complete_task(st.run_id, st.step_slug, st.task_index, $5::jsonb) c on true
-where st.run_id = $1::uuid and st.step_slug = $2 and st.task_index = $3
+where st.run_id = $1::text::uuid and st.step_slug = $2 and st.task_index = $3
   and st.status = 'started' and st.attempts_count = $4`
 
 const failOneSQL = `
 select true, f.status, f.attempts_count
 from pgflow.step_tasks st
 cross join lateral pgflow.fail_task(st.run_id, st.step_slug, st.task_index, $5) f
-where st.run_id = $1::uuid and st.step_slug = $2 and st.task_index = $3
+where st.run_id = $1::text::uuid and st.step_slug = $2 and st.task_index = $3
   and st.status = 'started' and st.attempts_count = $4`
 
 func (c *Completer) writeBatch(ctx context.Context, batch []Outcome) ([]Written, error) {
@@ -356,12 +359,13 @@ func setResult(w *Written, matched bool, status *string, attempts *int) {
 	}
 }
 
-func lessTask(a, b poller.Task) bool {
-	if a.RunID != b.RunID {
-		return a.RunID < b.RunID
+// compareTasks orders by run, then step, then index: the lock order of every batch.
+func compareTasks(a, b poller.Task) int {
+	if c := strings.Compare(a.RunID, b.RunID); c != 0 {
+		return c
 	}
-	if a.StepSlug != b.StepSlug {
-		return a.StepSlug < b.StepSlug
+	if c := strings.Compare(a.StepSlug, b.StepSlug); c != 0 {
+		return c
 	}
-	return a.TaskIndex < b.TaskIndex
+	return a.TaskIndex - b.TaskIndex
 }
