@@ -73,6 +73,9 @@ type Config struct {
 	DrainTimeout    time.Duration // how long shutdown waits for running tasks [30s]
 	MaxAbandoned    int           // abandoned sandbox calls that make the worker restart itself [4]
 	CompletionBatch int           // outcomes per write transaction [100]
+	// CompletionWriters is how many write transactions may be in flight at once [2]:
+	// complete_task is heavy, and one transaction at a time keeps one database core busy.
+	CompletionWriters int
 }
 
 func (c Config) withDefaults() Config {
@@ -109,6 +112,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CompletionBatch <= 0 {
 		c.CompletionBatch = 100
+	}
+	if c.CompletionWriters <= 0 {
+		c.CompletionWriters = 2
 	}
 	return c
 }
@@ -195,7 +201,8 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 		w.flows = append(w.flows, fs)
 		w.byFlow[fl.Slug] = fs
 	}
-	w.done = completer.New(cfg.Pool, completer.Config{MaxBatch: cfg.CompletionBatch, OnWritten: w.onWritten, Log: w.log})
+	w.done = completer.New(cfg.Pool, completer.Config{MaxBatch: cfg.CompletionBatch, Writers: cfg.CompletionWriters,
+		OnWritten: w.onWritten, Log: w.log})
 	return w, nil
 }
 

@@ -58,6 +58,7 @@ func serveCommand() *cli.Command {
 		durationFlag("stalled-margin", 30*time.Second, "recovery: a task started longer ago than its timeout plus this is requeued"),
 		durationFlag("drain-timeout", 30*time.Second, "shutdown: how long running tasks may finish; the rest are failed for a retry"),
 		intFlag("completion-batch", 100, "outcomes written per transaction (1 writes each task alone, as pgflow's own workers do)"),
+		intFlag("completion-writers", 2, "outcome-writing transactions in flight at once"),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "metrics-addr", EnvVars: env("metrics-addr"),
 			Usage: "serve /metrics, /livez and /readyz on this address, e.g. :9090"}),
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "update-options", EnvVars: env("update-options"),
@@ -143,7 +144,7 @@ func serve(c *cli.Context) error {
 		NotifyFallback: c.Duration("notify-fallback"), HeartbeatInterval: c.Duration("heartbeat-interval"),
 		WorkerStaleAfter: c.Duration("worker-stale-after"), RecoveryInterval: c.Duration("recovery-interval"),
 		StalledMargin: c.Duration("stalled-margin"), DrainTimeout: c.Duration("drain-timeout"),
-		CompletionBatch: c.Int("completion-batch"),
+		CompletionBatch: c.Int("completion-batch"), CompletionWriters: c.Int("completion-writers"),
 	})
 	if err != nil {
 		return cli.Exit(err.Error(), 2)

@@ -2,10 +2,11 @@
 // fail_task for failures, many tasks per transaction.
 //
 // pgflow's own clients call complete_task once per task, each in its own transaction, and the
-// commit (an fsync) dominates. The completer instead group-commits: it takes every outcome
-// that arrived while the previous write was in flight and writes them all in one round trip
-// and one transaction, completions in a single statement ordered by run so that concurrent
-// workers lock runs in the same order. When a batch fails for a reason other than a lost
+// commit (an fsync) dominates. The completer instead group-commits: each of its writers takes
+// every outcome that arrived while its previous write was in flight and writes them all in one
+// round trip and one transaction, completions in a single statement ordered by run so that
+// concurrent writers and workers lock runs in the same order. Several writers run at once
+// because complete_task is heavy: one transaction at a time keeps one database core busy. When a batch fails for a reason other than a lost
 // connection, each outcome is retried alone, so one bad task never blocks the others. When the
 // database is unreachable, outcomes are kept and retried with backoff; if the worker dies
 // first, the tasks stay `started` and the stalled-task sweep requeues them.
@@ -55,8 +56,10 @@ type Written struct {
 // Config configures a Completer.
 type Config struct {
 	MaxBatch int // outcomes per transaction (default 100)
-	// OnWritten is called after each commit with what was written, from the completer's
-	// goroutine. The worker uses it for metrics, logs and to poll again at once.
+	Writers  int // transactions in flight at once (default 2)
+	// OnWritten is called after each commit with what was written, from a writer's
+	// goroutine (so possibly from several at once). The worker uses it for metrics, logs and
+	// to poll again at once.
 	OnWritten func([]Written)
 	Log       *slog.Logger
 }
@@ -68,12 +71,13 @@ type Completer struct {
 
 	mu       sync.Mutex
 	pending  []Outcome
-	inflight []Outcome // taken from pending, being written (retried until written)
-	stopped  bool
+	inflight int       // outcomes taken by writers and not written yet
+	lost     []Outcome // outcomes writers gave up on when aborted
 
-	wake  chan struct{}
-	abort chan struct{} // closed when Stop gives up on an unreachable database
-	done  chan struct{}
+	wake    chan struct{} // rings one idle writer
+	stopped chan struct{} // closed by Stop: writers leave once nothing is pending
+	abort   chan struct{} // closed when Stop gives up on an unreachable database
+	writers sync.WaitGroup
 }
 
 // New returns a Completer writing through pool.
@@ -81,13 +85,16 @@ func New(pool *pgxpool.Pool, cfg Config) *Completer {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 100
 	}
+	if cfg.Writers <= 0 {
+		cfg.Writers = 2
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
 	if cfg.OnWritten == nil {
 		cfg.OnWritten = func([]Written) {}
 	}
-	return &Completer{pool: pool, cfg: cfg, wake: make(chan struct{}, 1), abort: make(chan struct{}), done: make(chan struct{})}
+	return &Completer{pool: pool, cfg: cfg, wake: make(chan struct{}, 1), stopped: make(chan struct{}), abort: make(chan struct{})}
 }
 
 // Add queues an outcome; it never blocks.
@@ -102,32 +109,43 @@ func (c *Completer) Add(o Outcome) {
 func (c *Completer) Pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.pending) + len(c.inflight)
+	return len(c.pending) + c.inflight
 }
 
-// Start runs the write loop until Stop.
+// Start runs the writers until Stop.
 func (c *Completer) Start() {
-	go c.loop()
+	// Writes get their own context, cancelled only by abort: a write in flight must finish
+	// while the worker drains, or a handler's finished work would be thrown away.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-c.abort
+		cancel()
+	}()
+	for range c.cfg.Writers {
+		c.writers.Add(1)
+		go func() {
+			defer c.writers.Done()
+			c.writer(ctx)
+		}()
+	}
 }
 
 // Stop writes what is pending, retrying until ctx is done, then returns. Outcomes still
 // unwritten are reported through OnWritten with Err set: their tasks stay started in
 // pgflow, and the stalled-task sweep of any worker requeues them.
 func (c *Completer) Stop(ctx context.Context) {
-	c.mu.Lock()
-	c.stopped = true
-	c.mu.Unlock()
-	c.ring()
+	close(c.stopped)
+	done := make(chan struct{})
+	go func() { c.writers.Wait(); close(done) }()
 	select {
-	case <-c.done:
-		return
+	case <-done:
 	case <-ctx.Done():
 	}
 	close(c.abort)
-	<-c.done
+	<-done
 	c.mu.Lock()
-	left := append(c.inflight, c.pending...)
-	c.inflight, c.pending = nil, nil
+	left := append(c.lost, c.pending...)
+	c.lost, c.pending = nil, nil
 	c.mu.Unlock()
 	if len(left) > 0 {
 		lost := make([]Written, len(left))
@@ -145,44 +163,53 @@ func (c *Completer) ring() {
 	}
 }
 
-func (c *Completer) loop() {
-	defer close(c.done)
+// take moves up to MaxBatch pending outcomes to the caller, waking another writer when
+// more are left.
+func (c *Completer) take() []Outcome {
+	c.mu.Lock()
+	n := min(len(c.pending), c.cfg.MaxBatch)
+	batch := append([]Outcome(nil), c.pending[:n]...)
+	c.pending = c.pending[n:]
+	c.inflight += n
+	more := len(c.pending) > 0
+	c.mu.Unlock()
+	if more {
+		c.ring()
+	}
+	return batch
+}
+
+// writer writes batches until the completer stops (nothing pending) or aborts.
+func (c *Completer) writer(ctx context.Context) {
 	retry := poller.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
-	// Writes get their own context, cancelled only by abort: a write in flight must finish
-	// while the worker drains, or a handler's finished work would be thrown away.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-c.abort:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	var batch []Outcome
 	for {
-		c.mu.Lock()
-		if len(c.inflight) == 0 {
-			n := min(len(c.pending), c.cfg.MaxBatch)
-			c.inflight = append([]Outcome(nil), c.pending[:n]...)
-			c.pending = c.pending[n:]
-		}
-		batch, stopped := c.inflight, c.stopped
-		c.mu.Unlock()
 		if len(batch) == 0 {
-			if stopped {
-				return
+			if batch = c.take(); len(batch) == 0 {
+				select {
+				case <-c.wake:
+				case <-c.stopped:
+					if c.Pending() == 0 {
+						return
+					}
+					// Others are pending or in flight: look again shortly.
+					select {
+					case <-c.wake:
+					case <-time.After(10 * time.Millisecond):
+					case <-c.abort:
+						return
+					}
+				case <-c.abort:
+					return
+				}
+				continue
 			}
-			select {
-			case <-c.wake:
-			case <-c.abort:
-				return
-			}
-			continue
 		}
 		written, left, err := c.write(ctx, batch)
 		c.mu.Lock()
-		c.inflight = left
+		c.inflight -= len(batch) - len(left)
 		c.mu.Unlock()
+		batch = left
 		if len(written) > 0 {
 			c.cfg.OnWritten(written)
 		}
@@ -195,17 +222,50 @@ func (c *Completer) loop() {
 		select {
 		case <-time.After(wait):
 		case <-c.abort:
+			c.mu.Lock()
+			c.inflight -= len(batch)
+			c.lost = append(c.lost, batch...)
+			c.mu.Unlock()
 			return
 		}
 	}
 }
 
-// write writes one batch and returns what was written and what is left to retry. After a
-// transient error the rest is retried later (an outcome is never written twice: the
-// statements only act on a task still started by the same attempt). Any other batch error
-// falls back to one transaction per outcome, so one bad task never blocks the others.
+// write writes one batch and returns what was written and what is left to retry:
+// completions in one transaction, then failures in another, each taking its runs' locks in
+// run order (one transaction doing both would take them in two passes, and two writers
+// could then wait on each other).
 func (c *Completer) write(ctx context.Context, batch []Outcome) (written []Written, left []Outcome, err error) {
 	slices.SortFunc(batch, func(a, b Outcome) int { return compareTasks(a.Task, b.Task) })
+	var completions, failures []Outcome
+	for _, o := range batch {
+		if o.Failed {
+			failures = append(failures, o)
+		} else {
+			completions = append(completions, o)
+		}
+	}
+	for i, group := range [][]Outcome{completions, failures} {
+		if len(group) == 0 {
+			continue
+		}
+		w, l, err := c.writeGroup(ctx, group)
+		written = append(written, w...)
+		if err != nil {
+			if i == 0 {
+				l = append(l, failures...)
+			}
+			return written, l, err
+		}
+	}
+	return written, nil, nil
+}
+
+// writeGroup writes outcomes in one transaction. After a transient error the rest is
+// retried later (an outcome is never written twice: the statements only act on a task still
+// started by the same attempt). Any other error falls back to one transaction per outcome,
+// so one bad task never blocks the others.
+func (c *Completer) writeGroup(ctx context.Context, batch []Outcome) (written []Written, left []Outcome, err error) {
 	written, err = c.writeBatch(ctx, batch)
 	if err == nil {
 		return written, nil, nil
