@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgflow-wasm/pgflow-wasm/host/compile"
+	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/localpg"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
@@ -276,6 +278,34 @@ func (r *runner) newDatabase(ctx context.Context, name string) (string, *pgxpool
 	cfg.MaxConns = 16
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	return url, pool, err
+}
+
+// compiledDatabase clones the template into a database named prefix_<pid>, compiles the
+// flows into it, and returns its URL, a pool and a function that drops it.
+func (r *runner) compiledDatabase(ctx context.Context, prefix string, file *flowfile.File) (string, *pgxpool.Pool, func(), error) {
+	name := fmt.Sprintf("%s_%d", prefix, os.Getpid())
+	url, pool, err := r.newDatabase(ctx, name)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	drop := func() {
+		pool.Close()
+		r.dropDatabase(context.Background(), name)
+	}
+	if _, err := compile.Compile(ctx, pool, file, compile.Options{}); err != nil {
+		drop()
+		return "", nil, nil, err
+	}
+	return url, pool, drop, nil
+}
+
+// databaseName is the database a URL names.
+func databaseName(url string) string {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return ""
+	}
+	return cfg.Database
 }
 
 func (r *runner) serverInfo(ctx context.Context) string {

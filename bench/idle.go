@@ -2,12 +2,9 @@ package bench
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/host/compile"
 	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
 )
 
@@ -29,17 +26,13 @@ func (r *runner) measureIdleInto(ctx context.Context, idle *Idle) error {
 		return err
 	}
 	idle.Flows = len(file.Flows)
-	dbName := fmt.Sprintf("pgflow_bench_idle_%d", os.Getpid())
-	url, pool, err := r.newDatabase(ctx, dbName)
+	url, pool, drop, err := r.compiledDatabase(ctx, "pgflow_bench_idle", file)
 	if err != nil {
 		return err
 	}
-	defer r.dropDatabase(context.Background(), dbName)
-	defer pool.Close()
-	if _, err := compile.Compile(ctx, pool, file, compile.Options{}); err != nil {
-		return err
-	}
+	defer drop()
 	pool.Close() // only the worker may use the database while it is watched
+	dbName := databaseName(url)
 	p, err := r.launch(ctx, Contender{Name: "idle", Kind: KindWorker, Engine: idle.Engine, Signal: idle.Signal}, url, "", flowsPath)
 	if err != nil {
 		return err

@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgflow-wasm/pgflow-wasm/host/compile"
 	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/runs"
 )
@@ -80,16 +79,11 @@ func (r *runner) measureInto(ctx context.Context, c Contender, shape string, res
 	if err != nil {
 		return fmt.Errorf("%v (build the examples: make examples)", err)
 	}
-	dbName := fmt.Sprintf("pgflow_bench_%d", os.Getpid())
-	url, pool, err := r.newDatabase(ctx, dbName)
+	url, pool, drop, err := r.compiledDatabase(ctx, "pgflow_bench", file)
 	if err != nil {
 		return err
 	}
-	defer r.dropDatabase(context.Background(), dbName)
-	defer pool.Close()
-	if _, err := compile.Compile(ctx, pool, file, compile.Options{}); err != nil {
-		return err
-	}
+	defer drop()
 	tasks := 0
 	switch shape {
 	case ShapeOneStep:

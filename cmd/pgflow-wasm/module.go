@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
@@ -57,9 +57,9 @@ func moduleInspect(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return cli.Exit("module inspect: give exactly one module file", 2)
 	}
-	limit, err := parseByteSize(c.String("memory-limit"))
-	if err != nil {
-		return cli.Exit("--memory-limit: "+err.Error(), 2)
+	limit, ok := flowfile.ParseSize(c.String("memory-limit"))
+	if !ok || limit == 0 {
+		return cli.Exit(fmt.Sprintf("--memory-limit: %q is not a size: write e.g. 64MiB, 512KiB, 1GiB or a number of bytes", c.String("memory-limit")), 2)
 	}
 	path := c.Args().First()
 	cfg := sandbox.Config{CacheDir: c.String("cache-dir")}
@@ -164,23 +164,4 @@ func sizeText(n uint64) string {
 		}
 	}
 	return fmt.Sprintf("%d bytes", n)
-}
-
-// parseByteSize reads "64MiB", "512KiB", "1GiB" or a plain number of bytes.
-func parseByteSize(s string) (uint64, error) {
-	num, mult := strings.TrimSpace(s), uint64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   uint64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
-		if strings.HasSuffix(num, u.suffix) {
-			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseUint(num, 10, 64)
-	if err != nil || n == 0 || n > (1<<42)/mult {
-		return 0, fmt.Errorf("%q is not a size: write e.g. 64MiB, 512KiB, 1GiB or a number of bytes", s)
-	}
-	return n * mult, nil
 }

@@ -103,13 +103,9 @@ func serve(c *cli.Context) error {
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 
-	file, err := flowfile.Load(c.String("flows"))
+	file, engine, err := flowsAndEngine(c)
 	if err != nil {
-		return cli.Exit(err.Error(), 2)
-	}
-	engine, err := sandbox.New(c.String("engine"), sandbox.Config{CacheDir: c.String("cache-dir")})
-	if err != nil {
-		return cli.Exit(err.Error(), 2)
+		return err
 	}
 	defer engine.Close(context.Background())
 	signalName := host.Signal(c.String("signal"))
@@ -169,6 +165,19 @@ func serve(c *cli.Context) error {
 	return err
 }
 
+// flowsAndEngine loads --flows and opens the --engine; either failing is a usage error.
+func flowsAndEngine(c *cli.Context) (*flowfile.File, sandbox.Engine, error) {
+	file, err := flowfile.Load(c.String("flows"))
+	if err != nil {
+		return nil, nil, cli.Exit(err.Error(), 2)
+	}
+	engine, err := sandbox.New(c.String("engine"), sandbox.Config{CacheDir: c.String("cache-dir")})
+	if err != nil {
+		return nil, nil, cli.Exit(err.Error(), 2)
+	}
+	return file, engine, nil
+}
+
 // signalContext is cancelled by the first SIGINT/SIGTERM; a second one exits at once.
 func signalContext(log *slog.Logger) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -218,13 +227,9 @@ func validateCommand() *cli.Command {
 			"rejects (unknown imports, missing exports, memory above the step's limit...).",
 		Flags: append([]cli.Flag{flowsFlag()}, engineFlags()...),
 		Action: func(c *cli.Context) error {
-			file, err := flowfile.Load(c.String("flows"))
+			file, engine, err := flowsAndEngine(c)
 			if err != nil {
-				return cli.Exit(err.Error(), 2)
-			}
-			engine, err := sandbox.New(c.String("engine"), sandbox.Config{CacheDir: c.String("cache-dir")})
-			if err != nil {
-				return cli.Exit(err.Error(), 2)
+				return err
 			}
 			defer engine.Close(context.Background())
 			steps := 0

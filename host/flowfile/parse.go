@@ -186,7 +186,7 @@ func (p *parser) step(flow string, n *yaml.Node) *Step {
 			s.Slug = p.stepSlug(v)
 		case "type":
 			if v.Kind != yaml.ScalarNode || (v.Value != StepSingle && v.Value != StepMap) {
-				p.errorf(v.Line, "`type` must be `single` (the default) or `map`, not %s", show(v))
+				p.errorf(v.Line, "`type` must be `single` (the default) or `map`, not %s", kindName(v))
 				return
 			}
 			s.Type = v.Value
@@ -207,7 +207,7 @@ func (p *parser) step(flow string, n *yaml.Node) *Step {
 			s.MemoryLimit = p.memoryLimit(v)
 		case "reuse_instance":
 			if v.Kind != yaml.ScalarNode || (v.Value != "true" && v.Value != "false") {
-				p.errorf(v.Line, "`reuse_instance` must be true or false, not %s", show(v))
+				p.errorf(v.Line, "`reuse_instance` must be true or false, not %s", kindName(v))
 				return
 			}
 			s.ReuseInstance = v.Value == "true"
@@ -243,7 +243,7 @@ func (p *parser) eachKey(n *yaml.Node, known []string, where string, fn func(key
 
 func (p *parser) flowSlug(v *yaml.Node) string {
 	if v.Kind != yaml.ScalarNode || v.Value == "" {
-		p.errorf(v.Line, "flow `slug` must be a name like order_pipeline, not %s", show(v))
+		p.errorf(v.Line, "flow `slug` must be a name like order_pipeline, not %s", kindName(v))
 		return ""
 	}
 	slug := v.Value
@@ -260,7 +260,7 @@ func (p *parser) flowSlug(v *yaml.Node) string {
 
 func (p *parser) stepSlug(v *yaml.Node) string {
 	if v.Kind != yaml.ScalarNode || v.Value == "" {
-		p.errorf(v.Line, "step `slug` must be a name like validate_order, not %s", show(v))
+		p.errorf(v.Line, "step `slug` must be a name like validate_order, not %s", kindName(v))
 		return ""
 	}
 	slug := v.Value
@@ -277,14 +277,14 @@ func (p *parser) stepSlug(v *yaml.Node) string {
 
 func (p *parser) dependsOn(v *yaml.Node) []string {
 	if v.Kind != yaml.SequenceNode {
-		p.errorf(v.Line, "`depends_on` must be a list of step slugs, e.g. [validate, fetch], not %s", show(v))
+		p.errorf(v.Line, "`depends_on` must be a list of step slugs, e.g. [validate, fetch], not %s", kindName(v))
 		return nil
 	}
 	var deps []string
 	seen := map[string]bool{}
 	for _, d := range v.Content {
 		if d.Kind != yaml.ScalarNode || d.Value == "" {
-			p.errorf(d.Line, "each entry of `depends_on` must be a step slug, not %s", show(d))
+			p.errorf(d.Line, "each entry of `depends_on` must be a step slug, not %s", kindName(d))
 			continue
 		}
 		if seen[d.Value] {
@@ -299,7 +299,7 @@ func (p *parser) dependsOn(v *yaml.Node) []string {
 
 func (p *parser) module(v *yaml.Node) string {
 	if v.Kind != yaml.ScalarNode || v.Value == "" {
-		p.errorf(v.Line, "`module` must be the path of a .wasm file, not %s", show(v))
+		p.errorf(v.Line, "`module` must be the path of a .wasm file, not %s", kindName(v))
 		return ""
 	}
 	path := v.Value
@@ -330,7 +330,7 @@ func (p *parser) intInto(v *yaml.Node, key string, r intRange, dst *int) {
 
 func (p *parser) optInt(v *yaml.Node, key string, r intRange) *int {
 	if v.Kind != yaml.ScalarNode || v.Tag != "!!int" {
-		p.errorf(v.Line, "`%s` must be a whole number from %d to %d, not %s", key, r.min, r.max, show(v))
+		p.errorf(v.Line, "`%s` must be a whole number from %d to %d, not %s", key, r.min, r.max, kindName(v))
 		return nil
 	}
 	n, err := strconv.Atoi(v.Value)
@@ -351,7 +351,7 @@ func (p *parser) memoryLimit(v *yaml.Node) uint64 {
 		p.errorf(v.Line, "`memory_limit` must be a size: %s", want)
 		return 0
 	}
-	n, ok := parseSize(v.Value)
+	n, ok := ParseSize(v.Value)
 	if !ok {
 		p.errorf(v.Line, "`memory_limit` %q is not a size: %s", v.Value, want)
 		return 0
@@ -433,8 +433,6 @@ func kindName(n *yaml.Node) string {
 	}
 }
 
-func show(n *yaml.Node) string { return kindName(n) }
-
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -471,8 +469,9 @@ func fixSlug(s string) string {
 	return b.String()
 }
 
-// parseSize reads "32MiB", "512KiB", "1GiB" or a plain byte count.
-func parseSize(s string) (uint64, bool) {
+// ParseSize reads a size as flows.yaml writes it: "32MiB", "512KiB", "1GiB" or a plain
+// byte count.
+func ParseSize(s string) (uint64, bool) {
 	s = strings.TrimSpace(s)
 	mult := uint64(1)
 	for _, u := range []struct {
