@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/pgflow-wasm/pgflow-wasm/host"
@@ -237,11 +238,16 @@ flows:
     steps:
       - {slug: e, module: "{{echo}}"}
 `)
-	var workers []*runningWorker
-	for range 3 {
-		workers = append(workers, startWorker(t, db.Pool, f, host.Config{Concurrency: 8, BatchSize: 8}))
-	}
 	ctx := context.Background()
+	var workers []*runningWorker
+	for range 3 { // three workers, each with its own connections, as three processes would be
+		pool, err := pgxpool.New(ctx, db.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		workers = append(workers, startWorker(t, pool, f, host.Config{Concurrency: 8, BatchSize: 8}))
+	}
 	if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('many', jsonb_build_object('value', i)) from generate_series(1, 1000) i`); err != nil {
 		t.Fatal(err)
 	}
