@@ -208,6 +208,7 @@ func (w *Worker) recoveryLoop(ctx context.Context) {
 	cfg := recovery.Config{WorkerStaleAfter: w.cfg.WorkerStaleAfter, StartedMargin: w.cfg.StalledMargin}
 	for _, fs := range w.flows {
 		cfg.Flows = append(cfg.Flows, fs.def.Slug)
+		cfg.Self = append(cfg.Self, fs.workerID)
 	}
 	next := time.Duration(0)
 	for {

@@ -30,6 +30,9 @@ type Config struct {
 	WorkerStaleAfter time.Duration
 	// StartedMargin is added to the step timeout: a task started longer ago than that is recovered.
 	StartedMargin time.Duration
+	// Self lists the sweeping worker's own ids: alive by definition, so a heartbeat that went
+	// stale while the database was away does not make it requeue its own running tasks.
+	Self []string
 }
 
 // Recovered is one task the sweep handed back.
@@ -46,7 +49,7 @@ type Recovered struct {
 const lockKey = "pgflow-wasm:recovery"
 
 // stalledSQL lists stalled tasks of live runs, locking them. $1 flows, $2 margin seconds,
-// $3 stale-heartbeat seconds.
+// $3 stale-heartbeat seconds, $4 the sweeper's own worker ids.
 const stalledSQL = `
 select st.flow_slug, st.run_id::text, st.step_slug, st.task_index,
        case
@@ -62,8 +65,8 @@ join pgflow.steps s on s.flow_slug = st.flow_slug and s.step_slug = st.step_slug
 join pgflow.flows f on f.flow_slug = st.flow_slug
 left join pgflow.workers w on w.worker_id = st.last_worker_id
 where st.status = 'started' and st.flow_slug = any($1::text[])
-  and (w.worker_id is null
-       or w.last_heartbeat_at < clock_timestamp() - make_interval(secs => $3::float8)
+  and ((coalesce(st.last_worker_id <> all($4::text[]::uuid[]), true)
+        and (w.worker_id is null or w.last_heartbeat_at < clock_timestamp() - make_interval(secs => $3::float8)))
        or st.started_at < clock_timestamp() - make_interval(secs => coalesce(s.opt_timeout, f.opt_timeout) + $2::float8))
 order by st.run_id, st.step_slug, st.task_index
 for update of st skip locked`
@@ -77,7 +80,11 @@ func Sweep(ctx context.Context, pool *pgxpool.Pool, cfg Config) ([]Recovered, er
 		if err := tx.QueryRow(ctx, `select pg_try_advisory_xact_lock(hashtext($1))`, lockKey).Scan(&got); err != nil || !got {
 			return err
 		}
-		rows, err := tx.Query(ctx, stalledSQL, cfg.Flows, cfg.StartedMargin.Seconds(), cfg.WorkerStaleAfter.Seconds())
+		self := cfg.Self
+		if self == nil {
+			self = []string{}
+		}
+		rows, err := tx.Query(ctx, stalledSQL, cfg.Flows, cfg.StartedMargin.Seconds(), cfg.WorkerStaleAfter.Seconds(), self)
 		if err != nil {
 			return err
 		}

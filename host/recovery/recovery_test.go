@@ -124,3 +124,20 @@ func TestOneSweeperAtATime(t *testing.T) {
 		t.Fatalf("sweep while another runs = %+v, %v; want it to step aside", got, err)
 	}
 }
+
+func TestASweeperNeverRequeuesItsOwnTasksForAStaleHeartbeat(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	// The worker's own heartbeat is an hour old (the database was away), but it is sweeping:
+	// it is alive, and its task is within its timeout.
+	worker, run := startedTask(t, db, 3, time.Hour)
+	self := cfg
+	self.Self = []string{worker}
+	got, err := recovery.Sweep(context.Background(), db.Pool, self)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("sweep = %+v, %v; want its own task left alone", got, err)
+	}
+	if status, _, _, _ := taskState(t, db, run); status != "started" {
+		t.Errorf("task %s, want still started", status)
+	}
+}
