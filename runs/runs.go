@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -153,8 +154,13 @@ func isFinalEvent(payload string) bool {
 // Topic is the channel (and realtime topic) of a run's events.
 func Topic(runID string) string { return "pgflow:run:" + runID }
 
+var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$`)
+
 // Get reads one run.
 func Get(ctx context.Context, pool *pgxpool.Pool, id string) (*Run, error) {
+	if !uuidRE.MatchString(id) {
+		return nil, fmt.Errorf("%q is not a run id: run ids are uuids such as 0b7c4a52-2f6e-4d8a-9a1b-7c8d9e0f1a2b (see `pgflow-wasm runs`)", id)
+	}
 	rows, err := pool.Query(ctx, runSelect+` where r.run_id = $1::uuid`, id)
 	if err != nil {
 		return nil, err
