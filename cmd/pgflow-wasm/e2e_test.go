@@ -420,6 +420,10 @@ flows:
 	if code != 0 || !strings.Contains(out, runID) || !strings.Contains(out, "completed") {
 		t.Errorf("runs --flow echo: exit %d:\n%s", code, out)
 	}
+	_, errOut, code = runBinary(t, dbEnv, "run", "not-a-uuid")
+	if code != 1 || !strings.Contains(errOut, `"not-a-uuid" is not a run id`) {
+		t.Errorf("run not-a-uuid: exit %d, %q", code, errOut)
+	}
 	out, _, code = runBinary(t, dbEnv, "run", runID)
 	for _, want := range []string{"run " + runID + "  flow echo  completed", `output: {"e": 0}`, "e  single  completed", "[0] completed  attempt 1"} {
 		if code != 0 || !strings.Contains(out, want) {
