@@ -214,3 +214,27 @@ func jsonDeepEqual(a, b any) bool {
 	jb, _ := json.Marshal(b)
 	return string(ja) == string(jb)
 }
+
+// onlyTask is the single task of a one-step run, as pgflow stores it.
+type onlyTask struct {
+	Status   string
+	Attempts int
+	Error    string
+	Output   string        // jsonb text; "" when null
+	Ran      time.Duration // failed_at or completed_at minus started_at; 0 while running
+}
+
+func taskOf(t testing.TB, pool *pgxpool.Pool, run string) onlyTask {
+	t.Helper()
+	var k onlyTask
+	var ran *time.Duration
+	if err := pool.QueryRow(context.Background(), `select status, attempts_count, coalesce(error_message, ''),
+		coalesce(output::text, ''), coalesce(completed_at, failed_at) - started_at
+		from pgflow.step_tasks where run_id = $1::uuid`, run).Scan(&k.Status, &k.Attempts, &k.Error, &k.Output, &ran); err != nil {
+		t.Fatalf("reading the task of run %s: %v", run, err)
+	}
+	if ran != nil {
+		k.Ran = *ran
+	}
+	return k
+}

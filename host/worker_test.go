@@ -114,12 +114,7 @@ flows:
 		if r.Status != "completed" {
 			t.Fatalf("value %s: %s (%s)", v, r.Status, r.Error)
 		}
-		var stored string
-		if err := db.Pool.QueryRow(context.Background(),
-			`select output::text from pgflow.step_tasks where run_id = $1::uuid`, id).Scan(&stored); err != nil {
-			t.Fatal(err)
-		}
-		jsonEqual(t, []byte(stored), v)
+		jsonEqual(t, []byte(taskOf(t, db.Pool, id).Output), v)
 		jsonEqual(t, r.Output, `{"e": `+v+`}`)
 	}
 }
@@ -144,12 +139,8 @@ flows:
 		t.Fatalf("run: %s (%s)", r.Status, r.Error)
 	}
 	jsonEqual(t, r.Output, `{"f": {"attempt": 3}}`)
-	var attempts int
-	var lastErr string
-	if err := db.Pool.QueryRow(context.Background(),
-		`select attempts_count, coalesce(error_message, '') from pgflow.step_tasks where run_id = $1::uuid`, id).Scan(&attempts, &lastErr); err != nil {
-		t.Fatal(err)
-	}
+	task := taskOf(t, db.Pool, id)
+	attempts, lastErr := task.Attempts, task.Error
 	if attempts != 3 {
 		t.Errorf("attempts_count = %d, want 3", attempts)
 	}
@@ -183,12 +174,7 @@ flows:
 	if !strings.Contains(r.Error, "always fails") || !strings.Contains(r.Error, "handler_error") {
 		t.Errorf("run error = %q, want the handler's message with its kind", r.Error)
 	}
-	var attempts int
-	if err := db.Pool.QueryRow(context.Background(),
-		`select attempts_count from pgflow.step_tasks where run_id = $1::uuid`, id).Scan(&attempts); err != nil {
-		t.Fatal(err)
-	}
-	if attempts != 2 {
+	if attempts := taskOf(t, db.Pool, id).Attempts; attempts != 2 {
 		t.Errorf("attempts_count = %d, want max_attempts (2)", attempts)
 	}
 }
@@ -212,11 +198,7 @@ flows:
 	if r.Status != "failed" || !strings.Contains(r.Error, "Task timed out after 2s") {
 		t.Fatalf("run: %s %q, want failed with the timeout message", r.Status, r.Error)
 	}
-	var ran time.Duration
-	if err := db.Pool.QueryRow(context.Background(),
-		`select failed_at - started_at from pgflow.step_tasks where run_id = $1::uuid`, id).Scan(&ran); err != nil {
-		t.Fatal(err)
-	}
+	ran := taskOf(t, db.Pool, id).Ran
 	// The task was started, stopped at 2 s and failed in the database within a small margin.
 	if ran < 2*time.Second || ran > 3*time.Second {
 		t.Errorf("task ran %s between start and failure, want 2 s plus a small margin", ran)
@@ -312,12 +294,8 @@ flows:
 		t.Fatalf("run: %s (%s)", r.Status, r.Error)
 	}
 	jsonEqual(t, r.Output, `{"e": "survivor"}`)
-	var attempts int
-	var msg string
-	if err := db.Pool.QueryRow(ctx, `select attempts_count, coalesce(error_message, '') from pgflow.step_tasks where run_id = $1::uuid`, id).
-		Scan(&attempts, &msg); err != nil {
-		t.Fatal(err)
-	}
+	task := taskOf(t, db.Pool, id)
+	attempts, msg := task.Attempts, task.Error
 	if attempts != 2 || !strings.Contains(msg, "stopped heartbeating") {
 		t.Errorf("attempts %d, last error %q: want attempt 2 after a recovery that names the dead worker", attempts, msg)
 	}
@@ -384,10 +362,7 @@ flows:
 	}
 	late := startRun(t, db.Pool, "old", `{"value": 2}`)
 	time.Sleep(time.Second)
-	var status string
-	if err := db.Pool.QueryRow(ctx, `select status from pgflow.step_tasks where run_id = $1::uuid`, late).Scan(&status); err != nil {
-		t.Fatal(err)
-	}
+	status := taskOf(t, db.Pool, late).Status
 	if status != "queued" {
 		t.Errorf("task of a run started after deprecation is %s, want queued (no worker may take it)", status)
 	}

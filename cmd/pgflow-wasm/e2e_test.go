@@ -177,6 +177,24 @@ func waitRunsDone(t *testing.T, db *pgtest.DB, flow string, n int, within time.D
 	t.Fatalf("%d of %d runs completed within %s", done, n, within)
 }
 
+// startSlowRuns starts n runs of the slow flow, each task a few milliseconds of busy work.
+func startSlowRuns(t *testing.T, db *pgtest.DB, n int) {
+	t.Helper()
+	if _, err := db.Pool.Exec(context.Background(), `select pgflow.start_flow('slow', '{"iterations": 3000000}') from generate_series(1, $1)`, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// slowTasks counts the slow flow's tasks that are completed and started.
+func slowTasks(t *testing.T, db *pgtest.DB) (done, running int) {
+	t.Helper()
+	if err := db.Pool.QueryRow(context.Background(), `select count(*) filter (where status = 'completed'),
+		count(*) filter (where status = 'started') from pgflow.step_tasks where flow_slug = 'slow'`).Scan(&done, &running); err != nil {
+		t.Fatal(err)
+	}
+	return done, running
+}
+
 const slowFlows = `
 flows:
   - slug: slow
@@ -193,17 +211,11 @@ func TestKillDashNineLosesNothingAndRerunsOnlyRunningTasks(t *testing.T) {
 	const runs = 40
 	first := startServe(t, db.URL, flows, "--concurrency", "4", "--batch-size", "4")
 	waitServing(t, db, "slow")
-	if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('slow', '{"iterations": 3000000}') from generate_series(1, $1)`, runs); err != nil {
-		t.Fatal(err)
-	}
+	startSlowRuns(t, db, runs)
 	// Let it complete a few tasks and be in the middle of others, then kill it outright.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		var done, running int
-		if err := db.Pool.QueryRow(ctx, `select count(*) filter (where status = 'completed'), count(*) filter (where status = 'started')
-			from pgflow.step_tasks where flow_slug = 'slow'`).Scan(&done, &running); err != nil {
-			t.Fatal(err)
-		}
+		done, running := slowTasks(t, db)
 		if done >= 5 && running > 0 {
 			break
 		}
@@ -271,16 +283,10 @@ func TestSigtermDrainsAndExitsZero(t *testing.T) {
 	const runs = 20
 	w := startServe(t, db.URL, flows, "--concurrency", "4", "--drain-timeout", "30s")
 	waitServing(t, db, "slow")
-	if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('slow', '{"iterations": 3000000}') from generate_series(1, $1)`, runs); err != nil {
-		t.Fatal(err)
-	}
+	startSlowRuns(t, db, runs)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		var running int
-		if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.step_tasks where flow_slug = 'slow' and status = 'started'`).Scan(&running); err != nil {
-			t.Fatal(err)
-		}
-		if running > 0 {
+		if _, running := slowTasks(t, db); running > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
