@@ -76,6 +76,25 @@ func openPool(ctx context.Context, c *cli.Context, maxConns int32) (*pgxpool.Poo
 	return pool, nil
 }
 
+// openPgflow is openPool for commands that need pgflow's schema: a database without it gets
+// the command that installs it, not a "relation does not exist" from deep inside.
+func openPgflow(ctx context.Context, c *cli.Context, maxConns int32) (*pgxpool.Pool, error) {
+	pool, err := openPool(ctx, c, maxConns)
+	if err != nil {
+		return nil, err
+	}
+	var installed bool
+	if err := pool.QueryRow(ctx, `select to_regclass('pgflow.flows') is not null and to_regclass('pgflow.runs') is not null`).Scan(&installed); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if !installed {
+		pool.Close()
+		return nil, cli.Exit("this database has no pgflow schema: install it with `pgflow-wasm db install` (same --database-url)", 1)
+	}
+	return pool, nil
+}
+
 // logFlags are --log-format and --log-level.
 func logFlags() []cli.Flag {
 	return []cli.Flag{

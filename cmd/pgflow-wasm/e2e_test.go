@@ -349,6 +349,9 @@ func TestBadInputsGiveOneClearErrorAndNonZeroExit(t *testing.T) {
 		{"no database url", func() []string {
 			return []string{"start", "hello", "--database-url", ""}
 		}, []string{"--database-url"}},
+		{"database without pgflow", func() []string {
+			return []string{"runs", "--database-url", pgtest.NewDB(t, pgtest.Empty()).URL}
+		}, []string{"no pgflow schema", "pgflow-wasm db install"}},
 		{"unknown flow", func() []string {
 			return []string{"start", "no_such_flow", "--database-url", db.URL}
 		}, []string{"no_such_flow", "not compiled"}},

@@ -48,7 +48,7 @@ func startCommand() *cli.Command {
 				ctx, cancel = context.WithTimeout(ctx, d)
 				defer cancel()
 			}
-			pool, err := openPool(ctx, c, 2)
+			pool, err := openPgflow(ctx, c, 2)
 			if err != nil {
 				return err
 			}
@@ -89,7 +89,7 @@ func runsCommand() *cli.Command {
 			&cli.IntFlag{Name: "limit", Value: 20, Usage: "at most this many runs"},
 		},
 		Action: func(c *cli.Context) error {
-			pool, err := openPool(c.Context, c, 2)
+			pool, err := openPgflow(c.Context, c, 2)
 			if err != nil {
 				return err
 			}
@@ -121,7 +121,7 @@ func runCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return cli.Exit("run needs exactly one RUN_ID argument (see `pgflow-wasm runs`)", 2)
 			}
-			pool, err := openPool(c.Context, c, 2)
+			pool, err := openPgflow(c.Context, c, 2)
 			if err != nil {
 				return err
 			}

@@ -117,7 +117,7 @@ func serve(c *cli.Context) error {
 	default:
 		return cli.Exit(fmt.Sprintf("--signal %q: use polling or notify", signalName), 2)
 	}
-	pool, err := openPool(ctx, c, int32(c.Int("max-connections"))+extraConn)
+	pool, err := openPgflow(ctx, c, int32(c.Int("max-connections"))+extraConn)
 	if err != nil {
 		return err
 	}
@@ -264,7 +264,7 @@ func compileCommand() *cli.Command {
 			if err != nil {
 				return cli.Exit(err.Error(), 2)
 			}
-			pool, err := openPool(c.Context, c, 2)
+			pool, err := openPgflow(c.Context, c, 2)
 			if err != nil {
 				return err
 			}
