@@ -67,9 +67,16 @@ const (
 	CtxAttempt   = "attempt"
 	CtxMsgID     = "msg_id"
 	CtxFlowInput = "flow_input"
-	CtxWorkerID  = "worker_id"
-	CtxTimeoutMS = "timeout_ms"
+	// CtxFlowInputOmitted and CtxFlowInputBytes replace flow_input (then null) when the run's
+	// input is larger than MaxContextFlowInput.
+	CtxFlowInputOmitted = "flow_input_omitted"
+	CtxFlowInputBytes   = "flow_input_bytes"
+	CtxWorkerID         = "worker_id"
+	CtxTimeoutMS        = "timeout_ms"
 )
+
+// MaxContextFlowInput is the largest run input the context carries (64 KiB).
+const MaxContextFlowInput = 64 << 10
 
 // Context is the context JSON object the host passes to every task.
 type Context struct {
@@ -83,4 +90,7 @@ type Context struct {
 	FlowInput json.RawMessage `json:"flow_input"`
 	WorkerID  string          `json:"worker_id"`
 	TimeoutMS int64           `json:"timeout_ms"`
+	// FlowInputOmitted is true (and FlowInput null) when the input was over MaxContextFlowInput.
+	FlowInputOmitted bool `json:"flow_input_omitted,omitempty"`
+	FlowInputBytes   int  `json:"flow_input_bytes,omitempty"`
 }

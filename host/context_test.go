@@ -3,6 +3,7 @@ package host
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,17 +19,23 @@ func TestTaskContextMatchesEncodingJSON(t *testing.T) {
 		{RunID: "0b7c4a52-2f6e-4d8a-9a1b-7c8d9e0f1a2b", FlowSlug: "orders", StepSlug: "price", TaskIndex: 7, Attempt: 2, MsgID: 1 << 40,
 			FlowInput: json.RawMessage(`[{"a": [1, 2.5, "x\"y"]}, null, "é"]`)},
 		{RunID: "r", FlowSlug: "f", StepSlug: "odd\"slug\\é\n", FlowInput: nil},
+		{RunID: "big", FlowSlug: "f", StepSlug: "s", FlowInput: json.RawMessage(`"` + strings.Repeat("x", abi.MaxContextFlowInput) + `"`)},
 	} {
 		got, err := taskContext(fs, st, task)
 		if err != nil {
 			t.Fatal(err)
 		}
 		flowInput := task.FlowInput
-		if flowInput == nil {
+		want := abi.Context{RunID: task.RunID, FlowSlug: task.FlowSlug, StepSlug: task.StepSlug, TaskIndex: task.TaskIndex,
+			Attempt: task.Attempt, MsgID: task.MsgID, WorkerID: fs.workerID, TimeoutMS: 1500}
+		switch {
+		case flowInput == nil:
+			flowInput = json.RawMessage("null")
+		case len(flowInput) > abi.MaxContextFlowInput:
+			want.FlowInputOmitted, want.FlowInputBytes = true, len(flowInput)
 			flowInput = json.RawMessage("null")
 		}
-		want := abi.Context{RunID: task.RunID, FlowSlug: task.FlowSlug, StepSlug: task.StepSlug, TaskIndex: task.TaskIndex,
-			Attempt: task.Attempt, MsgID: task.MsgID, FlowInput: flowInput, WorkerID: fs.workerID, TimeoutMS: 1500}
+		want.FlowInput = flowInput
 		var back abi.Context
 		if err := json.Unmarshal(got, &back); err != nil {
 			t.Fatalf("context %s is not JSON: %v", got, err)

@@ -102,15 +102,16 @@ func (w *Worker) checkAbandoned() {
 }
 
 // taskContext builds the context JSON of ABI v1 by appending, not encoding/json: the flow
-// input (for a map step over a large array, tens of KB per task) is copied as it came from
-// PostgreSQL's jsonb output, which is valid JSON, instead of being validated and compacted
-// again for every task.
+// input is copied as it came from PostgreSQL's jsonb output, which is valid JSON, instead of
+// being validated and compacted again for every task. An input over 64 KiB is left out (a
+// map over a large array would copy the whole array into every task).
 func taskContext(fs *flowState, st *stepState, t poller.Task) ([]byte, error) {
 	flowInput := t.FlowInput
-	if len(flowInput) == 0 {
+	omitted := len(flowInput) > abi.MaxContextFlowInput
+	if len(flowInput) == 0 || omitted {
 		flowInput = json.RawMessage("null")
 	}
-	b := make([]byte, 0, 200+len(t.RunID)+len(t.FlowSlug)+len(t.StepSlug)+len(flowInput))
+	b := make([]byte, 0, 250+len(t.RunID)+len(t.FlowSlug)+len(t.StepSlug)+len(flowInput))
 	b = append(b, `{"`+abi.CtxRunID+`":`...)
 	b = appendJSONString(b, t.RunID)
 	b = append(b, `,"`+abi.CtxFlowSlug+`":`...)
@@ -125,6 +126,10 @@ func taskContext(fs *flowState, st *stepState, t poller.Task) ([]byte, error) {
 	b = strconv.AppendInt(b, t.MsgID, 10)
 	b = append(b, `,"`+abi.CtxFlowInput+`":`...)
 	b = append(b, flowInput...)
+	if omitted {
+		b = append(b, `,"`+abi.CtxFlowInputOmitted+`":true,"`+abi.CtxFlowInputBytes+`":`...)
+		b = strconv.AppendInt(b, int64(len(t.FlowInput)), 10)
+	}
 	b = append(b, `,"`+abi.CtxWorkerID+`":`...)
 	b = appendJSONString(b, fs.workerID)
 	b = append(b, `,"`+abi.CtxTimeoutMS+`":`...)
