@@ -2,7 +2,9 @@ package host_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"runtime/debug"
@@ -20,6 +22,7 @@ import (
 func init() {
 	testModules["fib"] = "sandbox/testdata/build/fib.wasm"
 	testModules["nul"] = "sandbox/testdata/build/nul_output.wasm"
+	testModules["context"] = "sandbox/testdata/build/context.wasm"
 }
 
 func TestNotifyWakesAnIdleWorker(t *testing.T) {
@@ -212,5 +215,44 @@ flows:
 	})
 	if err := w.stop(t); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestContextCarriesTheFlowInputUnlessItIsLarge(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	f := flows(t, `
+flows:
+  - slug: ctx
+    steps:
+      - {slug: each, type: map, module: "{{context}}"}
+`)
+	startWorker(t, db.Pool, f, host.Config{})
+	contexts := func(input string) []map[string]any {
+		t.Helper()
+		r := waitRun(t, db.Pool, startRun(t, db.Pool, "ctx", input), 60*time.Second)
+		if r.Status != "completed" {
+			t.Fatalf("run: %s (%s)", r.Status, r.Error)
+		}
+		var out struct {
+			Each []map[string]any `json:"each"`
+		}
+		if err := json.Unmarshal(r.Output, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out.Each
+	}
+	small := contexts(`["a", "b"]`)
+	if len(small) != 2 || fmt.Sprint(small[1]["flow_input"]) != "[a b]" || small[1]["task_index"] != 1.0 || small[1]["attempt"] != 1.0 {
+		t.Errorf("small input: contexts %v", small)
+	}
+	// 100 elements of 1 KB: a 100 KB input, over the 64 KiB the context carries.
+	var elems []string
+	for range 100 {
+		elems = append(elems, `"`+strings.Repeat("x", 1000)+`"`)
+	}
+	big := contexts("[" + strings.Join(elems, ",") + "]")
+	if len(big) != 100 || big[0]["flow_input"] != nil || big[0]["flow_input_omitted"] != true || big[0]["flow_input_bytes"].(float64) < 100000 {
+		t.Errorf("large input: first context %v, want flow_input null, flow_input_omitted and its size", big[0])
 	}
 }
