@@ -42,12 +42,3 @@ func (s *slots) release(n int) {
 		s.onFree()
 	}
 }
-
-func (s *slots) inUse() int {
-	if s == nil {
-		return 0
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.used
-}

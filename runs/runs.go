@@ -76,27 +76,21 @@ func startWithID(ctx context.Context, pool *pgxpool.Pool, flow string, input jso
 // event channel before starting it, so no event is missed; if the database sends no events
 // (another realtime.send than pgflow-wasm's) it still checks the run every recheck interval.
 func StartAndWait(ctx context.Context, pool *pgxpool.Pool, flow string, input json.RawMessage, recheck time.Duration) (*Run, error) {
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Release()
 	id := uuidv4.New()
-	if _, err := conn.Exec(ctx, "listen "+pgx.Identifier{Topic(id)}.Sanitize()); err != nil {
-		return nil, err
-	}
-	defer func() {
-		// Leave the pooled connection clean for its next user.
-		_, _ = conn.Exec(context.WithoutCancel(ctx), "unlisten *")
-	}()
-	if _, err := startWithID(ctx, pool, flow, input, id); err != nil {
-		return nil, err
-	}
-	return waitOn(ctx, pool, conn.Conn(), id, recheck)
+	return listenAndWait(ctx, pool, id, recheck, func() error {
+		_, err := startWithID(ctx, pool, flow, input, id)
+		return err
+	})
 }
 
 // Wait waits for an existing run to complete or fail.
 func Wait(ctx context.Context, pool *pgxpool.Pool, id string, recheck time.Duration) (*Run, error) {
+	return listenAndWait(ctx, pool, id, recheck, nil)
+}
+
+// listenAndWait LISTENs on the run's channel on a pooled connection, runs then (if any, e.g.
+// starting the run), and waits for the run's end.
+func listenAndWait(ctx context.Context, pool *pgxpool.Pool, id string, recheck time.Duration, then func() error) (*Run, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -105,7 +99,13 @@ func Wait(ctx context.Context, pool *pgxpool.Pool, id string, recheck time.Durat
 	if _, err := conn.Exec(ctx, "listen "+pgx.Identifier{Topic(id)}.Sanitize()); err != nil {
 		return nil, err
 	}
+	// Leave the pooled connection clean for its next user.
 	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "unlisten *") }()
+	if then != nil {
+		if err := then(); err != nil {
+			return nil, err
+		}
+	}
 	return waitOn(ctx, pool, conn.Conn(), id, recheck)
 }
 

@@ -393,28 +393,6 @@ func (c *Cluster) Remove(ctx context.Context) error {
 	return os.RemoveAll(c.Dir)
 }
 
-// WaitReady waits until the server accepts TCP connections (after Start it does already;
-// this is for callers that restarted it by other means).
-func (c *Cluster) WaitReady(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port))
-	for {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			conn.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("PostgreSQL on %s not ready after %s: %w", addr, timeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // freePort returns the first port from start on that nobody listens on.
 func freePort(start int) (int, error) {
 	for p := start; p < start+200 && p < 65536; p++ {

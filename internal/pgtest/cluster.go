@@ -21,7 +21,6 @@ type Cluster struct {
 
 type clusterOptions struct {
 	extensionFiles map[string][]byte
-	settings       map[string]string
 }
 
 // ClusterOption configures NewCluster.
@@ -30,11 +29,6 @@ type ClusterOption func(*clusterOptions)
 // ExtensionFiles puts files into the cluster's private extension folder (fixture extensions).
 func ExtensionFiles(files map[string][]byte) ClusterOption {
 	return func(o *clusterOptions) { o.extensionFiles = files }
-}
-
-// Settings adds postgresql.conf settings.
-func Settings(settings map[string]string) ClusterOption {
-	return func(o *clusterOptions) { o.settings = settings }
 }
 
 // NewCluster initializes and starts a private cluster (about a second: initdb).
@@ -50,7 +44,7 @@ func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 		t.Fatalf("pgtest: %v", err)
 	}
 	os.Chmod(dir, 0o755)
-	c, err := localpg.New(localpg.Config{Dir: dir, ExtensionFiles: o.extensionFiles, Settings: o.settings, Logf: t.Logf})
+	c, err := localpg.New(localpg.Config{Dir: dir, ExtensionFiles: o.extensionFiles, Logf: t.Logf})
 	if err != nil {
 		os.RemoveAll(dir)
 		t.Fatalf("pgtest: %v", err)
