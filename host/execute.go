@@ -165,8 +165,10 @@ func guestLevel(l int32) slog.Level {
 }
 
 // onWritten runs after each write of outcomes: metrics, one log line per task, and the
-// wake-ups that keep a run moving (a completion whose step has dependents; a retry's delay).
+// wake-ups that keep a run moving (a completion whose step has dependents; a retry's delay;
+// fetch loops held back while outcomes waited to be written).
 func (w *Worker) onWritten(written []completer.Written) {
+	defer w.wakeStarved()
 	for _, wr := range written {
 		t := wr.Task
 		fs := w.byFlow[t.FlowSlug]
@@ -179,7 +181,7 @@ func (w *Worker) onWritten(written []completer.Written) {
 		case wr.Err != nil:
 			log.log(slog.LevelError, "task outcome not written", "error", wr.Err)
 		case wr.Stale:
-			log.log(slog.LevelWarn, "task was no longer started by this attempt (requeued by recovery?): outcome dropped")
+			log.log(slog.LevelWarn, "outcome not applied: the task was no longer started by this attempt", "why", wr.StaleReason)
 		case !wr.Failed && wr.Status == "completed":
 			if st != nil && st.metrics != nil {
 				st.metrics.completed.Inc()

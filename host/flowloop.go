@@ -34,9 +34,13 @@ func (w *Worker) flowLoop(ctx context.Context, fs *flowState, listen *poller.Lis
 		if fs.deprecated.Load() {
 			return
 		}
-		n := w.reserve(fs, w.cfg.BatchSize)
+		n := 0
+		if w.done.Pending() < w.cfg.MaxUnwritten { // backpressure: finished work waits to be written
+			n = w.reserve(fs, w.cfg.BatchSize)
+		}
 		if n == 0 {
-			// Full: a freed slot rings the wake. The timer is only a safety net.
+			// Full, or outcomes wait to be written: a freed slot or a write rings the wake.
+			// The timer is only a safety net.
 			fs.starved.Store(true)
 			timer.Reset(w.cfg.MaxPollInterval)
 			continue

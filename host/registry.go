@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgflow-wasm/pgflow-wasm/host/liveness"
 	"github.com/pgflow-wasm/pgflow-wasm/host/recovery"
 	"github.com/pgflow-wasm/pgflow-wasm/poller"
 )
-
-// functionName identifies this worker kind in pgflow.workers.
-const functionName = "pgflow-wasm"
 
 // checkSchema makes sure the database has the pgflow shape this worker speaks (0.8.x).
 func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
@@ -109,44 +109,111 @@ func (w *Worker) prepareSignal(ctx context.Context) (*poller.Listener, error) {
 
 // register inserts one pgflow.workers row per flow. It must precede any start_tasks:
 // step_tasks.last_worker_id references pgflow.workers.
-func (w *Worker) register(ctx context.Context) error {
+func (w *Worker) register(ctx context.Context, db execer) error {
 	for _, fs := range w.flows {
-		if _, err := w.cfg.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name)
-			values ($1::uuid, $2, $3) on conflict (worker_id) do nothing`, fs.workerID, fs.def.Slug, functionName); err != nil {
+		if _, err := db.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name)
+			values ($1::uuid, $2, $3) on conflict (worker_id) do nothing`, fs.workerID, fs.def.Slug, liveness.FunctionName); err != nil {
 			return fmt.Errorf("registering worker for flow %s: %w", fs.def.Slug, err)
 		}
 	}
 	return nil
 }
 
-// heartbeatLoop beats every flow's worker row in one statement, re-registers rows that were
-// deleted, and drains flows whose row an operator marked deprecated.
-func (w *Worker) heartbeatLoop(ctx context.Context) {
-	ids := make([]string, len(w.flows))
-	byID := map[string]*flowState{}
-	for i, fs := range w.flows {
-		ids[i] = fs.workerID
-		byID[fs.workerID] = fs
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// connectLiveness opens the session that proves this process alive (package liveness): it
+// registers the worker rows, takes one advisory lock per row and heartbeats at once. The
+// session lives as long as the worker; when the process dies the server drops the locks and
+// any sweeper knows within seconds.
+func (w *Worker) connectLiveness(ctx context.Context) (*pgx.Conn, error) {
+	cfg := w.cfg.Pool.Config().ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = "pgflow-wasm liveness"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
 	}
+	fail := func(err error) (*pgx.Conn, error) {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	if err := w.register(ctx, conn); err != nil {
+		return fail(err)
+	}
+	for _, fs := range w.flows {
+		key, err := liveness.LockKey(fs.workerID)
+		if err != nil {
+			return fail(err)
+		}
+		var got bool
+		if err := conn.QueryRow(ctx, `select pg_try_advisory_lock($1::int4, $2::int4)`, liveness.LockClass, key).Scan(&got); err != nil {
+			return fail(fmt.Errorf("taking the liveness lock of worker %s: %w", fs.workerID, err))
+		}
+		if !got {
+			// Another live worker's id shares the key's bytes: this one is then judged by its
+			// heartbeat alone, as before liveness locks existed.
+			w.log.Warn("the liveness lock of this worker is held by another session; its death will be noticed by heartbeat only",
+				"flow", fs.def.Slug, "worker_id", fs.workerID)
+		}
+	}
+	if _, err := w.heartbeat(ctx, conn); err != nil {
+		return fail(err)
+	}
+	return conn, nil
+}
+
+// heartbeatLoop beats every flow's worker row in one statement on the liveness session,
+// reconnecting it (and so retaking the locks) at once when it breaks; re-registers rows that
+// were deleted; and drains flows whose row an operator marked deprecated.
+func (w *Worker) heartbeatLoop(ctx context.Context, conn *pgx.Conn) {
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background()) // releases the liveness locks
+		}
+	}()
+	retry := poller.Backoff{Min: 100 * time.Millisecond, Max: time.Second}
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
+		wait := t.C
+		var reconnect <-chan time.Time
+		if conn == nil {
+			reconnect = time.After(retry.Next())
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-wait:
+		case <-reconnect:
 		}
-		seen, err := w.heartbeat(ctx, ids, byID)
+		if conn == nil {
+			c, err := w.connectLiveness(ctx)
+			w.cfg.Health.SetDatabase(err == nil)
+			if err != nil {
+				if ctx.Err() == nil {
+					w.log.Warn("liveness session: reconnecting failed", "error", err)
+				}
+				continue
+			}
+			conn = c
+			retry.Reset()
+			w.log.Info("liveness session reconnected: locks retaken")
+			continue
+		}
+		seen, err := w.heartbeat(ctx, conn)
 		w.cfg.Health.SetDatabase(err == nil)
 		if err != nil {
 			if ctx.Err() == nil {
-				w.log.Warn("heartbeat failed", "error", err)
+				w.log.Warn("heartbeat failed; reconnecting the liveness session", "error", err)
 			}
+			conn.Close(context.Background())
+			conn = nil
 			continue
 		}
-		if len(seen) < len(ids) {
+		if seen < len(w.flows) {
 			w.log.Warn("worker rows were missing from pgflow.workers; registering them again")
-			if err := w.register(ctx); err != nil {
+			if err := w.register(ctx, conn); err != nil {
 				w.log.Warn("re-registering failed", "error", err)
 			}
 		}
@@ -157,26 +224,35 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 	}
 }
 
-func (w *Worker) heartbeat(ctx context.Context, ids []string, byID map[string]*flowState) (map[string]bool, error) {
-	rows, err := w.cfg.Pool.Query(ctx, `update pgflow.workers set last_heartbeat_at = clock_timestamp()
-		where worker_id = any($1::uuid[]) returning worker_id::text, deprecated_at is not null`, ids)
+// heartbeat touches every flow's worker row and returns how many rows it found.
+func (w *Worker) heartbeat(ctx context.Context, conn *pgx.Conn) (int, error) {
+	rows, err := conn.Query(ctx, `update pgflow.workers set last_heartbeat_at = clock_timestamp()
+		where worker_id = any($1::text[]::uuid[]) returning worker_id::text, deprecated_at is not null`, w.workerIDs())
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	defer rows.Close()
-	seen := map[string]bool{}
+	seen := 0
 	for rows.Next() {
 		var id string
 		var deprecated bool
 		if err := rows.Scan(&id, &deprecated); err != nil {
-			return nil, err
+			return 0, err
 		}
-		seen[id] = true
-		if fs := byID[id]; fs != nil && deprecated && !fs.deprecated.Swap(true) {
+		seen++
+		if fs := w.byWorker[id]; fs != nil && deprecated && !fs.deprecated.Swap(true) {
 			w.log.Info("flow deprecated for this worker: no new tasks; running ones finish", "flow", fs.def.Slug, "worker_id", id)
 		}
 	}
 	return seen, rows.Err()
+}
+
+func (w *Worker) workerIDs() []string {
+	ids := make([]string, len(w.flows))
+	for i, fs := range w.flows {
+		ids[i] = fs.workerID
+	}
+	return ids
 }
 
 func (w *Worker) allDeprecated() bool {
@@ -192,12 +268,8 @@ func (w *Worker) allDeprecated() bool {
 func (w *Worker) deprecate() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ids := make([]string, len(w.flows))
-	for i, fs := range w.flows {
-		ids[i] = fs.workerID
-	}
 	if _, err := w.cfg.Pool.Exec(ctx, `update pgflow.workers set deprecated_at = coalesce(deprecated_at, clock_timestamp())
-		where worker_id = any($1::uuid[])`, ids); err != nil {
+		where worker_id = any($1::text[]::uuid[])`, w.workerIDs()); err != nil {
 		w.log.Warn("could not mark worker rows deprecated", "error", err)
 	}
 }
@@ -205,10 +277,10 @@ func (w *Worker) deprecate() {
 // recoveryLoop sweeps for stalled tasks at start (a previous worker may have died moments
 // ago) and then every RecoveryInterval.
 func (w *Worker) recoveryLoop(ctx context.Context) {
-	cfg := recovery.Config{WorkerStaleAfter: w.cfg.WorkerStaleAfter, StartedMargin: w.cfg.StalledMargin}
+	cfg := recovery.Config{WorkerStaleAfter: w.cfg.WorkerStaleAfter, StartedMargin: w.cfg.StalledMargin,
+		LivenessGrace: w.cfg.LivenessGrace, ForeignStaleAfter: max(w.cfg.ForeignStaleAfter, 0), Self: w.workerIDs()}
 	for _, fs := range w.flows {
 		cfg.Flows = append(cfg.Flows, fs.def.Slug)
-		cfg.Self = append(cfg.Self, fs.workerID)
 	}
 	next := time.Duration(0)
 	for {

@@ -65,10 +65,19 @@ type Config struct {
 	MaxPollInterval time.Duration // [5s]
 	NotifyFallback  time.Duration // [30s]
 
-	HeartbeatInterval time.Duration // [5s]
-	WorkerStaleAfter  time.Duration // a worker silent this long is dead to recovery [30s]
-	RecoveryInterval  time.Duration // [10s]
-	StalledMargin     time.Duration // added to a step's timeout before its task counts as stalled [30s]
+	HeartbeatInterval time.Duration // [2s]
+	WorkerStaleAfter  time.Duration // a pgflow-wasm worker silent this long is dead to recovery [30s]
+	// LivenessGrace: a pgflow-wasm worker whose liveness lock is gone is dead once its
+	// heartbeat is this old (package liveness) [5s]
+	LivenessGrace    time.Duration
+	RecoveryInterval time.Duration // [2s]
+	StalledMargin    time.Duration // added to a step's timeout before its task counts as stalled [30s]
+	// ForeignStaleAfter: tasks of workers of another kind (pgflow's TypeScript worker) are
+	// recovered once their worker's heartbeat is this old; negative never [10m]
+	ForeignStaleAfter time.Duration
+	// MaxUnwritten bounds the outcomes waiting to be written: while more wait, no task is
+	// fetched, so a stalled database never piles up finished work in memory [2 x Concurrency, at least 64]
+	MaxUnwritten int
 
 	DrainTimeout    time.Duration // how long shutdown waits for running tasks [30s]
 	MaxAbandoned    int           // abandoned sandbox calls that make the worker restart itself [4]
@@ -102,10 +111,17 @@ func (c Config) withDefaults() Config {
 	def(&c.MinPollInterval, 100*time.Millisecond)
 	def(&c.MaxPollInterval, 5*time.Second)
 	def(&c.NotifyFallback, 30*time.Second)
-	def(&c.HeartbeatInterval, 5*time.Second)
+	def(&c.HeartbeatInterval, 2*time.Second)
 	def(&c.WorkerStaleAfter, 30*time.Second)
-	def(&c.RecoveryInterval, 10*time.Second)
+	def(&c.LivenessGrace, 5*time.Second)
+	def(&c.RecoveryInterval, 2*time.Second)
 	def(&c.StalledMargin, 30*time.Second)
+	if c.ForeignStaleAfter == 0 {
+		c.ForeignStaleAfter = 10 * time.Minute
+	}
+	if c.MaxUnwritten <= 0 {
+		c.MaxUnwritten = max(2*c.Concurrency, 64)
+	}
 	def(&c.DrainTimeout, 30*time.Second)
 	if c.MaxAbandoned <= 0 {
 		c.MaxAbandoned = 4
@@ -123,8 +139,9 @@ func (c Config) withDefaults() Config {
 type Worker struct {
 	cfg     Config
 	log     *slog.Logger
-	flows   []*flowState
-	byFlow  map[string]*flowState
+	flows    []*flowState
+	byFlow   map[string]*flowState
+	byWorker map[string]*flowState // by pgflow.workers id
 	global  *slots
 	done    *completer.Completer
 	running sync.WaitGroup // tasks in flight
@@ -171,7 +188,7 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 	if cfg.Flows == nil || cfg.Pool == nil || cfg.Engine == nil {
 		return nil, errors.New("host.New: Flows, Pool and Engine are required")
 	}
-	w := &Worker{cfg: cfg, log: cfg.Log, byFlow: map[string]*flowState{}, stop: make(chan struct{})}
+	w := &Worker{cfg: cfg, log: cfg.Log, byFlow: map[string]*flowState{}, byWorker: map[string]*flowState{}, stop: make(chan struct{})}
 	w.global = &slots{max: cfg.Concurrency, onFree: w.wakeStarved}
 	w.runCtx, w.cancelRun = context.WithCancel(context.Background())
 	for _, fl := range cfg.Flows.Flows {
@@ -200,6 +217,7 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 		}
 		w.flows = append(w.flows, fs)
 		w.byFlow[fl.Slug] = fs
+		w.byWorker[fs.workerID] = fs
 	}
 	w.done = completer.New(cfg.Pool, completer.Config{MaxBatch: cfg.CompletionBatch, Writers: cfg.CompletionWriters,
 		OnWritten: w.onWritten, Log: w.log})
@@ -233,8 +251,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := w.register(ctx); err != nil {
-		return err
+	alive, err := w.connectLiveness(ctx)
+	if err != nil {
+		return fmt.Errorf("registering the worker: %w", err)
 	}
 	w.cfg.Health.SetDatabase(true)
 
@@ -245,7 +264,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		go func() { defer bg.Done(); fn(bgCtx) }()
 	}
 	w.done.Start()
-	goBG(w.heartbeatLoop)
+	goBG(func(ctx context.Context) { w.heartbeatLoop(ctx, alive) })
 	goBG(w.recoveryLoop)
 	if listen != nil {
 		goBG(listen.Run)

@@ -31,6 +31,9 @@ type Task struct {
 	FlowInput json.RawMessage
 	// StartedAt is when start_tasks returned, for durations and logs.
 	StartedAt time.Time
+	// WorkerID is the pgflow.workers row that started the task (step_tasks.last_worker_id):
+	// with Attempt it names this one attempt, and every outcome write is guarded by both.
+	WorkerID string
 }
 
 // Fetcher runs the two-phase fetch for one flow.
@@ -66,6 +69,9 @@ func NewFetcher(pool *pgxpool.Pool, cfg FetcherConfig) *Fetcher {
 		readVT: cfg.ReadVT, inputs: newRunInputCache(256)}
 }
 
+// fetchTimeout bounds one fetch, which its caller's context does not interrupt (Fetch).
+const fetchTimeout = 30 * time.Second
+
 // message is the body pgflow puts in every queue message.
 type message struct {
 	RunID    string `json:"run_id"`
@@ -78,10 +84,19 @@ type message struct {
 // (so a lost connection leaves every task queued).
 // Messages whose task is not queued (already started elsewhere, or its run failed) are
 // skipped silently by start_tasks, so fewer tasks than messages may come back.
+//
+// Once begun, a fetch is not cut short by ctx: cancelled between start_tasks and reading its
+// result, it would leave tasks started that nobody runs. It checks ctx only before it begins
+// and otherwise ends within fetchTimeout; the caller runs (or drains) what it returns.
 func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 	if qty <= 0 {
 		return nil, nil
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
+	defer cancel()
 	rows, err := f.pool.Query(ctx, `select msg_id, message from pgmq.read($1, $2, $3)`, f.flow, f.readVT, qty)
 	if err != nil {
 		return nil, fmt.Errorf("pgmq.read(%s): %w", f.flow, err)
@@ -187,6 +202,7 @@ func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32
 			continue
 		}
 		t.Attempt = n
+		t.WorkerID = f.workerID
 		t.FlowInput = f.inputs.get(t.RunID)
 		mine = append(mine, t)
 	}

@@ -52,10 +52,14 @@ func serveCommand() *cli.Command {
 		durationFlag("min-poll-interval", 100*time.Millisecond, "polling: shortest wait between polls of an idle queue"),
 		durationFlag("max-poll-interval", 5*time.Second, "polling: longest wait between polls of an idle queue"),
 		durationFlag("notify-fallback", 30*time.Second, "notify: poll this often even without notifications"),
-		durationFlag("heartbeat-interval", 5*time.Second, "how often the worker's pgflow.workers rows are touched"),
-		durationFlag("worker-stale-after", 30*time.Second, "recovery: a worker silent this long is dead and its tasks are requeued"),
-		durationFlag("recovery-interval", 10*time.Second, "recovery: how often to look for stalled tasks"),
-		durationFlag("stalled-margin", 30*time.Second, "recovery: a task started longer ago than its timeout plus this is requeued"),
+		durationFlag("heartbeat-interval", 2*time.Second, "how often the worker's pgflow.workers rows are touched"),
+		durationFlag("worker-stale-after", 30*time.Second, "recovery: a pgflow-wasm worker silent this long is dead and its tasks are requeued"),
+		durationFlag("liveness-grace", 5*time.Second, "recovery: a pgflow-wasm worker whose liveness lock is gone (its process died) is dead once\n"+
+			"\tits heartbeat is this old; needs session-level connections (not a transaction-mode pooler)"),
+		durationFlag("foreign-worker-stale-after", 10*time.Minute, "recovery: tasks of other kinds of workers (pgflow's TypeScript worker), which may run\n"+
+			"\thandlers for any time, are requeued only once their worker's heartbeat is this old; 0 never"),
+		durationFlag("recovery-interval", 2*time.Second, "recovery: how often to look for stalled tasks"),
+		durationFlag("stalled-margin", 30*time.Second, "recovery: a pgflow-wasm task started longer ago than its timeout plus this is requeued"),
 		durationFlag("drain-timeout", 30*time.Second, "shutdown: how long running tasks may finish; the rest are failed for a retry"),
 		intFlag("completion-batch", 100, "outcomes written per transaction (1 writes each task alone, as pgflow's own workers do)"),
 		intFlag("completion-writers", 2, "outcome-writing transactions in flight at once"),
@@ -139,6 +143,7 @@ func serve(c *cli.Context) error {
 		MinPollInterval: c.Duration("min-poll-interval"), MaxPollInterval: c.Duration("max-poll-interval"),
 		NotifyFallback: c.Duration("notify-fallback"), HeartbeatInterval: c.Duration("heartbeat-interval"),
 		WorkerStaleAfter: c.Duration("worker-stale-after"), RecoveryInterval: c.Duration("recovery-interval"),
+		LivenessGrace: c.Duration("liveness-grace"), ForeignStaleAfter: foreignStaleAfter(c.Duration("foreign-worker-stale-after")),
 		StalledMargin: c.Duration("stalled-margin"), DrainTimeout: c.Duration("drain-timeout"),
 		CompletionBatch: c.Int("completion-batch"), CompletionWriters: c.Int("completion-writers"),
 	})
@@ -163,6 +168,14 @@ func serve(c *cli.Context) error {
 		return restartSelf(log)
 	}
 	return err
+}
+
+// foreignStaleAfter maps the flag's 0 ("never") to the worker's negative.
+func foreignStaleAfter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }
 
 // flowsAndEngine loads --flows and opens the --engine; either failing is a usage error.

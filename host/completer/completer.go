@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgflow-wasm/pgflow-wasm/host/taskwrite"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 	"github.com/pgflow-wasm/pgflow-wasm/poller"
 )
@@ -41,7 +42,9 @@ type Written struct {
 	Outcome
 	// Stale is true when the task was no longer started by this attempt (recovery requeued
 	// it, or the write was retried after it had already landed): nothing was changed.
-	Stale bool
+	// StaleReason says which, from the task's row as it is now.
+	Stale       bool
+	StaleReason string
 	// Status is the task's status after the call: "completed"; "queued" (a failure that
 	// will be retried); "failed"; or, for a completion, empty when pgflow returned no row
 	// because the output broke a dependent map step's array contract (the run failed).
@@ -287,10 +290,10 @@ func (c *Completer) write(ctx context.Context, batch []Outcome) (written []Writt
 	return written, nil, nil
 }
 
-// writeGroup writes outcomes in one transaction. After a transient error the rest is
-// retried later (an outcome is never written twice: the statements only act on a task still
-// started by the same attempt). Any other error falls back to one transaction per outcome,
-// so one bad task never blocks the others.
+// writeGroup writes outcomes of one kind in one transaction. After a transient error the
+// rest is retried later (an outcome is never written twice: the statements only act on a
+// task still started by the same attempt). Any other error falls back to one transaction per
+// outcome, so one bad task never blocks the others.
 func (c *Completer) writeGroup(ctx context.Context, batch []Outcome) (written []Written, left []Outcome, err error) {
 	written, err = c.writeBatch(ctx, batch)
 	if err == nil {
@@ -322,127 +325,85 @@ func (c *Completer) writeGroup(ctx context.Context, batch []Outcome) (written []
 	return written, nil, nil
 }
 
-// The guard (the task is still started, by the same attempt) makes every write safe to
-// repeat: a retried batch that had in fact committed, or a late write after recovery
-// requeued the task, changes nothing. "matched" tells a stale write from a complete_task that
-// returned no row (the output broke a dependent map's array contract).
-// Ids travel as text (::text::uuid): pgx cannot encode a Go string as a binary uuid and
-// would build an error, then retry as text, for every parameter of every batch.
-const completeBatchSQL = `
-select t.ord, g.matched, g.status, g.attempts_count
-from unnest($1::text[]::uuid[], $2::text[], $3::int[], $4::int[], $5::text[]) with ordinality
-       as t(run_id, step_slug, task_index, attempt, output, ord)
-left join lateral (
-  select true as matched, c.status, c.attempts_count
-  from pgflow.step_tasks st
-  left join lateral pgflow.complete_task(st.run_id, st.step_slug, st.task_index, t.output::jsonb) c on true
-  where st.run_id = t.run_id and st.step_slug = t.step_slug and st.task_index = t.task_index
-    and st.status = 'started' and st.attempts_count = t.attempt
-) g on true
-order by t.ord`
-
-const completeOneSQL = `
-select true, c.status, c.attempts_count
-from pgflow.step_tasks st
-left join lateral pgflow.complete_task(st.run_id, st.step_slug, st.task_index, $5::jsonb) c on true
-where st.run_id = $1::text::uuid and st.step_slug = $2 and st.task_index = $3
-  and st.status = 'started' and st.attempts_count = $4`
-
-const failOneSQL = `
-select true, f.status, f.attempts_count
-from pgflow.step_tasks st
-cross join lateral pgflow.fail_task(st.run_id, st.step_slug, st.task_index, $5) f
-where st.run_id = $1::text::uuid and st.step_slug = $2 and st.task_index = $3
-  and st.status = 'started' and st.attempts_count = $4`
-
+// writeBatch writes outcomes of one kind (all completions or all failures) in one round trip
+// and one transaction, through taskwrite's guarded calls: an outcome whose task is no longer
+// started by its attempt is reported stale and changes nothing.
 func (c *Completer) writeBatch(ctx context.Context, batch []Outcome) ([]Written, error) {
-	written := make([]Written, len(batch))
-	b := &pgx.Batch{}
-	var runs, steps, outputs []string
-	var idx, attempts []int32
-	var completeAt []int // positions in batch
+	calls := make([]taskwrite.Call, len(batch))
 	for i, o := range batch {
-		written[i].Outcome = o
-		if o.Failed {
-			continue
-		}
-		runs = append(runs, o.Task.RunID)
-		steps = append(steps, o.Task.StepSlug)
-		idx = append(idx, int32(o.Task.TaskIndex))
-		attempts = append(attempts, int32(o.Task.Attempt))
-		outputs = append(outputs, string(o.Output))
-		completeAt = append(completeAt, i)
-	}
-	if len(completeAt) > 0 {
-		b.Queue(completeBatchSQL, runs, steps, idx, attempts, outputs).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var ord int64
-				var matched *bool
-				var status *string
-				var n *int
-				if err := rows.Scan(&ord, &matched, &status, &n); err != nil {
-					return err
-				}
-				setResult(&written[completeAt[ord-1]], matched != nil, status, n)
-			}
-			return rows.Err()
-		})
-	}
-	for i, o := range batch {
-		if !o.Failed {
-			continue
-		}
-		w := &written[i]
 		t := o.Task
-		b.Queue(failOneSQL, t.RunID, t.StepSlug, t.TaskIndex, t.Attempt, o.Error).Query(func(rows pgx.Rows) error {
-			return scanOne(rows, w)
-		})
+		calls[i] = taskwrite.Call{RunID: t.RunID, StepSlug: t.StepSlug, TaskIndex: t.TaskIndex, Attempt: t.Attempt, Arg: string(o.Output)}
+		if o.Failed {
+			calls[i].Arg = o.Error
+		}
 	}
+	kind := taskwrite.Complete
+	if batch[0].Failed {
+		kind = taskwrite.Fail
+	}
+	results := make([]taskwrite.Result, len(batch))
+	b := &pgx.Batch{}
+	taskwrite.Queue(b, kind, calls, results)
 	// One round trip and, since a batch ends with a single Sync, one implicit transaction.
 	if err := c.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
+	written := make([]Written, len(batch))
+	for i, r := range results {
+		written[i] = Written{Outcome: batch[i], Stale: r.Stale, Status: r.Status, Attempts: r.Attempts}
+	}
+	c.explainStale(ctx, written)
 	return written, nil
 }
 
 func (c *Completer) writeOne(ctx context.Context, o Outcome) (Written, error) {
-	w := Written{Outcome: o}
-	t := o.Task
-	sql, last := completeOneSQL, string(o.Output)
-	if o.Failed {
-		sql, last = failOneSQL, o.Error
-	}
-	rows, err := c.pool.Query(ctx, sql, t.RunID, t.StepSlug, t.TaskIndex, t.Attempt, last)
+	w, err := c.writeBatch(ctx, []Outcome{o})
 	if err != nil {
-		return w, err
+		return Written{Outcome: o}, err
 	}
-	return w, scanOne(rows, &w)
+	return w[0], nil
 }
 
-// scanOne reads the single-task form of the guarded statements: no row means stale.
-func scanOne(rows pgx.Rows, w *Written) error {
-	defer rows.Close()
-	matched := false
-	var status *string
-	var n *int
-	if rows.Next() {
-		if err := rows.Scan(&matched, &status, &n); err != nil {
-			return err
+// explainStale says why each stale outcome matched no task, from the task's row as it is
+// now. It is only for the log line: a failure to read is reported as such, never retried.
+func (c *Completer) explainStale(ctx context.Context, written []Written) {
+	for i := range written {
+		w := &written[i]
+		if !w.Stale {
+			continue
 		}
+		t := w.Task
+		var status, lastWorker, errMsg string
+		var attempts int
+		err := c.pool.QueryRow(ctx, `select status, attempts_count, coalesce(last_worker_id::text, ''), coalesce(error_message, '')
+			from pgflow.step_tasks where run_id = $1::text::uuid and step_slug = $2 and task_index = $3`,
+			t.RunID, t.StepSlug, t.TaskIndex).Scan(&status, &attempts, &lastWorker, &errMsg)
+		if err != nil {
+			w.StaleReason = "the task could not be read to say why: " + err.Error()
+			continue
+		}
+		w.StaleReason = staleReason(w.Outcome, status, attempts, lastWorker, errMsg)
 	}
-	rows.Close()
-	setResult(w, matched, status, n)
-	return rows.Err()
 }
 
-func setResult(w *Written, matched bool, status *string, attempts *int) {
-	w.Stale = !matched
-	if status != nil {
-		w.Status = *status
+// staleReason tells what happened to a task that an outcome no longer matched.
+func staleReason(o Outcome, status string, attempts int, lastWorker, errMsg string) string {
+	t := o.Task
+	mine := attempts == t.Attempt && lastWorker == t.WorkerID
+	switch {
+	case mine && !o.Failed && status == "completed":
+		return "already written: an earlier write of this outcome committed before its connection was lost"
+	case mine && o.Failed && errMsg == o.Error && (status == "queued" || status == "failed"):
+		return "already written: an earlier write of this failure committed before its connection was lost"
+	case attempts > t.Attempt:
+		return fmt.Sprintf("the task was handed back and started again (attempt %d, status %s): this attempt's outcome is dropped", attempts, status)
+	case status == "queued" || status == "failed":
+		if errMsg != "" {
+			return fmt.Sprintf("the task is %s after another writer failed it (%q): this outcome is dropped", status, errMsg)
+		}
+		return "the task is " + status + ": this outcome is dropped"
 	}
-	if attempts != nil {
-		w.Attempts = *attempts
-	}
+	return fmt.Sprintf("the task is %s (attempt %d, worker %s): this outcome is dropped", status, attempts, lastWorker)
 }
 
 // compareTasks orders by run, then step, then index: the lock order of every batch.

@@ -6,14 +6,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgflow-wasm/pgflow-wasm/host/liveness"
 	"github.com/pgflow-wasm/pgflow-wasm/host/recovery"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 )
 
 // startedTask creates flow f (one step, the given attempts, timeout 1 s), starts one run and
-// starts its task as worker w with the given last heartbeat.
+// starts its task as a pgflow-wasm worker with the given last heartbeat.
 func startedTask(t *testing.T, db *pgtest.DB, maxAttempts int, heartbeatAgo time.Duration) (worker, run string) {
+	t.Helper()
+	return startedTaskOf(t, db, liveness.FunctionName, maxAttempts, heartbeatAgo)
+}
+
+// startedTaskOf is startedTask for a worker of the given kind (pgflow.workers.function_name).
+func startedTaskOf(t *testing.T, db *pgtest.DB, kind string, maxAttempts int, heartbeatAgo time.Duration) (worker, run string) {
 	t.Helper()
 	ctx := context.Background()
 	worker = uuidv4.New()
@@ -24,7 +31,7 @@ func startedTask(t *testing.T, db *pgtest.DB, maxAttempts int, heartbeatAgo time
 		t.Fatal(err)
 	}
 	if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name, last_heartbeat_at)
-		values ($1::uuid, 'f', 'test', now() - make_interval(secs => $2))`, worker, heartbeatAgo.Seconds()); err != nil {
+		values ($1::uuid, 'f', $3, now() - make_interval(secs => $2))`, worker, heartbeatAgo.Seconds(), kind); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Pool.QueryRow(ctx, `select run_id::text from pgflow.start_flow('f', '{}')`).Scan(&run); err != nil {
@@ -48,7 +55,29 @@ func taskState(t *testing.T, db *pgtest.DB, run string) (status string, attempts
 	return
 }
 
-var cfg = recovery.Config{Flows: []string{"f"}, WorkerStaleAfter: 30 * time.Second, StartedMargin: time.Second}
+var cfg = recovery.Config{Flows: []string{"f"}, WorkerStaleAfter: 30 * time.Second, StartedMargin: time.Second,
+	LivenessGrace: 2 * time.Second, ForeignStaleAfter: 10 * time.Minute}
+
+// ageTask moves a task's start (and queueing) back in time.
+func ageTask(t *testing.T, db *pgtest.DB, run string, by time.Duration) {
+	t.Helper()
+	if _, err := db.Pool.Exec(context.Background(), `update pgflow.step_tasks set queued_at = queued_at - make_interval(secs => $2),
+		started_at = started_at - make_interval(secs => $2) where run_id = $1::uuid`, run, by.Seconds()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// holdLivenessLock takes worker's liveness lock on a session of its own, as a live worker does.
+func holdLivenessLock(t *testing.T, db *pgtest.DB, worker string) {
+	t.Helper()
+	key, err := liveness.LockKey(worker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Conn(t).Exec(context.Background(), `select pg_advisory_lock($1::int4, $2::int4)`, liveness.LockClass, key); err != nil {
+		t.Fatal(err)
+	}
+}
 
 func TestALiveWorkersTaskIsLeftAlone(t *testing.T) {
 	t.Parallel()
@@ -86,11 +115,10 @@ func TestADeadWorkersTaskIsRequeuedAndVisible(t *testing.T) {
 func TestATaskPastItsTimeoutIsRequeuedThenFailsTheRunWhenAttemptsRunOut(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
-	_, run := startedTask(t, db, 1, 0) // live worker, one attempt only
+	worker, run := startedTask(t, db, 1, 0) // live worker, one attempt only
+	holdLivenessLock(t, db, worker)
 	// Started 3 s ago: longer than its 1 s timeout plus the 1 s margin.
-	if _, err := db.Pool.Exec(context.Background(), `update pgflow.step_tasks set queued_at = queued_at - interval '3 seconds', started_at = started_at - interval '3 seconds' where run_id = $1::uuid`, run); err != nil {
-		t.Fatal(err)
-	}
+	ageTask(t, db, run, 3*time.Second)
 	got, err := recovery.Sweep(context.Background(), db.Pool, cfg)
 	if err != nil || len(got) != 1 || got[0].Status != "failed" {
 		t.Fatalf("sweep = %+v, %v; want the task failed (no attempts left)", got, err)
@@ -140,4 +168,83 @@ func TestASweeperNeverRequeuesItsOwnTasksForAStaleHeartbeat(t *testing.T) {
 	if status, _, _, _ := taskState(t, db, run); status != "started" {
 		t.Errorf("task %s, want still started", status)
 	}
+}
+
+func TestAWorkerWhoseLivenessLockIsGoneIsDeadWithinTheGrace(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	// Heartbeat 3 s old: fresh for the 30 s heartbeat rule, past the 2 s liveness grace.
+	worker, run := startedTask(t, db, 3, 3*time.Second)
+	holder := db.Conn(t)
+	key, _ := liveness.LockKey(worker)
+	if _, err := holder.Exec(context.Background(), `select pg_advisory_lock($1::int4, $2::int4)`, liveness.LockClass, key); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := recovery.Sweep(context.Background(), db.Pool, cfg); err != nil || len(got) != 0 {
+		t.Fatalf("sweep while the lock is held = %+v, %v; want nothing recovered", got, err)
+	}
+	holder.Close(context.Background()) // the worker process dies
+	var got []recovery.Recovered
+	deadline := time.Now().Add(10 * time.Second)
+	for len(got) == 0 && time.Now().Before(deadline) {
+		var err error
+		if got, err = recovery.Sweep(context.Background(), db.Pool, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) != 1 || !strings.Contains(got[0].Reason, "no session holds its liveness lock") {
+		t.Fatalf("sweep after the worker died = %+v; want its task recovered as gone", got)
+	}
+	if status, attempts, _, _ := taskState(t, db, run); status != "queued" || attempts != 1 {
+		t.Errorf("task %s after %d attempts, want queued", status, attempts)
+	}
+}
+
+func TestAWorkerWithoutItsLockButAFreshHeartbeatIsAlive(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	// Its connection broke a moment ago: no lock, but it heartbeated within the grace.
+	_, run := startedTask(t, db, 3, 0)
+	if got, err := recovery.Sweep(context.Background(), db.Pool, cfg); err != nil || len(got) != 0 {
+		t.Fatalf("sweep = %+v, %v; want nothing recovered", got, err)
+	}
+	if status, _, _, _ := taskState(t, db, run); status != "started" {
+		t.Errorf("task %s, want still started", status)
+	}
+}
+
+func TestAnotherKindOfWorkerIsJudgedByItsHeartbeatAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t.Run("past the step timeout with a live heartbeat: left alone", func(t *testing.T) {
+		t.Parallel()
+		db := pgtest.NewDB(t)
+		_, run := startedTaskOf(t, db, "reference-ts", 1, 0)
+		ageTask(t, db, run, time.Hour) // far past its 1 s timeout: pgflow's worker has no timeout
+		if got, err := recovery.Sweep(ctx, db.Pool, cfg); err != nil || len(got) != 0 {
+			t.Fatalf("sweep = %+v, %v; want a live TypeScript worker's task left alone", got, err)
+		}
+	})
+	t.Run("heartbeat older than the foreign threshold: recovered", func(t *testing.T) {
+		t.Parallel()
+		db := pgtest.NewDB(t)
+		worker, run := startedTaskOf(t, db, "reference-ts", 3, 11*time.Minute)
+		got, err := recovery.Sweep(ctx, db.Pool, cfg)
+		if err != nil || len(got) != 1 || !strings.Contains(got[0].Reason, worker+" (reference-ts) stopped heartbeating") {
+			t.Fatalf("sweep = %+v, %v; want the task recovered", got, err)
+		}
+		if status, _, _, _ := taskState(t, db, run); status != "queued" {
+			t.Errorf("task %s, want queued", status)
+		}
+	})
+	t.Run("foreign recovery off: never recovered", func(t *testing.T) {
+		t.Parallel()
+		db := pgtest.NewDB(t)
+		startedTaskOf(t, db, "reference-ts", 3, 24*time.Hour)
+		off := cfg
+		off.ForeignStaleAfter = 0
+		if got, err := recovery.Sweep(ctx, db.Pool, off); err != nil || len(got) != 0 {
+			t.Fatalf("sweep = %+v, %v; want nothing recovered", got, err)
+		}
+	})
 }

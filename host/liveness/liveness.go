@@ -1,0 +1,53 @@
+// Package liveness lets any worker tell at once that a pgflow-wasm worker process is gone.
+//
+// A heartbeat only says a worker was alive some seconds ago, so a worker killed with
+// SIGKILL looks alive until its heartbeat goes stale (30 s by default). Each pgflow-wasm
+// worker therefore holds, for as long as it lives, a session-level advisory lock per worker
+// row on one dedicated connection. When the process dies the server closes that session and
+// drops the locks at once; any sweeper can then see in pg_locks that no session holds them.
+//
+// A lock can also vanish while its worker lives: the connection broke, or the server
+// restarted. The worker then reconnects, takes its locks again and heartbeats at once, so
+// the sweeper only believes a missing lock once the worker's heartbeat is older than a
+// grace period and the server has been up longer than that (Rule). Workers of other kinds
+// (pgflow's TypeScript worker) hold no such lock and are judged by heartbeat alone.
+package liveness
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strings"
+)
+
+// FunctionName marks pgflow-wasm workers in pgflow.workers.function_name. Only workers with
+// this name hold liveness locks, and only their tasks are subject to the step-timeout rule of
+// the stalled-task sweep (they stop handlers at the timeout; other workers may not).
+const FunctionName = "pgflow-wasm"
+
+// LockClass is the first key of every liveness lock ("pgfw"); the second is the first four
+// bytes of the worker id (LockKey). Two live workers whose ids share those bytes only make a
+// dead one look alive until its heartbeat goes stale: the safe direction.
+const LockClass int32 = 0x70676677
+
+// LockKey is the second key of a worker's liveness lock.
+func LockKey(workerID string) (int32, error) {
+	b, err := hex.DecodeString(strings.ReplaceAll(workerID, "-", "")[:min(8, len(workerID))])
+	if err != nil || len(b) != 4 {
+		return 0, fmt.Errorf("worker id %q is not a uuid", workerID)
+	}
+	return int32(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])), nil
+}
+
+// HeldLocksSQL selects, as column objid, the second keys of the liveness locks held in this
+// database right now (pg_locks shows an int4 key as an unsigned oid).
+var HeldLocksSQL = fmt.Sprintf(`
+select l.objid from pg_catalog.pg_locks l
+where l.locktype = 'advisory' and l.objsubid = 2 and l.granted
+  and l.classid = %d::oid
+  and l.database = (select d.oid from pg_catalog.pg_database d where d.datname = current_database())`, uint32(LockClass))
+
+// KeySQL is the SQL expression of a worker's second key as pg_locks shows it, given an SQL
+// expression of its uuid.
+func KeySQL(workerIDExpr string) string {
+	return "(('x' || substr(" + workerIDExpr + "::text, 1, 8))::bit(32)::bigint)::oid"
+}

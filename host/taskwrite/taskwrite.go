@@ -1,0 +1,124 @@
+// Package taskwrite calls pgflow's complete_task and fail_task for a batch of tasks, each
+// only if the task is still started by the attempt that produced the outcome, in a form
+// whose meaning does not depend on the query plan.
+//
+// The rule (docs/RATIONALE.md, "Volatile functions are called only on rows decided first"):
+// a statement that calls a volatile function decides its rows first, in a query that
+// calls nothing, and then calls the function once per decided row with no filter or join
+// above the call. An earlier form put the guard in the WHERE clause beside the call; once
+// PostgreSQL had statistics, the planner ran complete_task for every started task of every
+// flow and filtered afterwards, writing one task's output into others.
+//
+// A write is queued into a pgx.Batch as two statements, run in the batch's one implicit
+// transaction:
+//
+//  1. lock the batch's runs, in run order. pgflow's complete_task locks the run row first
+//     too, so every writer takes run locks in the same order; and while a run is locked no
+//     one can fail, requeue or restart its tasks, so the guard read next stays true until
+//     the call.
+//  2. pick the guarded rows in a MATERIALIZED CTE (the task is still `started` and its
+//     attempts_count is the outcome's attempt), then call the function laterally once per
+//     picked row and return exactly those calls' results.
+//
+// A write retried after its commit did land, or a late write after recovery requeued the
+// task, picks no row and changes nothing: the call is reported stale.
+package taskwrite
+
+import (
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Call is one guarded call: which task, which attempt, and the output JSON (complete) or the
+// error message (fail).
+type Call struct {
+	RunID     string
+	StepSlug  string
+	TaskIndex int
+	Attempt   int
+	Arg       string
+}
+
+// Result is what pgflow's function returned for one call.
+type Result struct {
+	// Stale: the task was no longer started by this attempt; nothing was called.
+	Stale bool
+	// Status is the task's status after the call; "" when the function returned no row
+	// (pgflow 0.8's complete_task does so when the output breaks a dependent map's contract).
+	Status   string
+	Attempts int // attempts_count after the call
+}
+
+// Kind chooses the pgflow function.
+type Kind int
+
+// Kinds.
+const (
+	Complete Kind = iota // pgflow.complete_task(run_id, step_slug, task_index, output jsonb)
+	Fail                 // pgflow.fail_task(run_id, step_slug, task_index, error_message)
+)
+
+// Ids travel as text (::text::uuid): pgx cannot encode a Go string as a binary uuid and
+// would build an error, then retry as text, for every parameter of every batch.
+const lockRunsSQL = `
+select run_id from pgflow.runs where run_id = any($1::text[]::uuid[]) order by run_id for update`
+
+const guardedSQL = `
+with todo as materialized (
+  select t.ord, t.run_id, t.step_slug, t.task_index, t.arg
+  from unnest($1::text[]::uuid[], $2::text[], $3::int[], $4::int[], $5::text[])
+         with ordinality as t(run_id, step_slug, task_index, attempt, arg, ord)
+  where exists (select 1 from pgflow.step_tasks st
+                where st.run_id = t.run_id and st.step_slug = t.step_slug and st.task_index = t.task_index
+                  and st.status = 'started' and st.attempts_count = t.attempt)
+  order by t.ord
+)
+select todo.ord, r.status, r.attempts_count
+from todo left join lateral %s r on true`
+
+var (
+	completeSQL = fmt.Sprintf(guardedSQL, `pgflow.complete_task(todo.run_id, todo.step_slug, todo.task_index, todo.arg::jsonb)`)
+	failSQL     = fmt.Sprintf(guardedSQL, `pgflow.fail_task(todo.run_id, todo.step_slug, todo.task_index, todo.arg)`)
+)
+
+// Queue adds the guarded calls to b. Calls should be sorted by run id (the order pgflow
+// takes run locks in), and each task should appear once. results must have len(calls)
+// entries; it is filled when the batch's results are read (SendBatch, then Close).
+func Queue(b *pgx.Batch, kind Kind, calls []Call, results []Result) {
+	runs := make([]string, len(calls))
+	steps := make([]string, len(calls))
+	args := make([]string, len(calls))
+	idx := make([]int32, len(calls))
+	attempts := make([]int32, len(calls))
+	for i, c := range calls {
+		runs[i], steps[i], args[i] = c.RunID, c.StepSlug, c.Arg
+		idx[i], attempts[i] = int32(c.TaskIndex), int32(c.Attempt)
+		results[i] = Result{Stale: true} // until the guarded call returns its row
+	}
+	sql := completeSQL
+	if kind == Fail {
+		sql = failSQL
+	}
+	b.Queue(lockRunsSQL, runs).Exec(func(pgconn.CommandTag) error { return nil })
+	b.Queue(sql, runs, steps, idx, attempts, args).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var ord int64
+			var status *string
+			var n *int
+			if err := rows.Scan(&ord, &status, &n); err != nil {
+				return err
+			}
+			r := &results[ord-1]
+			r.Stale = false
+			if status != nil {
+				r.Status = *status
+			}
+			if n != nil {
+				r.Attempts = *n
+			}
+		}
+		return rows.Err()
+	})
+}
