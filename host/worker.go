@@ -137,14 +137,14 @@ func (c Config) withDefaults() Config {
 
 // Worker serves the flows of one flows file. Create with New, then Run.
 type Worker struct {
-	cfg     Config
-	log     *slog.Logger
+	cfg      Config
+	log      *slog.Logger
 	flows    []*flowState
 	byFlow   map[string]*flowState
 	byWorker map[string]*flowState // by pgflow.workers id
-	global  *slots
-	done    *completer.Completer
-	running sync.WaitGroup // tasks in flight
+	global   *slots
+	done     *completer.Completer
+	running  sync.WaitGroup // tasks in flight
 
 	// runCtx is the context handlers run under; it is cancelled only when the drain
 	// deadline passes, never by the first shutdown signal.
