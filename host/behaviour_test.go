@@ -32,9 +32,9 @@ func TestNotifyWakesAnIdleWorker(t *testing.T) {
 flows:
   - slug: chain
     steps:
-      - {slug: a, module: "{{echo}}"}
-      - {slug: b, depends_on: [a], module: "{{echo}}"}
-      - {slug: c, depends_on: [b], module: "{{echo}}"}
+      - {slug: a, module: "{{oracle}}"}
+      - {slug: b, depends_on: [a], module: "{{oracle}}"}
+      - {slug: c, depends_on: [b], module: "{{oracle}}"}
 `)
 	// Polling is effectively off: only notifications (and completions of this worker) wake it.
 	startWorker(t, db.Pool, f, host.Config{Signal: host.SignalNotify, NotifyFallback: time.Hour,
@@ -66,7 +66,7 @@ func TestConcurrencyLimits(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			db := pgtest.NewDB(t)
-			f := flows(t, "flows:\n  - slug: busy\n"+tc.flowLimit+"    steps:\n      - {slug: w, module: \"{{work}}\"}\n")
+			f := flows(t, "flows:\n  - slug: busy\n"+tc.flowLimit+"    steps:\n      - {slug: w, module: \"{{oracle}}\"}\n")
 			w := startWorker(t, db.Pool, f, host.Config{Concurrency: tc.concurrency, BatchSize: 10})
 			ctx := context.Background()
 			if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('busy', '{"iterations": 20000000}') from generate_series(1, 12)`); err != nil {
@@ -80,7 +80,7 @@ func TestConcurrencyLimits(t *testing.T) {
 			for {
 				most = max(most, int(testutil.ToFloat64(inFlight)))
 				var done int
-				if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.step_tasks where status = 'completed'`).Scan(&done); err != nil {
+				if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.step_tasks where flow_slug = 'busy' and status = 'completed'`).Scan(&done); err != nil {
 					t.Fatal(err)
 				}
 				if done == 12 {

@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ flows:
   - slug: titles
     steps:
       - {slug: each, type: map, module: "{{echo_map}}"}
+      - {slug: seen, type: map, depends_on: [each], module: "{{oracle}}"}
 `)
 	w := startWorker(t, db.Pool, f, host.Config{})
 	var warm []string
@@ -52,6 +54,32 @@ flows:
 		if r.Status != "completed" {
 			t.Fatalf("run %s: %s (%s)", id, r.Status, r.Error)
 		}
-		jsonEqual(t, r.Output, `{"each": ["a","b","c","d","e","f"]}`)
+		var out struct {
+			Seen []struct {
+				Context struct {
+					RunID     string `json:"run_id"`
+					TaskIndex int    `json:"task_index"`
+				} `json:"context"`
+				Input string `json:"input"`
+			} `json:"seen"`
+		}
+		if err := json.Unmarshal(r.Output, &out); err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range out.Seen {
+			if want := string(rune('a' + i)); s.Input != want || s.Context.RunID != id || s.Context.TaskIndex != i {
+				t.Errorf("run %s element %d: the handler of run %s task %d got %q, want its own %q", id, i, s.Context.RunID, s.Context.TaskIndex, s.Input, want)
+			}
+		}
+		if len(out.Seen) != 6 {
+			t.Errorf("run %s: %d outputs, want 6", id, len(out.Seen))
+		}
+	}
+	r, err := db.Audit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OracleTasks != 6*5+3*20 || len(r.Problems()) > 0 {
+		t.Errorf("audit: %d tasks checked by the oracle (want all %d), problems %v", r.OracleTasks, 6*5+3*20, r.Problems())
 	}
 }

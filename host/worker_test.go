@@ -20,10 +20,10 @@ import (
 var testModules = map[string]string{
 	"echo":     "modules/testdata/echo.wasm",
 	"echo_map": "modules/testdata/echo_map.wasm",
+	"oracle":   "modules/testdata/oracle.wasm",
 	"flaky":    "modules/testdata/flaky.wasm",
 	"fail":     "modules/testdata/fail.wasm",
 	"spin":     "modules/testdata/spin.wasm",
-	"work":     "modules/testdata/work.wasm",
 	"sum_rs":   "modules/examples/rust/sum.wasm",
 	"sum_as":   "modules/examples/assemblyscript/sum.wasm",
 	"sum_tg":   "modules/examples/tinygo/sum.wasm",
@@ -219,6 +219,7 @@ flows:
   - slug: many
     steps:
       - {slug: e, module: "{{echo}}"}
+      - {slug: o, depends_on: [e], module: "{{oracle}}"}
 `)
 	ctx := context.Background()
 	var workers []*runningWorker
@@ -243,14 +244,17 @@ flows:
 	var completed, badOutputs, retried int
 	if err := db.Pool.QueryRow(ctx, `
 		select count(*) filter (where r.status = 'completed'),
-		       count(*) filter (where r.output <> jsonb_build_object('e', r.input -> 'value')),
+		       count(*) filter (where t.step_slug = 'e' and t.output <> r.input -> 'value'),
 		       count(*) filter (where t.attempts_count <> 1)
 		from pgflow.runs r join pgflow.step_tasks t on t.run_id = r.run_id where r.flow_slug = 'many'`).
 		Scan(&completed, &badOutputs, &retried); err != nil {
 		t.Fatal(err)
 	}
-	if completed != 1000 || badOutputs != 0 || retried != 0 {
-		t.Fatalf("completed %d of 1000, %d wrong outputs, %d tasks run more than once", completed, badOutputs, retried)
+	if completed != 2000 || badOutputs != 0 || retried != 0 {
+		t.Fatalf("completed %d of 2000 tasks, %d wrong outputs, %d tasks run more than once", completed, badOutputs, retried)
+	}
+	if r, err := db.Audit(ctx); err != nil || r.OracleTasks != 1000 || len(r.Problems()) > 0 {
+		t.Fatalf("audit: %d oracle tasks checked (want 1000), problems %v, %v", r.OracleTasks, r.Problems(), err)
 	}
 	var started, written float64
 	for _, w := range workers {
@@ -309,7 +313,7 @@ func TestSurvivesAPostgresRestart(t *testing.T) {
 flows:
   - slug: steady
     steps:
-      - {slug: w, module: "{{work}}"}
+      - {slug: w, module: "{{oracle}}"}
 `)
 	startWorker(t, db.Pool, f, host.Config{Concurrency: 4})
 	ctx := context.Background()
@@ -318,7 +322,7 @@ flows:
 	}
 	waitFor(t, 60*time.Second, func() (bool, string) {
 		var done int
-		_ = db.Pool.QueryRow(ctx, `select count(*) from pgflow.runs where status = 'completed'`).Scan(&done)
+		_ = db.Pool.QueryRow(ctx, `select count(*) from pgflow.runs where flow_slug = 'steady' and status = 'completed'`).Scan(&done)
 		return done >= 20, fmt.Sprintf("%d runs completed before the restart", done)
 	})
 	restartCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -328,7 +332,7 @@ flows:
 	}
 	waitFor(t, 120*time.Second, func() (bool, string) {
 		var done int
-		if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.runs where status = 'completed'`).Scan(&done); err != nil {
+		if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.runs where flow_slug = 'steady' and status = 'completed'`).Scan(&done); err != nil {
 			return false, err.Error()
 		}
 		return done == 200, fmt.Sprintf("%d of 200 runs completed after the restart", done)

@@ -4,7 +4,7 @@
 
 EXAMPLES := greet word_count sum
 EXAMPLE_LANGS := rust tinygo assemblyscript go c
-TESTMODULES := echo flaky fail spin work echo_map
+TESTMODULES := echo flaky fail spin work echo_map oracle
 
 EXAMPLE_WASM := $(foreach lang,$(EXAMPLE_LANGS),$(EXAMPLES:%=modules/examples/$(lang)/%.wasm))
 TESTMODULE_WASM := $(TESTMODULES:%=modules/testdata/%.wasm)

@@ -206,7 +206,7 @@ flows:
 func TestKillDashNineLosesNothingAndRerunsOnlyRunningTasks(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
-	flows := writeFile(t, "flows.yaml", fmt.Sprintf(slowFlows, module(t, "modules/testdata/work.wasm")))
+	flows := writeFile(t, "flows.yaml", fmt.Sprintf(slowFlows, module(t, "modules/testdata/oracle.wasm")))
 	ctx := context.Background()
 	const runs = 40
 	first := startServe(t, db.URL, flows, "--concurrency", "4", "--batch-size", "4")
@@ -278,7 +278,7 @@ func TestKillDashNineLosesNothingAndRerunsOnlyRunningTasks(t *testing.T) {
 func TestSigtermDrainsAndExitsZero(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
-	flows := writeFile(t, "flows.yaml", fmt.Sprintf(slowFlows, module(t, "modules/testdata/work.wasm")))
+	flows := writeFile(t, "flows.yaml", fmt.Sprintf(slowFlows, module(t, "modules/testdata/oracle.wasm")))
 	ctx := context.Background()
 	const runs = 20
 	w := startServe(t, db.URL, flows, "--concurrency", "4", "--drain-timeout", "30s")

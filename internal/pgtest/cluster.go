@@ -72,6 +72,10 @@ func (c *Cluster) NewDB(t testing.TB, opts ...Option) *DB {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	var err error
+	if o.modes, err = planModes(); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
 	s := &server{adminURL: c.URL("postgres")}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -110,10 +114,17 @@ func (c *Cluster) NewDB(t testing.TB, opts ...Option) *DB {
 			t.Fatalf("pgtest: %v", err)
 		}
 		_, err = schema.Install(ctx, conn, schema.Options{MigrationsDir: migrations, Layer: o.layer})
+		if err == nil {
+			err = prepare(ctx, conn, o.modes)
+		}
 		conn.Close(context.Background())
 		if err != nil {
 			t.Fatalf("pgtest: installing into %s: %v", name, err)
 		}
+		auditAtEnd(t, db)
+	}
+	if err := applyPlanSettings(ctx, admin, name, o.modes); err != nil {
+		t.Fatalf("pgtest: %v", err)
 	}
 	if db.Pool, err = pgxPool(ctx, db.URL); err != nil {
 		t.Fatalf("pgtest: %v", err)

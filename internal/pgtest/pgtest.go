@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -62,6 +63,7 @@ func (db *DB) Conn(t testing.TB) *pgx.Conn {
 type options struct {
 	layer schema.LayerMode
 	empty bool
+	modes []string // PlanEnv
 }
 
 // Option changes what NewDB installs.
@@ -86,9 +88,12 @@ func NewDB(t testing.TB, opts ...Option) *DB {
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
+	if o.modes, err = planModes(); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
 	template := ""
 	if !o.empty {
-		template, err = srv.template(o.layer)
+		template, err = srv.template(o.layer, slices.Contains(o.modes, PlanAged))
 		if err != nil {
 			if skip, ok := err.(*skipError); ok {
 				t.Skip(skip.reason)
@@ -96,7 +101,7 @@ func NewDB(t testing.TB, opts ...Option) *DB {
 			t.Fatalf("pgtest: %v", err)
 		}
 	}
-	return srv.create(t, template)
+	return srv.create(t, template, o)
 }
 
 // server is the PostgreSQL instance tests use, with an admin pool on its maintenance database.
@@ -107,7 +112,7 @@ type server struct {
 	local      bool // the dev cluster: stale databases of dead test processes may be dropped
 
 	mu        sync.Mutex
-	templates map[schema.LayerMode]string
+	templates map[templateKey]string
 }
 
 var (
@@ -128,7 +133,7 @@ func openServer() (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{templates: map[schema.LayerMode]string{}}
+	s := &server{templates: map[templateKey]string{}}
 	s.migrations = os.Getenv(schema.MigrationsDirEnv)
 	if s.migrations == "" {
 		s.migrations = filepath.Join(root, schema.DefaultMigrationsDir)
@@ -187,7 +192,7 @@ func dbName(testName string) string {
 	return fmt.Sprintf("t_%d_%s_%s", os.Getpid(), short, hex.EncodeToString(r[:]))
 }
 
-func (s *server) create(t testing.TB, template string) *DB {
+func (s *server) create(t testing.TB, template string, o options) *DB {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -201,6 +206,12 @@ func (s *server) create(t testing.TB, template string) *DB {
 	}
 	db := &DB{Name: name, URL: s.dbURL(name)}
 	t.Cleanup(func() { s.drop(t, db) })
+	if err := applyPlanSettings(ctx, s.admin, name, o.modes); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	if !o.empty {
+		auditAtEnd(t, db)
+	}
 	pool, err := pgxPool(ctx, db.URL)
 	if err != nil {
 		t.Fatalf("pgtest: pool for %s: %v", name, err)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,32 +23,47 @@ func (e *skipError) Error() string { return e.reason }
 // template returns the name of a template database holding a full install in the given
 // mode, building it unless a previous process did. The name carries a hash of everything
 // installed, so a changed layer or pgflow version gets a new template.
-func (s *server) template(mode schema.LayerMode) (string, error) {
+func (s *server) template(mode schema.LayerMode, aged bool) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if name, ok := s.templates[mode]; ok {
+	key := templateKey{mode, aged}
+	if name, ok := s.templates[key]; ok {
 		return name, nil
 	}
 	m, err := schema.LoadMigrations(s.migrations)
 	if err != nil {
 		return "", err
 	}
-	name := fmt.Sprintf("pgfw_tpl_%s_%s", mode, schemaHash(m, mode)[:16])
-	if err := s.buildTemplate(name, mode); err != nil {
+	name := fmt.Sprintf("pgfw_tpl_%s_%s", key.kind(), schemaHash(m, key.kind())[:16])
+	if err := s.buildTemplate(name, key); err != nil {
 		return "", err
 	}
-	s.templates[mode] = name
+	s.templates[key] = name
 	return name, nil
 }
 
-func schemaHash(m *schema.Migrations, mode schema.LayerMode) string {
-	return sha256Hex(schema.Fingerprint() + "\x00" + m.Fingerprint() + "\x00" + string(mode))
+// templateKey names a template's variant: the pgmq install mode, and whether it is aged.
+type templateKey struct {
+	layer schema.LayerMode
+	aged  bool
+}
+
+func (k templateKey) kind() string {
+	if k.aged {
+		return string(k.layer) + "_aged"
+	}
+	return string(k.layer)
+}
+
+// schemaHash covers everything a template holds, so a change to any of it builds a new one.
+func schemaHash(m *schema.Migrations, kind string) string {
+	return sha256Hex(schema.Fingerprint() + "\x00" + m.Fingerprint() + "\x00" + kind + "\x00" + auditSQL + "\x00" + warmVersion)
 }
 
 // buildTemplate builds under an advisory lock (processes of one `go test ./...` run race
 // for it), in a scratch database renamed into place only when complete, so a template
 // that exists is always whole.
-func (s *server) buildTemplate(name string, mode schema.LayerMode) error {
+func (s *server) buildTemplate(name string, key templateKey) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	conn, err := s.admin.Acquire(ctx)
@@ -61,7 +77,7 @@ func (s *server) buildTemplate(name string, mode schema.LayerMode) error {
 	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext($1))`, name)
 
 	if s.local {
-		s.dropStaleTemplates(ctx, conn.Conn(), mode, name)
+		s.dropStaleTemplates(ctx, conn.Conn(), key.kind(), name)
 	}
 	var ready bool
 	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)`, name).Scan(&ready)
@@ -78,7 +94,7 @@ func (s *server) buildTemplate(name string, mode schema.LayerMode) error {
 			return fmt.Errorf("building template %s: %s: %w", name, stmt, err)
 		}
 	}
-	if err := s.install(ctx, scratch, mode); err != nil {
+	if err := s.install(ctx, scratch, key); err != nil {
 		conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(scratch)+" WITH (FORCE)")
 		return err
 	}
@@ -94,12 +110,13 @@ func (s *server) buildTemplate(name string, mode schema.LayerMode) error {
 	return nil
 }
 
-func (s *server) install(ctx context.Context, db string, mode schema.LayerMode) error {
+func (s *server) install(ctx context.Context, db string, key templateKey) error {
 	conn, err := pgx.Connect(ctx, s.dbURL(db))
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
+	mode := key.layer
 	_, err = schema.Install(ctx, conn, schema.Options{MigrationsDir: s.migrations, Layer: mode})
 	var missing *schema.MissingMigrationsError
 	switch {
@@ -110,7 +127,11 @@ func (s *server) install(ctx context.Context, db string, mode schema.LayerMode) 
 	case err != nil:
 		return fmt.Errorf("installing into template %s: %w", db, err)
 	}
-	return nil
+	var modes []string
+	if key.aged {
+		modes = []string{PlanAged}
+	}
+	return prepare(ctx, conn, modes)
 }
 
 func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
@@ -120,12 +141,12 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// dropStaleTemplates removes this mode's templates built from other schema versions (an
+// dropStaleTemplates removes this kind's templates built from other schema versions (an
 // edited layer or another pgflow), so the dev cluster does not collect them. A test process
 // of an older checkout cloning one right now would fail; the dev cluster is per checkout.
-func (s *server) dropStaleTemplates(ctx context.Context, conn *pgx.Conn, mode schema.LayerMode, keep string) {
-	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datistemplate AND datname LIKE $1 AND datname <> $2`,
-		"pgfw\\_tpl\\_"+string(mode)+"\\_%", keep)
+func (s *server) dropStaleTemplates(ctx context.Context, conn *pgx.Conn, kind, keep string) {
+	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datistemplate AND datname ~ $1 AND datname <> $2`,
+		"^pgfw_tpl_"+regexp.QuoteMeta(kind)+"_[0-9a-f]{16}$", keep)
 	if err != nil {
 		return
 	}
