@@ -19,7 +19,7 @@ func (w *Worker) flowLoop(ctx context.Context, fs *flowState, listen *poller.Lis
 	defer timer.Stop()
 	dbDown := false
 	idleWait := func() time.Duration {
-		if listen != nil && listen.Connected() {
+		if fs.notified && listen != nil && listen.Connected() {
 			return w.cfg.NotifyFallback
 		}
 		return idle.Next()

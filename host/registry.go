@@ -92,17 +92,29 @@ func (w *Worker) loadEffectiveOptions(ctx context.Context) error {
 }
 
 // prepareSignal turns on insert notifications for every flow queue in notify mode and returns
-// the listener; nil in polling mode.
+// the listener; nil in polling mode (or when no queue can notify). A queue that cannot notify
+// (no privilege to add the trigger, say) is polled instead, with one warning: the worker
+// never refuses to start over how it learns about new tasks.
 func (w *Worker) prepareSignal(ctx context.Context) (*poller.Listener, error) {
 	if w.cfg.Signal != SignalNotify {
 		return nil, nil
 	}
 	channels := map[string]poller.Wake{}
 	for _, fs := range w.flows {
-		if _, err := w.cfg.Pool.Exec(ctx, `select pgmq.enable_notify_insert($1)`, fs.def.Slug); err != nil {
-			return nil, fmt.Errorf("--signal notify needs pgmq.enable_notify_insert (pgmq >= 1.8, or the pgflow-wasm pgmq layer) for queue %s: %w; use --signal polling", fs.def.Slug, err)
+		how, err := poller.EnableInsertNotify(ctx, w.cfg.Pool, fs.def.Slug)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			w.log.Warn("notify: this queue cannot notify on inserts; polling it instead", "flow", fs.def.Slug, "error", err)
+			continue
 		}
-		channels[notifyChannel(fs.def.Slug)] = fs.wake
+		w.log.Debug("notify: queue inserts notify", "flow", fs.def.Slug, "how", how)
+		fs.notified = true
+		channels[poller.InsertChannel(fs.def.Slug)] = fs.wake
+	}
+	if len(channels) == 0 {
+		return nil, nil
 	}
 	return poller.NewListener(w.cfg.Pool.Config().ConnConfig.Copy(), channels, w.log), nil
 }

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -164,6 +163,7 @@ type flowState struct {
 	fetcher    *poller.Fetcher
 	wake       poller.Wake
 	slots      *slots // per-flow limit; nil when only the global one applies
+	notified   bool // its queue notifies on inserts (--signal notify): idle, it waits for them
 	starved    atomic.Bool
 	deprecated atomic.Bool
 	inFlight   prometheus.Gauge // nil without metrics
@@ -358,7 +358,3 @@ func newStepMetrics(m *telemetry.Metrics, flow, step string) *stepMetrics {
 		duration:  m.TaskDuration.WithLabelValues(flow, step),
 	}
 }
-
-// notifyChannel is the channel pgmq (1.8's enable_notify_insert, and our layer) notifies on
-// when a queue gets messages.
-func notifyChannel(queue string) string { return "pgmq.q_" + strings.ToLower(queue) + ".INSERT" }

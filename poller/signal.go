@@ -2,12 +2,15 @@ package poller
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Backoff spaces out polls of an idle queue with decorrelated jitter: each wait is random
@@ -127,4 +130,55 @@ func (l *Listener) listenOnce(ctx context.Context, retry *Backoff) error {
 			w.Ring()
 		}
 	}
+}
+
+// InsertChannel is the channel inserts into a queue notify on: pgmq 1.8's
+// enable_notify_insert names it after the queue table ("pgmq.q_<queue>.INSERT"), and so do
+// the pgflow-wasm layer and our own trigger (EnableInsertNotify).
+func InsertChannel(queue string) string { return "pgmq.q_" + strings.ToLower(queue) + ".INSERT" }
+
+// EnableInsertNotify makes inserts into a queue NOTIFY on InsertChannel(queue) and says how.
+// pgmq 1.8 and the pgflow-wasm layer have pgmq.enable_notify_insert. An older real pgmq
+// (1.5 to 1.7) has not: a statement-level trigger of our own on the queue table does the same
+// (one NOTIFY per inserting statement). It lives in schema pgflow_wasm, goes away with the
+// queue or with `drop schema pgflow_wasm cascade`, and is dropped again as soon as pgmq itself
+// can notify (after ALTER EXTENSION pgmq UPDATE), so a queue never notifies twice.
+func EnableInsertNotify(ctx context.Context, pool *pgxpool.Pool, queue string) (how string, err error) {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// Workers starting together would race on CREATE OR REPLACE.
+		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock(hashtext('pgflow-wasm:notify-insert'))`); err != nil {
+			return err
+		}
+		var native bool
+		var table *string
+		if err := tx.QueryRow(ctx, `select to_regproc('pgmq.enable_notify_insert') is not null,
+			to_regclass(format('pgmq.%I', 'q_' || lower($1)))::text`, queue).Scan(&native, &table); err != nil {
+			return err
+		}
+		if table == nil {
+			return fmt.Errorf("queue %s has no table pgmq.q_%s", queue, strings.ToLower(queue))
+		}
+		if native {
+			how = "pgmq.enable_notify_insert"
+			if _, err := tx.Exec(ctx, `select pgmq.enable_notify_insert($1)`, queue); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `drop trigger if exists pgflow_wasm_notify_insert on `+*table)
+			return err
+		}
+		how = "a pgflow-wasm trigger (this pgmq has no enable_notify_insert)"
+		_, err := tx.Exec(ctx, `
+			create schema if not exists pgflow_wasm;
+			create or replace function pgflow_wasm.notify_queue_insert() returns trigger language plpgsql as $$
+			begin
+			  perform pg_notify('pgmq.' || TG_TABLE_NAME || '.INSERT', '');
+			  return null;
+			end $$;
+			comment on function pgflow_wasm.notify_queue_insert() is
+			  'pgflow-wasm: NOTIFY pgmq.<queue table>.INSERT once per inserting statement, for pgmq versions without enable_notify_insert';
+			create or replace trigger pgflow_wasm_notify_insert after insert on `+*table+`
+			  for each statement execute function pgflow_wasm.notify_queue_insert()`)
+		return err
+	})
+	return how, err
 }

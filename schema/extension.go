@@ -108,3 +108,21 @@ func writeExtensionFiles(dir string) (created []string, err error) {
 	}
 	return created, nil
 }
+
+// OwnedExtensionDirMarker is a file that marks an extension folder as one pgflow-wasm
+// created (the private folder of a cluster started by `pgflow-wasm localdb` or the tests). In
+// auto mode the installer writes the layer's extension files only into such a folder; any
+// other folder belongs to the machine's PostgreSQL package, where a file of ours would be
+// offered to every cluster on the host: there the layer goes into a plain schema, unless
+// --pgmq extension asks for the folder explicitly.
+const OwnedExtensionDirMarker = "pgflow-wasm-owned"
+
+// OwnedExtensionDirNote is the marker file's content.
+const OwnedExtensionDirNote = "This extension folder belongs to a PostgreSQL cluster that pgflow-wasm created;\n" +
+	"`pgflow-wasm db install` may add its pgmq layer here. PostgreSQL ignores this file.\n"
+
+// ownedExtensionDir tells whether dir carries the marker.
+func ownedExtensionDir(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, OwnedExtensionDirMarker))
+	return err == nil
+}

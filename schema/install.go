@@ -16,9 +16,12 @@ type LayerMode string
 
 const (
 	// LayerAuto uses a real pgmq >= 1.5 when the server has one, else installs our layer as
-	// an extension when the server's extension folder is writable here, else as a schema.
+	// an extension when the server's extension folder is one pgflow-wasm created (a cluster
+	// of `localdb` or the tests: OwnedExtensionDirMarker), else as a plain schema. It never
+	// writes into the extension folder of the machine's PostgreSQL package.
 	LayerAuto LayerMode = "auto"
-	// LayerExtension installs our layer as an extension, or fails.
+	// LayerExtension installs our layer as an extension, or fails: it writes the extension
+	// files into the server's extension folder, whoever owns it (the report says where).
 	LayerExtension LayerMode = "extension"
 	// LayerSchema installs our layer as a plain schema, even where an extension would work.
 	LayerSchema LayerMode = "schema"
@@ -183,16 +186,25 @@ func installPgmq(ctx context.Context, conn *pgx.Conn, opts Options, who identity
 	}
 
 	if opts.Layer != LayerSchema {
-		dir, err := installLayerExtension(ctx, conn, opts)
-		if err == nil {
+		dir, err := layerExtensionDir(ctx, conn, opts)
+		switch {
+		case err == nil && opts.Layer == LayerAuto && opts.ExtensionDir == "" && !ownedExtensionDir(dir):
+			rep.PgmqNote = fmt.Sprintf("not as an extension: %s is not an extension folder pgflow-wasm created, and a file "+
+				"there would be offered to every cluster on this host (--pgmq extension writes there anyway)", dir)
+		case err == nil:
+			err = installLayerExtension(ctx, conn, dir)
+		}
+		if err == nil && rep.PgmqNote == "" {
 			rep.Pgmq = Pgmq{Kind: PgmqLayer, Version: LayerVersion, Extension: true}
 			rep.PgmqAction, rep.ExtensionDir = "installed", dir
 			return nil
 		}
-		if opts.Layer == LayerExtension {
+		if err != nil && opts.Layer == LayerExtension {
 			return stepError(err, who, "installing the pgflow-wasm pgmq layer as an extension", createDBPrivilege(who))
 		}
-		rep.PgmqNote = "not as an extension: " + err.Error()
+		if err != nil {
+			rep.PgmqNote = "not as an extension: " + err.Error()
+		}
 	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
@@ -233,20 +245,21 @@ func checkRealVersion(version, where string, st pgmqState) error {
 	return e
 }
 
-// installLayerExtension writes our extension files into the server's extension folder and
-// runs CREATE EXTENSION; it returns the folder. On failure nothing is left in the database
-// and only files this call created are removed.
-func installLayerExtension(ctx context.Context, conn *pgx.Conn, opts Options) (string, error) {
-	dir := opts.ExtensionDir
-	if dir == "" {
-		var err error
-		if dir, err = serverExtensionDir(ctx, conn); err != nil {
-			return "", err
-		}
+// layerExtensionDir is where the layer's extension files would go: Options.ExtensionDir, else
+// the server's own extension folder.
+func layerExtensionDir(ctx context.Context, conn *pgx.Conn, opts Options) (string, error) {
+	if opts.ExtensionDir != "" {
+		return opts.ExtensionDir, nil
 	}
+	return serverExtensionDir(ctx, conn)
+}
+
+// installLayerExtension writes our extension files into dir and runs CREATE EXTENSION. On
+// failure nothing is left in the database and only files this call created are removed.
+func installLayerExtension(ctx context.Context, conn *pgx.Conn, dir string) error {
 	created, err := writeExtensionFiles(dir)
 	if err != nil {
-		return dir, err
+		return err
 	}
 	undo := func() {
 		for _, f := range created {
@@ -258,20 +271,20 @@ func installLayerExtension(ctx context.Context, conn *pgx.Conn, opts Options) (s
 		Scan(&version, &comment)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		undo()
-		return dir, err
+		return err
 	}
 	if version == nil || *version != LayerVersion || comment == nil || !strings.HasPrefix(*comment, LayerCommentPrefix) {
 		undo()
-		return dir, fmt.Errorf("the server does not read extension files from %s (it is not this server's extension folder)", dir)
+		return fmt.Errorf("the server does not read extension files from %s (it is not this server's extension folder)", dir)
 	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return dir, err
+		return err
 	}
 	defer tx.Rollback(ctx)
 	_, err = tx.Exec(ctx, fmt.Sprintf(`CREATE SCHEMA IF NOT EXISTS pgmq; CREATE EXTENSION pgmq WITH SCHEMA pgmq VERSION '%s'`, LayerVersion))
 	if err != nil {
-		return dir, fmt.Errorf("CREATE EXTENSION pgmq failed: %w", err)
+		return fmt.Errorf("CREATE EXTENSION pgmq failed: %w", err)
 	}
-	return dir, tx.Commit(ctx)
+	return tx.Commit(ctx)
 }

@@ -362,3 +362,36 @@ func TestAutoFallsBackToASchemaWhenTheServerIgnoresTheFolder(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// On a server pgflow-wasm did not create (the machine's own PostgreSQL, run as root), auto
+// mode must not write into its extension folder: every cluster of the host reads it.
+func TestAutoNeverWritesIntoAFolderItDoesNotOwn(t *testing.T) {
+	t.Parallel()
+	c := pgtest.NewCluster(t, pgtest.NotOwned())
+	before := listDir(t, c.ExtensionDir())
+	rep := install(t, connect(t, c.NewDB(t, pgtest.Empty()).URL), schema.Options{})
+	if rep.Pgmq.Kind != schema.PgmqLayer || rep.Pgmq.Extension || !strings.Contains(rep.PgmqNote, "not an extension folder pgflow-wasm created") {
+		t.Fatalf("auto install: %s (%s), want our layer as a plain schema, saying why", rep.Pgmq, rep.PgmqNote)
+	}
+	if after := listDir(t, c.ExtensionDir()); after != before {
+		t.Fatalf("auto install changed the extension folder:\nbefore %s\nafter  %s", before, after)
+	}
+	// Asked explicitly, it writes there and says where.
+	rep = install(t, connect(t, c.NewDB(t, pgtest.Empty()).URL), schema.Options{Layer: schema.LayerExtension})
+	if !rep.Pgmq.Extension || rep.ExtensionDir != c.ExtensionDir() {
+		t.Fatalf("--pgmq extension: %s in %q, want an extension in %s", rep.Pgmq, rep.ExtensionDir, c.ExtensionDir())
+	}
+}
+
+func listDir(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return strings.Join(names, " ")
+}

@@ -28,10 +28,12 @@ func dbCommand() *cli.Command {
 				Usage: "install pgmq (real or the pgflow-wasm layer), realtime.send and pgflow's migrations",
 				Description: "Safe to re-run: what is installed is kept, applied migrations are skipped.\n" +
 					"pgmq: a real pgmq >= 1.5 offered by the server is used; otherwise pgflow-wasm's\n" +
-					"pgmq-compatible layer is installed as an extension (when the server's extension folder\n" +
-					"is writable here) or as a plain schema. --pgmq extension|schema forces the layer's form.",
+					"pgmq-compatible layer is installed as a plain schema. Only on a cluster pgflow-wasm\n" +
+					"created itself (`pgflow-wasm localdb`) does it become an extension: the extension folder\n" +
+					"of the machine's PostgreSQL package is shared by every cluster on the host, so nothing is\n" +
+					"written there unless you ask with --pgmq extension (the output says where it wrote).",
 				Flags: []cli.Flag{databaseURLFlag(), migrations,
-					&cli.StringFlag{Name: "pgmq", Value: "auto", Usage: "auto, extension or schema (see above)"}},
+					&cli.StringFlag{Name: "pgmq", Value: "auto", Usage: "how to install the pgmq layer when the server has no real pgmq: auto, extension or schema (see above)"}},
 				Action: dbInstall,
 			},
 			{

@@ -1,6 +1,7 @@
 package localpg
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -9,14 +10,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // A cluster runs from a private installation: the server binaries linked (or copied) into
 // <dir>/install with the same relative layout as the system's, so PostgreSQL (which finds
 // its share and lib folders relative to its own executable) reads a private share folder.
-// Its extension folder holds links to every system extension plus files of our own, so
-// `pgflow-wasm db install` can add the pgmq layer there without touching the system, and
-// tests can add fixture extensions to one cluster only.
+// Its extension folder holds links to the system's extension files that a package installed
+// (files another program dropped into the system folder, such as a foreign pgmq.control, are
+// not offered), files of our own, and a marker (schema.OwnedExtensionDirMarker) that lets
+// `pgflow-wasm db install` add the pgmq layer there, never into a folder it does not own.
+// Tests can add fixture extensions to one cluster only.
 
 // layout is where a PostgreSQL installation keeps what the server reads.
 type layout struct {
@@ -87,7 +92,7 @@ func commonDir(paths ...string) string {
 // syncInstall creates or refreshes the private installation. Safe to repeat: binaries are
 // replaced when the system's changed, links follow the system's share folder, and regular
 // files in the extension folder (ours, or fixtures) are left alone.
-func syncInstall(sys, priv layout, extra map[string][]byte) error {
+func syncInstall(sys, priv layout, extra map[string][]byte, owned bool) error {
 	for _, d := range []string{priv.bin, priv.share, filepath.Dir(priv.pkglib)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
@@ -113,12 +118,24 @@ func syncInstall(sys, priv layout, extra map[string][]byte) error {
 			return err
 		}
 	}
-	return syncExtensionDir(filepath.Join(sys.share, "extension"), filepath.Join(priv.share, "extension"), extra)
+	sysExt := filepath.Join(sys.share, "extension")
+	return syncExtensionDir(sysExt, filepath.Join(priv.share, "extension"), extra, owned, packagedFiles(sysExt))
 }
 
-func syncExtensionDir(sysExt, privExt string, extra map[string][]byte) error {
+// syncExtensionDir links the system's extension files into the private folder. packaged
+// tells which system files a package installed; nil means every file (no package database).
+// owned writes the marker that makes the folder ours to install into.
+func syncExtensionDir(sysExt, privExt string, extra map[string][]byte, owned bool, packaged func(path string) bool) error {
 	if err := os.MkdirAll(privExt, 0o755); err != nil {
 		return err
+	}
+	marker := filepath.Join(privExt, schema.OwnedExtensionDirMarker)
+	if owned {
+		if err := os.WriteFile(marker, []byte(schema.OwnedExtensionDirNote), 0o644); err != nil {
+			return err
+		}
+	} else {
+		os.Remove(marker)
 	}
 	entries, err := os.ReadDir(sysExt)
 	if err != nil {
@@ -126,6 +143,14 @@ func syncExtensionDir(sysExt, privExt string, extra map[string][]byte) error {
 	}
 	for _, e := range entries {
 		if _, own := extra[e.Name()]; own {
+			continue
+		}
+		if packaged != nil && !packaged(filepath.Join(sysExt, e.Name())) {
+			// Dropped there by hand or by a program: not part of the PostgreSQL the machine
+			// installed. A link made by an earlier version goes too.
+			if fi, err := os.Lstat(filepath.Join(privExt, e.Name())); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+				os.Remove(filepath.Join(privExt, e.Name()))
+			}
 			continue
 		}
 		target := filepath.Join(privExt, e.Name())
@@ -207,4 +232,30 @@ func copyFile(src, dst string, si os.FileInfo) error {
 		return err
 	}
 	return os.Chtimes(dst, si.ModTime(), si.ModTime())
+}
+
+// dpkgInfoDir is where Debian lists the files of every installed package.
+var dpkgInfoDir = "/var/lib/dpkg/info"
+
+// packagedFiles returns a test for "a package installed this file", for the files of dir,
+// from dpkg's file lists; nil when there is no package database to ask.
+func packagedFiles(dir string) func(string) bool {
+	lists, err := filepath.Glob(filepath.Join(dpkgInfoDir, "*.list"))
+	if err != nil || len(lists) == 0 {
+		return nil
+	}
+	prefix := filepath.Clean(dir) + "/"
+	files := map[string]bool{}
+	for _, l := range lists {
+		b, err := os.ReadFile(l)
+		if err != nil || !bytes.Contains(b, []byte(prefix)) {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, prefix) {
+				files[line] = true
+			}
+		}
+	}
+	return func(p string) bool { return files[p] }
 }

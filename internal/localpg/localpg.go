@@ -50,6 +50,9 @@ type Config struct {
 	BinDir         string            // "": FindBinDir
 	Settings       map[string]string // added to DefaultSettings (same key: this wins)
 	ExtensionFiles map[string][]byte // files for the private extension folder (test fixtures)
+	// NotOwned leaves out the marker that lets `db install` write into the cluster's
+	// extension folder: the cluster then stands in for a server this project did not create.
+	NotOwned bool
 	Logf           func(format string, args ...any)
 }
 
@@ -66,6 +69,7 @@ type Cluster struct {
 	runAs    *account
 	settings map[string]string
 	extra    map[string][]byte
+	notOwned bool
 	logf     func(string, ...any)
 }
 
@@ -97,7 +101,7 @@ func New(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir, Major: major, sys: sys, runAs: runAs, extra: cfg.ExtensionFiles, logf: cfg.Logf}
+	c := &Cluster{Dir: dir, Major: major, sys: sys, runAs: runAs, extra: cfg.ExtensionFiles, notOwned: cfg.NotOwned, logf: cfg.Logf}
 	if c.logf == nil {
 		c.logf = func(string, ...any) {}
 	}
@@ -240,7 +244,7 @@ func (c *Cluster) Start(ctx context.Context) error {
 }
 
 func (c *Cluster) startLocked(ctx context.Context) error {
-	if err := syncInstall(c.sys, c.priv, c.extra); err != nil {
+	if err := syncInstall(c.sys, c.priv, c.extra, !c.notOwned); err != nil {
 		return fmt.Errorf("preparing the private PostgreSQL installation in %s: %w", c.Dir, err)
 	}
 	if err := c.initdb(ctx); err != nil {

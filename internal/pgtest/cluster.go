@@ -21,6 +21,7 @@ type Cluster struct {
 
 type clusterOptions struct {
 	extensionFiles map[string][]byte
+	notOwned       bool
 }
 
 // ClusterOption configures NewCluster.
@@ -29,6 +30,12 @@ type ClusterOption func(*clusterOptions)
 // ExtensionFiles puts files into the cluster's private extension folder (fixture extensions).
 func ExtensionFiles(files map[string][]byte) ClusterOption {
 	return func(o *clusterOptions) { o.extensionFiles = files }
+}
+
+// NotOwned makes the cluster stand in for a server this project did not create: its
+// extension folder lacks the marker that lets `db install` write there.
+func NotOwned() ClusterOption {
+	return func(o *clusterOptions) { o.notOwned = true }
 }
 
 // NewCluster initializes and starts a private cluster (about a second: initdb).
@@ -44,7 +51,7 @@ func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 		t.Fatalf("pgtest: %v", err)
 	}
 	os.Chmod(dir, 0o755)
-	c, err := localpg.New(localpg.Config{Dir: dir, ExtensionFiles: o.extensionFiles, Logf: t.Logf})
+	c, err := localpg.New(localpg.Config{Dir: dir, ExtensionFiles: o.extensionFiles, NotOwned: o.notOwned, Logf: t.Logf})
 	if err != nil {
 		os.RemoveAll(dir)
 		t.Fatalf("pgtest: %v", err)
