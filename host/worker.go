@@ -163,7 +163,7 @@ type flowState struct {
 	fetcher    *poller.Fetcher
 	wake       poller.Wake
 	slots      *slots // per-flow limit; nil when only the global one applies
-	notified   bool // its queue notifies on inserts (--signal notify): idle, it waits for them
+	notified   bool   // its queue notifies on inserts (--signal notify): idle, it waits for them
 	starved    atomic.Bool
 	deprecated atomic.Bool
 	inFlight   prometheus.Gauge // nil without metrics

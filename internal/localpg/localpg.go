@@ -53,7 +53,7 @@ type Config struct {
 	// NotOwned leaves out the marker that lets `db install` write into the cluster's
 	// extension folder: the cluster then stands in for a server this project did not create.
 	NotOwned bool
-	Logf           func(format string, args ...any)
+	Logf     func(format string, args ...any)
 }
 
 // Cluster is a managed PostgreSQL cluster. Methods are safe to call from several

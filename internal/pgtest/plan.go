@@ -111,7 +111,9 @@ func warm(ctx context.Context, conn *pgx.Conn) error {
 		startAll,
 		// Runs 1-80: the map completes (their 'after' tasks get queued); 81-90: a root task
 		// fails for good (max_attempts 1), failing the run; 91-100: root tasks stay started.
-		func() error { return completeWhere("root", "(r.input->>0)::int <= 80", "to_jsonb(todo.task_index * 10)") },
+		func() error {
+			return completeWhere("root", "(r.input->>0)::int <= 80", "to_jsonb(todo.task_index * 10)")
+		},
 		func() error {
 			return q(`with todo as materialized (
 				  select st.run_id, st.step_slug, st.task_index from pgflow.step_tasks st join pgflow.runs r on r.run_id = st.run_id
