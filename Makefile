@@ -30,6 +30,21 @@ test: deps modules
 	$(GO) test -race -tags '$(TAGS)' -timeout 25m ./...
 	PGTEST_PLAN=aged $(GO) test -tags '$(TAGS)' -timeout 15m $(PLAN_SUITES)
 	PGTEST_PLAN=aged,noindex $(GO) test -tags '$(TAGS)' -timeout 15m $(PLAN_SUITES)
+	$(MAKE) test-real-pgmq
+
+# The database suites once more on a server that offers the real pgmq 1.5.1 (test data kept
+# beside the repository in ../shared, never copied into it): a cluster of its own, given to
+# the tests as an outside server (TEST_DATABASE_URL), stopped afterwards.
+REAL_PGMQ ?= ../shared/pgmq/1.5.1
+REAL_PGMQ_CLUSTER ?= .pgdata-real-pgmq
+DB_SUITES := ./schema/... ./host/... ./poller/... ./cmd/... ./runs/... ./internal/pgtest/...
+.PHONY: test-real-pgmq
+test-real-pgmq: build
+	@if [ ! -f $(REAL_PGMQ)/pgmq.control ]; then \
+		echo "test-real-pgmq: skipped: no real pgmq in $(REAL_PGMQ) (its pgmq.control and pgmq--1.5.1.sql)"; exit 0; fi; \
+	url=$$($(BIN) localdb up --dir $(REAL_PGMQ_CLUSTER) --extensions $(REAL_PGMQ)) || exit 1; \
+	TEST_DATABASE_URL=$$url $(GO) test -tags '$(TAGS)' -timeout 15m $(DB_SUITES); rc=$$?; \
+	$(BIN) localdb down --dir $(REAL_PGMQ_CLUSTER) >/dev/null; exit $$rc
 
 run: deps examples build
 	BIN=$(BIN) scripts/run-examples.sh

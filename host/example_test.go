@@ -57,13 +57,21 @@ flows:
 	}
 	serving, stop := context.WithCancel(ctx)
 	defer stop()
+	// Waiting for the run ends when the worker does (it may fail to start) or after a minute.
+	waiting, giveUp := context.WithTimeout(ctx, time.Minute)
+	defer giveUp()
 	stopped := make(chan error, 1)
-	go func() { stopped <- worker.Run(serving) }()
+	go func() {
+		err := worker.Run(serving)
+		giveUp()
+		stopped <- err
+	}()
 
 	// count (TinyGo) maps over the input; total (Rust) and check (C) add the numbers up.
-	run, err := runs.StartAndWait(ctx, db.Pool, "words", json.RawMessage(`["one two", "three"]`), time.Second)
+	run, err := runs.StartAndWait(waiting, db.Pool, "words", json.RawMessage(`["one two", "three"]`), time.Second)
 	if err != nil {
-		fmt.Println(err)
+		stop()
+		fmt.Println(err, <-stopped)
 		return
 	}
 	fmt.Println(run.Status, string(run.Output))

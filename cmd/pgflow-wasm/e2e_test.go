@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 var binary string // built once by TestMain
@@ -460,5 +461,39 @@ func TestFlagsBeatEnvironmentBeatsConfigFile(t *testing.T) {
 	_, errOut, _ = runBinary(t, []string{"PGFLOW_WASM_FLOWS=" + fromEnv}, "validate", "--config", config, "--flows", fromFlag)
 	if !strings.Contains(errOut, fromFlag) {
 		t.Errorf("the flag should beat the environment:\n%s", errOut)
+	}
+}
+
+// The README's quick start (db install, serve --signal notify, start --wait) on a server that
+// offers the real pgmq 1.5.1, which has no enable_notify_insert.
+func TestQuickStartOnTheRealPgmqWithNotify(t *testing.T) {
+	t.Parallel()
+	cluster := pgtest.NewCluster(t, pgtest.ExtensionFiles(pgtest.RealPgmq(t)))
+	db := cluster.NewDB(t, pgtest.Empty())
+	dbEnv := []string{"DATABASE_URL=" + db.URL}
+	out, errOut, code := runBinary(t, dbEnv, "db", "install", "--migrations", filepath.Join(repoRoot(t), schema.DefaultMigrationsDir))
+	if code != 0 || !strings.Contains(out, "pgmq:          created pgmq 1.5.1 (real extension)") {
+		t.Fatalf("db install: exit %d\n%s%s", code, out, errOut)
+	}
+	flows := writeFile(t, "flows.yaml", fmt.Sprintf(`
+flows:
+  - slug: chain
+    steps:
+      - {slug: a, module: %[1]q}
+      - {slug: b, depends_on: [a], module: %[1]q}
+`, module(t, "modules/testdata/oracle.wasm")))
+	w := startServe(t, db.URL, flows, "--signal", "notify", "--notify-fallback", "1h", "--min-poll-interval", "1h", "--max-poll-interval", "1h")
+	waitServing(t, db, "chain")
+	began := time.Now()
+	out, errOut, code = runBinary(t, dbEnv, "start", "chain", "--input", `{"n": 1}`, "--wait", "--timeout", "1m")
+	if code != 0 || !strings.Contains(out, `"b"`) {
+		t.Fatalf("start --wait: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// With hour-long polls, only notifications can have moved the run along.
+	if took := time.Since(began); took > 20*time.Second {
+		t.Errorf("a two-step run took %s: notifications did not wake the worker", took)
+	}
+	if log, _ := os.ReadFile(w.log); strings.Contains(string(log), "polling it instead") {
+		t.Errorf("the worker fell back to polling on the real pgmq:\n%s", tail(string(log), 2000))
 	}
 }

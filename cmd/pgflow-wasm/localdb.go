@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -9,36 +12,76 @@ import (
 )
 
 func localdbCommand() *cli.Command {
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "dir", Usage: "the cluster's folder (default: <repo>/.pgdata of the checkout around the working directory)"},
+		&cli.StringFlag{Name: "extensions", Usage: "up: copy the extension files (*.control, *.sql) of this folder into the cluster's\n" +
+			"\tprivate extension folder, e.g. a real pgmq's, so its CREATE EXTENSION works there"},
+	}
 	return &cli.Command{
 		Name:  "localdb",
 		Usage: "run this checkout's local PostgreSQL (data in <repo>/.pgdata, port chosen per checkout)",
 		Description: "The cluster the tests and `make run` use. It runs as the postgres system user when\n" +
 			"started by root, listens on 127.0.0.1 only, trusts local connections, and has fsync off\n" +
-			"(disposable data). `localdb up` prints the URL of its database pgflow.",
+			"(disposable data). Its server reads a private copy of the installation, so nothing is\n" +
+			"written into the machine's PostgreSQL folders. `localdb up` prints the URL of its database\n" +
+			"pgflow.\n\n" +
+			"Example, a second cluster offering the real pgmq:\n" +
+			"   pgflow-wasm localdb up --dir /tmp/pg-real --extensions ../shared/pgmq/1.5.1",
 		Subcommands: []*cli.Command{
-			{Name: "up", Usage: "initialize and start the cluster (idempotent), print the database URL", Action: localdbUp},
-			{Name: "down", Usage: "stop the cluster (data is kept)", Action: localdbDown},
-			{Name: "url", Usage: "print the database URL (for DATABASE_URL=$(pgflow-wasm localdb url))", Action: localdbURL},
-			{Name: "status", Usage: "report folder, port and state; exit 1 when stopped", Action: localdbStatus},
+			{Name: "up", Usage: "initialize and start the cluster (idempotent), print the database URL", Flags: flags, Action: localdbUp},
+			{Name: "down", Usage: "stop the cluster (data is kept)", Flags: flags[:1], Action: localdbDown},
+			{Name: "url", Usage: "print the database URL (for DATABASE_URL=$(pgflow-wasm localdb url))", Flags: flags[:1], Action: localdbURL},
+			{Name: "status", Usage: "report folder, port and state; exit 1 when stopped", Flags: flags[:1], Action: localdbStatus},
 		},
 	}
 }
 
-// devCluster is the cluster of the checkout around the working directory.
-func devCluster() (*localpg.Cluster, error) {
-	root, err := localpg.RepoRoot(".")
+// devCluster is the cluster of --dir, else of the checkout around the working directory.
+func devCluster(c *cli.Context) (*localpg.Cluster, error) {
+	files, err := extensionFiles(c.String("extensions"))
 	if err != nil {
-		return nil, cli.Exit(err.Error()+": run localdb from the repository", 2)
+		return nil, cli.Exit("--extensions: "+err.Error(), 2)
 	}
-	c, err := localpg.Dev(root, nil)
+	dir := c.String("dir")
+	if dir == "" {
+		root, err := localpg.RepoRoot(".")
+		if err != nil {
+			return nil, cli.Exit(err.Error()+": run localdb from the repository, or give --dir", 2)
+		}
+		dir = filepath.Join(root, localpg.DevDirName)
+	}
+	cl, err := localpg.New(localpg.Config{Dir: dir, ExtensionFiles: files})
 	if err != nil {
 		return nil, cli.Exit(err.Error(), 1)
 	}
-	return c, nil
+	return cl, nil
+}
+
+// extensionFiles reads the *.control and *.sql files of dir ("" reads nothing).
+func extensionFiles(dir string) (map[string][]byte, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{}
+	for _, e := range entries {
+		if name := e.Name(); !e.IsDir() && (strings.HasSuffix(name, ".control") || strings.HasSuffix(name, ".sql")) {
+			if files[name], err = os.ReadFile(filepath.Join(dir, name)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s holds no extension files (*.control, *.sql)", dir)
+	}
+	return files, nil
 }
 
 func localdbUp(c *cli.Context) error {
-	cl, err := devCluster()
+	cl, err := devCluster(c)
 	if err != nil {
 		return err
 	}
@@ -56,7 +99,7 @@ func localdbUp(c *cli.Context) error {
 }
 
 func localdbDown(c *cli.Context) error {
-	cl, err := devCluster()
+	cl, err := devCluster(c)
 	if err != nil {
 		return err
 	}
@@ -68,7 +111,7 @@ func localdbDown(c *cli.Context) error {
 }
 
 func localdbURL(c *cli.Context) error {
-	cl, err := devCluster()
+	cl, err := devCluster(c)
 	if err != nil {
 		return err
 	}
@@ -81,7 +124,7 @@ func localdbURL(c *cli.Context) error {
 }
 
 func localdbStatus(c *cli.Context) error {
-	cl, err := devCluster()
+	cl, err := devCluster(c)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package pgtest
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,4 +139,38 @@ func (c *Cluster) NewDB(t testing.TB, opts ...Option) *DB {
 		t.Fatalf("pgtest: %v", err)
 	}
 	return db
+}
+
+// RealPgmqEnv names the folder of the real pgmq extension's files; by default the test data
+// beside this repository, ../shared/pgmq/1.5.1 (never copied into it).
+const RealPgmqEnv = "PGTEST_REAL_PGMQ"
+
+// RealPgmq returns the real pgmq's extension files (for ExtensionFiles), skipping the test
+// with where they come from when they are absent.
+func RealPgmq(t testing.TB) map[string][]byte {
+	t.Helper()
+	dir := os.Getenv(RealPgmqEnv)
+	if dir == "" {
+		root, err := localpg.RepoRoot(".")
+		if err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
+		dir = filepath.Join(root, "..", "shared", "pgmq", "1.5.1")
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Skipf("the real pgmq is not here (%v): put its pgmq.control and pgmq--*.sql in ../shared/pgmq/1.5.1 or set %s", err, RealPgmqEnv)
+	}
+	files := map[string][]byte{}
+	for _, e := range entries {
+		if n := e.Name(); strings.HasPrefix(n, "pgmq") && (strings.HasSuffix(n, ".control") || strings.HasSuffix(n, ".sql")) {
+			if files[n], err = os.ReadFile(filepath.Join(dir, n)); err != nil {
+				t.Fatalf("pgtest: %v", err)
+			}
+		}
+	}
+	if files["pgmq.control"] == nil {
+		t.Skipf("%s has no pgmq.control: the real pgmq's files are needed", dir)
+	}
+	return files
 }

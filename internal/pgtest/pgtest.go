@@ -264,3 +264,32 @@ func processAlive(pid string) bool {
 func pgxPool(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
 	return pgxpool.New(ctx, dbURL)
 }
+
+// External reports whether tests run on an outside server ($TEST_DATABASE_URL) rather than the
+// checkout's dev cluster, whose extension folder pgflow-wasm owns.
+func External(t testing.TB) bool {
+	t.Helper()
+	srv, err := sharedServer()
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return !srv.local
+}
+
+// SkipWhereRealPgmq skips a test about pgflow-wasm's own pgmq layer on a server that offers
+// a real pgmq: there auto mode (rightly) installs the real one.
+func SkipWhereRealPgmq(t testing.TB) {
+	t.Helper()
+	srv, err := sharedServer()
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	var real bool
+	if err := srv.admin.QueryRow(context.Background(), `select exists (select 1 from pg_catalog.pg_available_extensions
+		where name = 'pgmq' and coalesce(comment, '') not like $1 || '%')`, schema.LayerCommentPrefix).Scan(&real); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	if real {
+		t.Skip("the test server offers a real pgmq, which auto mode installs: this test is about pgflow-wasm's pgmq layer")
+	}
+}
