@@ -18,7 +18,9 @@ func TestPrivateExtensionFolderOffersOnlyPackagedFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	packaged := func(p string) bool { return filepath.Base(p) == "plpgsql.control" || filepath.Base(p) == "plpgsql--1.0.sql" }
+	packaged := func(p string) bool {
+		return filepath.Base(p) == "plpgsql.control" || filepath.Base(p) == "plpgsql--1.0.sql"
+	}
 	// A link an earlier version made to the foreign file goes away.
 	if err := os.Symlink(filepath.Join(sys, "pgmq.control"), filepath.Join(priv, "pgmq.control")); err != nil {
 		t.Fatal(err)
