@@ -33,6 +33,7 @@ const USAGE = `usage: node bench/reference/worker.mjs --database-url URL --flow 
   --max-concurrent N       handlers running at once (default 10)
   --max-connections N      connection pool size (default 4, the edge worker's maxPgConnections)
   --fail-steps A,B         handlers of these steps throw (to exercise fail_task)
+  --handler-ms N           each handler waits N ms before returning (default 0; a slow step)
   --help                   this text`;
 
 const INT_OPTIONS = {
@@ -42,6 +43,7 @@ const INT_OPTIONS = {
   'poll-interval-ms': { default: 200, min: 1 },
   'max-concurrent': { default: 10, min: 1 },
   'max-connections': { default: 4, min: 1 },
+  'handler-ms': { default: 0, min: 0 },
 };
 
 class UsageError extends Error {}
@@ -144,9 +146,11 @@ function limiter(max) {
 }
 
 // makeHandler is the step handler: the same work as the WASM benchmark handlers (return a
-// small JSON object), or a throw for the steps named by --fail-steps.
-function makeHandler(failSteps) {
+// small JSON object), after --handler-ms of waiting, or a throw for the steps named by
+// --fail-steps.
+function makeHandler(failSteps, handlerMs) {
   return async (input, task) => {
+    if (handlerMs > 0) await sleep(handlerMs);
     if (failSteps.has(task.step_slug)) throw new Error(`reference handler told to fail step ${task.step_slug}`);
     return { ok: true };
   };
@@ -158,7 +162,7 @@ class ReferenceWorker {
     this.sql = sql;
     this.client = new PgflowSqlClient(sql);
     this.workerId = randomUUID();
-    this.handler = makeHandler(opts.failSteps);
+    this.handler = makeHandler(opts.failSteps, opts.handlerMs);
     this.run = limiter(opts.maxConcurrent);
     this.stopping = false;
     this.lastHeartbeat = 0;
