@@ -26,6 +26,7 @@ test: deps modules
 	$(GO) test -race -tags '$(TAGS)' -timeout 25m ./...
 
 run: deps examples build
+	$(GO) build -o bin/demoapi ./scripts/demoapi
 	BIN=$(BIN) scripts/run-examples.sh
 
 vet:
