@@ -55,7 +55,7 @@ func TestHTTPRefusalsFailOnlyTheirTask(t *testing.T) {
 	_, port, _ := net.SplitHostPort(srvHost)
 	type fetchCase struct {
 		slug, http, url, want string // want: the task's error, or its output when ok
-		ok                        bool
+		ok                    bool
 	}
 	cases := []fetchCase{
 		{"allowed", fmt.Sprintf(`{allow: ["%s"]}`, srvHost), srv.URL + "/hello", `{"bytes": 12, "status": 200}`, true},

@@ -9,11 +9,12 @@
 // {"declined": true, "http_status": 402} when the API refuses the charge. A server error
 // fails the task, and pgflow retries it with the same key. The step in flows.yaml:
 //
-//	- slug: charge
-//	  module: modules/examples/tinygo/charge.wasm
-//	  http:
-//	    allow: ["api.payments.example"]
-//	  env: [PAYMENTS_URL, PAYMENTS_TOKEN]
+//	steps:
+//	  - slug: charge
+//	    module: modules/examples/tinygo/charge.wasm
+//	    http:
+//	      allow: ["api.payments.example"]
+//	    env: [PAYMENTS_URL, PAYMENTS_TOKEN]
 package main
 
 import (
