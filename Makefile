@@ -47,6 +47,7 @@ test-real-pgmq: build
 	$(BIN) localdb down --dir $(REAL_PGMQ_CLUSTER) >/dev/null; exit $$rc
 
 run: deps examples build
+	$(GO) build -o bin/demoapi ./scripts/demoapi
 	BIN=$(BIN) scripts/run-examples.sh
 
 vet:

@@ -3,7 +3,10 @@
 // the guest libraries in the language folders beside this file implement the same contract.
 package abi
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strconv"
+)
 
 // Version is the ABI version this host speaks; modules export it from pgflow_abi_version.
 const Version = 1
@@ -30,16 +33,68 @@ const (
 	ImportOutputWrite = "output_write" // (ptr i32, len i32)
 	ImportErrorWrite  = "error_write"  // (ptr i32, len i32)
 	ImportLog         = "log"          // (level i32, ptr i32, len i32)
+
+	// Capabilities (optional imports, granted per step in flows.yaml; see SPEC.md).
+
+	// (method_ptr, method_len, url_ptr, url_len, headers_ptr, headers_len, body_ptr, body_len i32) -> i32:
+	// an HTTP status (100-599), or an error code below zero.
+	ImportHTTPRequest = "http_request"
+	// (part, ptr, cap i32) -> i32: copies up to cap bytes of a part of the last response,
+	// returns the part's whole length.
+	ImportHTTPResponseRead = "http_response_read"
+	// (name_ptr, name_len, ptr, cap i32) -> i32: copies up to cap bytes of a named value,
+	// returns its whole length, or an error code below zero.
+	ImportConfigGet = "config_get"
+	// (ptr, cap i32) -> i32: copies up to cap bytes of the message of the last call that
+	// returned an error code, returns its whole length.
+	ImportLastError = "last_error"
 )
 
-// ImportParams gives the number of i32 parameters of each host function; none returns a value.
+// ImportParams gives the number of i32 parameters of each host function.
 var ImportParams = map[string]int{
-	ImportInputRead:   1,
-	ImportContextRead: 1,
-	ImportOutputWrite: 2,
-	ImportErrorWrite:  2,
-	ImportLog:         3,
+	ImportInputRead:        1,
+	ImportContextRead:      1,
+	ImportOutputWrite:      2,
+	ImportErrorWrite:       2,
+	ImportLog:              3,
+	ImportHTTPRequest:      8,
+	ImportHTTPResponseRead: 3,
+	ImportConfigGet:        4,
+	ImportLastError:        2,
 }
+
+// ImportResults gives the number of i32 results of each host function (0 when absent).
+var ImportResults = map[string]int{
+	ImportHTTPRequest:      1,
+	ImportHTTPResponseRead: 1,
+	ImportConfigGet:        1,
+	ImportLastError:        1,
+}
+
+// Parts of a response, the first argument of http_response_read.
+const (
+	HTTPPartHeaders = 0 // "Name: value\n" lines, names in canonical form, sorted
+	HTTPPartBody    = 1
+)
+
+// Error codes: http_request and config_get return them (below zero) instead of a status or
+// a length; last_error then holds a message that says what happened and what to change.
+// A call never traps for want of permission.
+const (
+	ErrDenied           = -1  // the step has no such capability: no `http` key, or the name is not in its `env` list
+	ErrHostNotAllowed   = -2  // the URL's host and port (or a redirect's) match no http.allow entry
+	ErrAddressRefused   = -3  // the host is or resolves to a loopback, private, link-local, metadata or other special address that no http.allow entry names literally
+	ErrTooManyRequests  = -4  // more requests than http.max_requests in this task (redirect hops count)
+	ErrResponseTooLarge = -5  // the response body is over http.max_response_bytes
+	ErrRequestTooLarge  = -6  // the request body is over http.max_request_bytes, or its headers over 64 KiB
+	ErrBadRequest       = -7  // an invalid method, URL, scheme or header
+	ErrNetwork          = -8  // the name did not resolve, the connection or TLS failed, the server broke the protocol
+	ErrTooManyRedirects = -9  // more than MaxRedirects redirects
+	ErrNotSet           = -10 // config_get: the name is in the step's env list but not set in the worker's environment
+)
+
+// MaxRedirects is how many redirects one http_request follows.
+const MaxRedirects = 10
 
 // WASIModule is the only other import module a guest may use (with everything denied).
 const WASIModule = "wasi_snapshot_preview1"
@@ -73,7 +128,14 @@ const (
 	CtxFlowInputBytes   = "flow_input_bytes"
 	CtxWorkerID         = "worker_id"
 	CtxTimeoutMS        = "timeout_ms"
+	// CtxIdempotencyKey is the same for every attempt of one task: "<run_id>:<step_slug>:<task_index>".
+	CtxIdempotencyKey = "idempotency_key"
 )
+
+// IdempotencyKey is the context's idempotency_key of a task.
+func IdempotencyKey(runID, stepSlug string, taskIndex int) string {
+	return runID + ":" + stepSlug + ":" + strconv.Itoa(taskIndex)
+}
 
 // MaxContextFlowInput is the largest run input the context carries (64 KiB).
 const MaxContextFlowInput = 64 << 10
@@ -90,6 +152,8 @@ type Context struct {
 	FlowInput json.RawMessage `json:"flow_input"`
 	WorkerID  string          `json:"worker_id"`
 	TimeoutMS int64           `json:"timeout_ms"`
+	// IdempotencyKey names the task, not the attempt: send it to APIs that deduplicate.
+	IdempotencyKey string `json:"idempotency_key"`
 	// FlowInputOmitted is true (and FlowInput null) when the input was over MaxContextFlowInput.
 	FlowInputOmitted bool `json:"flow_input_omitted,omitempty"`
 	FlowInputBytes   int  `json:"flow_input_bytes,omitempty"`

@@ -3,6 +3,7 @@ package host
 import (
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,8 @@ func TestTaskContextMatchesEncodingJSON(t *testing.T) {
 		}
 		flowInput := task.FlowInput
 		want := abi.Context{RunID: task.RunID, FlowSlug: task.FlowSlug, StepSlug: task.StepSlug, TaskIndex: task.TaskIndex,
-			Attempt: task.Attempt, MsgID: task.MsgID, WorkerID: fs.workerID, TimeoutMS: 1500}
+			Attempt: task.Attempt, MsgID: task.MsgID, WorkerID: fs.workerID, TimeoutMS: 1500,
+			IdempotencyKey: task.RunID + ":" + task.StepSlug + ":" + strconv.Itoa(task.TaskIndex)}
 		switch {
 		case flowInput == nil:
 			flowInput = json.RawMessage("null")

@@ -111,7 +111,7 @@ func taskContext(fs *flowState, st *stepState, t poller.Task) ([]byte, error) {
 	if len(flowInput) == 0 || omitted {
 		flowInput = json.RawMessage("null")
 	}
-	b := make([]byte, 0, 250+len(t.RunID)+len(t.FlowSlug)+len(t.StepSlug)+len(flowInput))
+	b := make([]byte, 0, 300+2*len(t.RunID)+len(t.FlowSlug)+2*len(t.StepSlug)+len(flowInput))
 	b = append(b, `{"`+abi.CtxRunID+`":`...)
 	b = appendJSONString(b, t.RunID)
 	b = append(b, `,"`+abi.CtxFlowSlug+`":`...)
@@ -134,6 +134,8 @@ func taskContext(fs *flowState, st *stepState, t poller.Task) ([]byte, error) {
 	b = appendJSONString(b, fs.workerID)
 	b = append(b, `,"`+abi.CtxTimeoutMS+`":`...)
 	b = strconv.AppendInt(b, st.timeout.Milliseconds(), 10)
+	b = append(b, `,"`+abi.CtxIdempotencyKey+`":`...)
+	b = appendJSONString(b, abi.IdempotencyKey(t.RunID, t.StepSlug, t.TaskIndex))
 	return append(b, '}'), nil
 }
 

@@ -201,7 +201,8 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 			fs.slots = &slots{max: fl.MaxConcurrency, onFree: wake.Ring}
 		}
 		for _, s := range fl.Steps {
-			mod, err := cfg.Engine.Load(ctx, s.Module, sandbox.ModuleConfig{MemoryLimit: s.MemoryLimit, ReuseInstance: s.ReuseInstance})
+			mod, err := cfg.Engine.Load(ctx, s.Module, sandbox.ModuleConfig{MemoryLimit: s.MemoryLimit, ReuseInstance: s.ReuseInstance,
+				Capabilities: stepCapabilities(cfg.Flows, fl, s, cfg.Metrics, cfg.Log)})
 			if err != nil {
 				w.closeModules(ctx)
 				return nil, fmt.Errorf("%s:%d: flow %q step %q: %w", cfg.Flows.Path, s.ModuleLine, fl.Slug, s.Slug, err)

@@ -4,9 +4,13 @@
 
 EXAMPLES := greet word_count sum
 EXAMPLE_LANGS := rust tinygo assemblyscript go c
-TESTMODULES := echo flaky fail spin work echo_map oracle
+# Examples that act on the world (outbound HTTP, named values; docs/guests.md): fetch in
+# four languages, charge (the docs' complete example) in TinyGo.
+FETCH_LANGS := rust tinygo assemblyscript go
+TESTMODULES := echo flaky fail spin work echo_map oracle http_call
 
-EXAMPLE_WASM := $(foreach lang,$(EXAMPLE_LANGS),$(EXAMPLES:%=modules/examples/$(lang)/%.wasm))
+EXAMPLE_WASM := $(foreach lang,$(EXAMPLE_LANGS),$(EXAMPLES:%=modules/examples/$(lang)/%.wasm)) \
+	$(FETCH_LANGS:%=modules/examples/%/fetch.wasm) modules/examples/tinygo/charge.wasm
 TESTMODULE_WASM := $(TESTMODULES:%=modules/testdata/%.wasm)
 
 .PHONY: examples testmodules examples-test examples-clean
@@ -27,11 +31,12 @@ modules/testdata/%.wasm: modules/testdata/%.c $(C_GUEST) | toolchain-apt
 RUST_DIR := modules/examples/rust
 RUST_TARGET := wasm32-unknown-unknown
 RUST_SRC := $(shell find $(RUST_DIR) abi/rust -name target -prune -o \( -name '*.rs' -o -name Cargo.toml -o -name config.toml \) -print)
-RUST_WASM := $(EXAMPLES:%=$(RUST_DIR)/%.wasm)
+RUST_EXAMPLES := $(EXAMPLES) fetch
+RUST_WASM := $(RUST_EXAMPLES:%=$(RUST_DIR)/%.wasm)
 
 $(RUST_WASM) &: $(RUST_SRC) | toolchain-apt
 	cd $(RUST_DIR) && RUSTC=$(RUST_RUSTC) $(RUST_CARGO) build --quiet --release --target $(RUST_TARGET)
-	for ex in $(EXAMPLES); do cp $(RUST_DIR)/target/$(RUST_TARGET)/release/$$ex.wasm $(RUST_DIR)/$$ex.wasm; done
+	for ex in $(RUST_EXAMPLES); do cp $(RUST_DIR)/target/$(RUST_TARGET)/release/$$ex.wasm $(RUST_DIR)/$$ex.wasm; done
 
 # --- Go and TinyGo (one source tree, modules/examples/go, its own go.mod) ----------------
 GO_EX_DIR := modules/examples/go

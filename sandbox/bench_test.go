@@ -2,10 +2,15 @@ package sandbox_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/httpcap"
 )
 
 // Benchmarks of the two costs a worker pays: loading a module (cold compile, or from the
@@ -104,4 +109,50 @@ func loadAndClose(b *testing.B, e sandbox.Engine, path string) {
 		b.Fatal(err)
 	}
 	_ = m.Close(context.Background())
+}
+
+// BenchmarkFetch measures one fetch task (a GET to a server on 127.0.0.1, its connection
+// made and closed within the task, as for every task) against the same request made by
+// plain Go with a new connection each time: the difference is what the sandbox and the
+// policy add to a request.
+func BenchmarkFetch(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("hello, world")) }))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	b.Run("go-net-http", func(b *testing.B) {
+		for b.Loop() {
+			tr := &http.Transport{}
+			resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			tr.CloseIdleConnections()
+		}
+	})
+	pattern, err := httpcap.ParsePattern(host)
+	if err != nil {
+		b.Fatal(err)
+	}
+	caps := sandbox.Capabilities{Step: "bench", HTTP: &httpcap.Policy{Allow: []httpcap.Pattern{pattern}}}
+	for _, engine := range sandbox.Engines() {
+		e := mustNew(b, engine, sandbox.Config{CacheDir: sandbox.DefaultCacheDir()})
+		for _, lang := range []string{"rust", "tinygo", "assemblyscript", "c"} {
+			b.Run(engine+"/"+lang, func(b *testing.B) {
+				m, err := e.Load(context.Background(), fetchModule(b, lang), sandbox.ModuleConfig{Capabilities: caps})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer m.Close(context.Background())
+				t := task(urlInput(srv.URL), 10*time.Second)
+				for b.Loop() {
+					if _, err := m.Run(context.Background(), t); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+		_ = e.Close(context.Background())
+	}
 }

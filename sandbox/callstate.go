@@ -1,11 +1,14 @@
 package sandbox
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/httpcap"
 )
 
 // limits are the caps one module runs under: the engine's Config with defaults applied and
@@ -33,6 +36,7 @@ func (a *hostAbort) Error() string { return a.message }
 // resets the rest with beginTask.
 type callState struct {
 	lim     *limits
+	caps    *Capabilities // the step's grants; nil grants nothing
 	command bool
 
 	// Per task.
@@ -52,20 +56,27 @@ type callState struct {
 	abort          *hostAbort
 	memRefused     bool // a memory.grow past the memory limit was refused during this task
 
+	// Capabilities, per task.
+	ctx        context.Context  // the task's: its deadline ends HTTP requests
+	http       *httpcap.Session // created by the first http_request
+	respHeader []byte           // the last response, for http_response_read
+	respBody   []byte
+	lastErr    string // the message of the last error code, for last_error
+
 	// Per instance.
 	clockNanos uint64 // fake clock: advances 1 ms per read and by every sleep
 	rng        *rand.ChaCha8
 	closedFD   [3]bool
 }
 
-func newCallState(lim *limits, command bool) *callState {
-	return &callState{lim: lim, command: command,
+func newCallState(lim *limits, caps *Capabilities, command bool) *callState {
+	return &callState{lim: lim, caps: caps, command: command,
 		stdoutCopy: cappedText{max: lim.maxError}, stderr: cappedText{max: lim.maxError}}
 }
 
 // beginTask loads a task's data and clears what the previous task left behind.
-func (s *callState) beginTask(input, context []byte, timeout time.Duration) {
-	s.input, s.context, s.timeout = input, context, timeout
+func (s *callState) beginTask(ctx context.Context, input, context []byte, timeout time.Duration) {
+	s.ctx, s.input, s.context, s.timeout = ctx, input, context, timeout
 	s.stdin, s.stdinPos = nil, 0
 	if s.command {
 		s.stdin = commandEnvelope(input, context)
@@ -75,6 +86,16 @@ func (s *callState) beginTask(input, context []byte, timeout time.Duration) {
 	s.stderr.reset()
 	s.logs, s.logBytes, s.logsDropped = nil, 0, 0
 	s.abort, s.memRefused = nil, false
+	s.respHeader, s.respBody, s.lastErr = nil, nil, ""
+}
+
+// endTask releases what the task held outside the guest: its HTTP connections.
+func (s *callState) endTask() {
+	if s.http != nil {
+		s.http.Close()
+		s.http = nil
+	}
+	s.ctx, s.respHeader, s.respBody = nil, nil, nil
 }
 
 // fail records the first reason a host function stops the guest and returns it.

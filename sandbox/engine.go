@@ -190,6 +190,7 @@ func (e *engine) load(ctx context.Context, path string, mc ModuleConfig) (*modul
 		info:     info,
 		compiled: compiled,
 		reuse:    mc.ReuseInstance,
+		caps:     mc.Capabilities,
 		hasInit:  hasInit,
 		lim: limits{maxOutput: e.cfg.MaxOutputBytes, maxError: e.cfg.MaxErrorBytes,
 			maxLog: e.cfg.MaxLogBytes, memoryLimit: mc.MemoryLimit},
@@ -210,8 +211,9 @@ func (m *module) checkVersion(ctx context.Context) error {
 	m.life.acquire()
 	o, abandoned := m.eng.supervise(ctx, func() outcome {
 		defer m.life.done()
-		st := newCallState(&m.lim, false)
-		st.beginTask(nil, nil, m.eng.cfg.LoadTimeout)
+		st := newCallState(&m.lim, nil, false) // nothing is granted while loading
+		st.beginTask(ctx, nil, nil, m.eng.cfg.LoadTimeout)
+		defer st.endTask()
 		g, err := m.compiled.instantiate(ctx, st)
 		if err != nil {
 			return m.classifyFailure(ctx, st, nil, err, "instantiating it")

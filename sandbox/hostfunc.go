@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
@@ -18,9 +19,10 @@ type hostFunc struct {
 	fn           func(s *callState, mem []byte, args []uint64) (uint64, error)
 }
 
-// hostFuncs lists every import a guest may use: the ABI's pgflow functions and WASI
-// preview 1. Validation accepts exactly these names and signatures.
-var hostFuncs = append(pgflowFuncs(), wasiFuncs()...)
+// hostFuncs lists every import a guest may use: the ABI's pgflow functions (capabilities
+// included: what a step may do is decided per call, not at load) and WASI preview 1.
+// Validation accepts exactly these names and signatures.
+var hostFuncs = slices.Concat(pgflowFuncs(), capabilityFuncs(), wasiFuncs())
 
 // hostFuncIndex finds a host function by module and name.
 var hostFuncIndex = func() map[[2]string]*hostFunc {
@@ -57,7 +59,7 @@ func span(mem []byte, ptr, n uint64) ([]byte, bool) {
 	return mem[ptr:end:end], true
 }
 
-// pgflowFuncs are the ABI v1 host imports (abi/SPEC.md).
+// pgflowFuncs are the ABI v1 host imports without results (abi/SPEC.md).
 func pgflowFuncs() []hostFunc {
 	f := func(name string, fn func(s *callState, mem []byte, a []uint64) (uint64, error)) hostFunc {
 		return hostFunc{module: abi.ImportModule, name: name, needsMemory: true,

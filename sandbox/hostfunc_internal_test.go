@@ -57,8 +57,9 @@ func TestPgflowImportsMatchABI(t *testing.T) {
 			continue
 		}
 		n++
-		if want := abi.ImportParams[f.name]; len(f.sig.Params) != want || len(f.sig.Results) != 0 {
-			t.Errorf("pgflow.%s has %s, want %d i32 params and no result", f.name, f.sig, want)
+		want := wasmfile.FuncType{Params: i32s(abi.ImportParams[f.name]), Results: i32s(abi.ImportResults[f.name])}
+		if !f.sig.Equal(want) {
+			t.Errorf("pgflow.%s has %s, want %s", f.name, f.sig, want)
 		}
 	}
 	if n != len(abi.ImportParams) {

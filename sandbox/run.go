@@ -15,6 +15,7 @@ type module struct {
 	compiled compiledModule
 	lim      limits
 	reuse    bool
+	caps     Capabilities
 	hasInit  bool
 	life     refs // one reference per running call (abandoned ones included)
 
@@ -60,17 +61,19 @@ func (m *module) Run(ctx context.Context, t Task) (Result, error) {
 func (m *module) execute(ctx context.Context, t Task, timeout time.Duration) outcome {
 	inst := m.takeIdle()
 	if inst != nil {
-		inst.st.beginTask(t.Input, t.Context, timeout)
+		inst.st.beginTask(ctx, t.Input, t.Context, timeout)
 	} else {
-		st := newCallState(&m.lim, m.info.Mode == ModeCommand)
-		st.beginTask(t.Input, t.Context, timeout)
+		st := newCallState(&m.lim, &m.caps, m.info.Mode == ModeCommand)
+		st.beginTask(ctx, t.Input, t.Context, timeout)
 		g, err := m.compiled.instantiate(ctx, st)
 		if err != nil {
+			st.endTask()
 			return m.classifyFailure(ctx, st, nil, err, "instantiating the module")
 		}
 		inst = &instance{g: g, st: st}
 		if m.hasInit {
 			if _, err := g.call(ctx, abi.ExportInitialize); err != nil {
+				st.endTask()
 				o := m.classifyFailure(ctx, st, g, err, "calling "+abi.ExportInitialize)
 				g.close(context.Background())
 				return o
@@ -85,6 +88,8 @@ func (m *module) execute(ctx context.Context, t Task, timeout time.Duration) out
 		status, err = inst.g.call(ctx, abi.ExportHandle, uint64(len(t.Input)), uint64(len(t.Context)))
 	}
 	o := m.classify(ctx, inst, status, err)
+	// Before the instance can go to another task: the state is then that task's.
+	inst.st.endTask()
 	if o.err == nil && m.reuse {
 		m.putIdle(inst)
 	} else {

@@ -66,6 +66,9 @@ const (
 type ModuleConfig struct {
 	MemoryLimit   uint64 // bytes of linear memory; rounded down to 64 KiB pages
 	ReuseInstance bool   // keep instances between tasks (opt-in: tasks may then see each other's memory)
+	// Capabilities grant outbound HTTP and named values (flows.yaml `http` and `env`);
+	// the zero value grants nothing.
+	Capabilities Capabilities
 }
 
 // Task is one handler call.

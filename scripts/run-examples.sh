@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The README's main job, end to end: a local PostgreSQL with pgflow, the example flows
-# compiled, a worker serving them, one run of each example flow, then a clean stop.
-# Called by `make run` once the binary and the example modules are built.
+# compiled, a worker serving them, one run of each example flow, then a clean stop. The
+# flows that call HTTP reach a small API this script serves on loopback (scripts/demoapi).
+# Called by `make run` once the binary, bin/demoapi and the example modules are built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/pgflow-wasm}
+DEMOAPI=${DEMOAPI:-bin/demoapi}
+DEMOAPI_ADDR=127.0.0.1:18480 # also in flows.yaml (http.allow of fetch_demo and checkout)
 
 step() { printf '\n== %s\n' "$*"; }
 
@@ -21,10 +24,26 @@ step "flows.yaml: validate and compile"
 "$BIN" validate --flows flows.yaml
 "$BIN" compile --flows flows.yaml
 
+step "demo API on $DEMOAPI_ADDR (scripts/demoapi, log in bin/demoapi.log)"
+# The secret the checkout flow's handler reads by name (flows.yaml: env). A fresh one per
+# run: it must show nowhere but in the API's Authorization check.
+PAYMENTS_TOKEN="sk_demo_$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')"
+export PAYMENTS_TOKEN PAYMENTS_URL="http://$DEMOAPI_ADDR"
+"$DEMOAPI" -addr "$DEMOAPI_ADDR" >bin/demoapi.log 2>&1 &
+api=$!
+worker=
+trap 'kill -9 $worker $api 2>/dev/null || true' EXIT
+for _ in $(seq 50); do
+	grep -q '^listening on' bin/demoapi.log && break
+	if ! kill -0 "$api" 2>/dev/null; then cat bin/demoapi.log; exit 1; fi
+	sleep 0.1
+done
+grep -q '^listening on' bin/demoapi.log || { echo "the demo API did not start:"; cat bin/demoapi.log; exit 1; }
+cat bin/demoapi.log
+
 step "worker: pgflow-wasm serve (log in bin/serve.log)"
 "$BIN" serve --flows flows.yaml --signal notify --log-format text --log-level warn >bin/serve.log 2>&1 &
 worker=$!
-trap 'kill -9 $worker 2>/dev/null || true' EXIT
 
 status=0
 run() {
@@ -34,8 +53,24 @@ run() {
 		status=1
 	fi
 }
+# A run that must fail, with the message it must fail with.
+run_refused() {
+	local flow=$1 input=$2 want=$3 out
+	step "run $flow $input (refused on purpose)"
+	if out=$("$BIN" start "$flow" --input "$input" --wait --timeout 2m 2>&1); then
+		echo "$out"; echo "the run succeeded, but it should have been refused"; status=1
+	elif grep -qF "$want" <<<"$out"; then
+		echo "$out"
+	else
+		echo "$out"; echo "the run failed without the expected message: $want"; status=1
+	fi
+}
 run hello '{"name": "Ada"}'
 run word_totals '["the quick brown fox", "jumps over the lazy dog"]'
+run fetch_demo "{\"url\": \"http://$DEMOAPI_ADDR/hello.json\"}"
+run fetch_demo "{\"url\": \"http://$DEMOAPI_ADDR/missing\"}"
+run_refused fetch_demo '{"url": "https://example.com/"}' 'host example.com:443 is not allowed'
+run checkout '{"amount": 1200, "currency": "eur", "customer": "cus_42"}'
 
 step "stopping the worker (SIGTERM: drain, deregister, exit 0)"
 kill -TERM "$worker"
@@ -44,7 +79,11 @@ if wait "$worker"; then
 else
 	echo "worker exited with status $?; its log:"; cat bin/serve.log; status=1
 fi
+kill -TERM "$api" 2>/dev/null && wait "$api" 2>/dev/null || true
 trap - EXIT
+if grep -qF "$PAYMENTS_TOKEN" bin/serve.log; then
+	echo "the secret PAYMENTS_TOKEN shows in bin/serve.log"; status=1
+fi
 if [ -s bin/serve.log ]; then
 	step "worker warnings (bin/serve.log)"
 	cat bin/serve.log

@@ -35,6 +35,23 @@ declare function error_write(ptr: usize, len: usize): void;
 @external("pgflow", "log")
 declare function host_log(level: i32, ptr: usize, len: usize): void;
 
+// Capabilities (optional imports; a step grants them in flows.yaml, see abi/SPEC.md).
+// @ts-ignore: decorator
+@external("pgflow", "http_request")
+declare function http_request(
+  method: usize, methodLen: usize, url: usize, urlLen: usize,
+  headers: usize, headersLen: usize, body: usize, bodyLen: usize,
+): i32;
+// @ts-ignore: decorator
+@external("pgflow", "http_response_read")
+declare function http_response_read(part: i32, ptr: usize, cap: usize): i32;
+// @ts-ignore: decorator
+@external("pgflow", "config_get")
+declare function config_get(name: usize, nameLen: usize, ptr: usize, cap: usize): i32;
+// @ts-ignore: decorator
+@external("pgflow", "last_error")
+declare function last_error(ptr: usize, cap: usize): i32;
+
 export const ABI_VERSION: i32 = 1;
 
 /** Values pgflow_handle returns. */
@@ -113,6 +130,121 @@ export function run(inputLen: i32, contextLen: i32, handler: Handler): i32 {
   }
   output_write(output.dataStart, output.length);
   return STATUS_OK;
+}
+
+/** Error codes of httpRequest and config (the `code` of their results), as in the ABI. */
+export const ERR_DENIED: i32 = -1; // the step has no `http` key, or the name is not in its `env` list
+export const ERR_HOST_NOT_ALLOWED: i32 = -2; // the host (or a redirect's) matches no http.allow entry
+export const ERR_ADDRESS_REFUSED: i32 = -3; // loopback, private, link-local, metadata... not named by http.allow
+export const ERR_TOO_MANY_REQUESTS: i32 = -4; // over http.max_requests in this task (redirects count)
+export const ERR_RESPONSE_TOO_LARGE: i32 = -5; // over http.max_response_bytes
+export const ERR_REQUEST_TOO_LARGE: i32 = -6; // over http.max_request_bytes (or headers over 64 KiB)
+export const ERR_BAD_REQUEST: i32 = -7; // an invalid method, URL, scheme or header
+export const ERR_NETWORK: i32 = -8; // DNS, connection, TLS or protocol failure
+export const ERR_TOO_MANY_REDIRECTS: i32 = -9;
+export const ERR_NOT_SET: i32 = -10; // config: listed in `env` but not set in the worker's environment
+
+/** An HTTP response. An error status (404, 500) is a response like any other. */
+export class Response {
+  status: i32;
+  /** "Name: value\n" lines, names in canonical form (Content-Type), sorted by name. */
+  headers: string;
+  body: Uint8Array;
+
+  constructor(status: i32, headers: string, body: Uint8Array) {
+    this.status = status;
+    this.headers = headers;
+    this.body = body;
+  }
+
+  /** The first value of the named header (any case), or null. */
+  header(name: string): string | null {
+    const want = name.toLowerCase();
+    const lines = this.headers.split("\n");
+    for (let i = 0; i < lines.length; i++) {
+      const sep = lines[i].indexOf(": ");
+      if (sep > 0 && lines[i].substring(0, sep).toLowerCase() == want) return lines[i].substring(sep + 2);
+    }
+    return null;
+  }
+
+  /** The body as text (UTF-8). */
+  text(): string {
+    return String.UTF8.decodeUnsafe(this.body.dataStart, this.body.length);
+  }
+}
+
+/** What httpRequest gives: a response, or an error message (the host's: it names the
+ * flows.yaml key to change) with its code. */
+export class HttpResult {
+  response: Response | null;
+  error: string | null;
+  code: i32;
+
+  constructor(response: Response | null, error: string | null, code: i32) {
+    this.response = response;
+    this.error = error;
+    this.code = code;
+  }
+}
+
+/** What config gives: the value, or an error message with its code. */
+export class ConfigResult {
+  value: string | null;
+  error: string | null;
+  code: i32;
+
+  constructor(value: string | null, error: string | null, code: i32) {
+    this.value = value;
+    this.error = error;
+    this.code = code;
+  }
+}
+
+function lastError(): string {
+  const buf = new Uint8Array(last_error(0, 0));
+  if (buf.length > 0) last_error(buf.dataStart, buf.length);
+  return String.UTF8.decodeUnsafe(buf.dataStart, buf.length);
+}
+
+function responsePart(part: i32): Uint8Array {
+  const buf = new Uint8Array(http_response_read(part, 0, 0));
+  if (buf.length > 0) http_response_read(part, buf.dataStart, buf.length);
+  return buf;
+}
+
+/** Sends a request: method ("GET", "POST", ...), an absolute http(s) URL, headers as
+ * "Name: value\n" lines ("" for none) and a body (null for none). Redirects are followed;
+ * each hop must be allowed too. */
+export function httpRequest(method: string, url: string, headers: string, body: Uint8Array | null): HttpResult {
+  const m = String.UTF8.encode(method);
+  const u = String.UTF8.encode(url);
+  const h = String.UTF8.encode(headers);
+  const status = http_request(
+    changetype<usize>(m), m.byteLength, changetype<usize>(u), u.byteLength,
+    changetype<usize>(h), h.byteLength,
+    body !== null ? body.dataStart : 0, body !== null ? <usize>body.length : 0,
+  );
+  if (status < 0) return new HttpResult(null, lastError(), status);
+  const head = responsePart(0);
+  const response = new Response(status, String.UTF8.decodeUnsafe(head.dataStart, head.length), responsePart(1));
+  return new HttpResult(response, null, 0);
+}
+
+/** GET url. */
+export function httpGet(url: string): HttpResult {
+  return httpRequest("GET", url, "", null);
+}
+
+/** Reads a named value the step may see: a name of its `env` list in flows.yaml, with the
+ * worker's value. */
+export function config(name: string): ConfigResult {
+  const n = String.UTF8.encode(name);
+  const size = config_get(changetype<usize>(n), n.byteLength, 0, 0);
+  if (size < 0) return new ConfigResult(null, lastError(), size);
+  const buf = new Uint8Array(size);
+  if (size > 0) config_get(changetype<usize>(n), n.byteLength, buf.dataStart, size);
+  return new ConfigResult(String.UTF8.decodeUnsafe(buf.dataStart, buf.length), null, 0);
 }
 
 /** Re-export from the entry file: export { pgflow_abi_version } from ".../abi/assemblyscript". */

@@ -57,6 +57,102 @@ PGFLOW_IMPORT_("output_write") void pgflow_host_output_write(const void *ptr, si
 PGFLOW_IMPORT_("error_write") void pgflow_host_error_write(const void *ptr, size_t len);
 PGFLOW_IMPORT_("log") void pgflow_host_log(int level, const void *ptr, size_t len);
 
+/* Capabilities (optional imports; a step grants them in flows.yaml, see ../SPEC.md). */
+PGFLOW_IMPORT_("http_request") int pgflow_host_http_request(const void *method, size_t method_len, const void *url,
+                                                            size_t url_len, const void *headers, size_t headers_len,
+                                                            const void *body, size_t body_len);
+PGFLOW_IMPORT_("http_response_read") int pgflow_host_http_response_read(int part, void *ptr, size_t cap);
+PGFLOW_IMPORT_("config_get") int pgflow_host_config_get(const void *name, size_t name_len, void *ptr, size_t cap);
+PGFLOW_IMPORT_("last_error") int pgflow_host_last_error(void *ptr, size_t cap);
+
+/* Error codes of pgflow_http and pgflow_config (the host's, plus one of the library). */
+#define PGFLOW_E_DENIED -1             /* the step has no `http` key, or the name is not in its `env` list */
+#define PGFLOW_E_HOST_NOT_ALLOWED -2   /* the host (or a redirect's) matches no http.allow entry */
+#define PGFLOW_E_ADDRESS_REFUSED -3    /* loopback, private, link-local, metadata... not named by http.allow */
+#define PGFLOW_E_TOO_MANY_REQUESTS -4  /* over http.max_requests in this task */
+#define PGFLOW_E_RESPONSE_TOO_LARGE -5 /* over http.max_response_bytes */
+#define PGFLOW_E_REQUEST_TOO_LARGE -6  /* over http.max_request_bytes (or headers over 64 KiB) */
+#define PGFLOW_E_BAD_REQUEST -7        /* invalid method, URL, scheme or header */
+#define PGFLOW_E_NETWORK -8            /* DNS, connection, TLS or protocol failure */
+#define PGFLOW_E_TOO_MANY_REDIRECTS -9
+#define PGFLOW_E_NOT_SET -10     /* config: listed in `env` but not set in the worker's environment */
+#define PGFLOW_E_NO_MEMORY -100  /* the guest could not allocate the response */
+
+/* A response. An error status (404, 500) is a response like any other. headers holds
+ * "Name: value\n" lines (names canonical, sorted); headers and body are NUL-terminated
+ * copies owned by the caller: free them with pgflow_http_free. */
+typedef struct {
+	int status;
+	char *headers;
+	size_t headers_len;
+	char *body;
+	size_t body_len;
+} pgflow_http_response;
+
+/* The message of the last failed pgflow_http or pgflow_config: what happened and which
+ * flows.yaml key to change. A fresh NUL-terminated string (free it), NULL without memory. */
+static inline char *pgflow_last_error(void) {
+	int n = pgflow_host_last_error(NULL, 0);
+	char *buf = (char *)malloc((size_t)n + 1);
+	if (buf == NULL) return NULL;
+	if (n > 0) pgflow_host_last_error(buf, (size_t)n);
+	buf[n] = '\0';
+	return buf;
+}
+
+/* Copies part 0 (headers) or 1 (body) of the last response into a fresh NUL-terminated buffer. */
+static inline char *pgflow_response_part_(int part, size_t *len) {
+	int n = pgflow_host_http_response_read(part, NULL, 0);
+	char *buf = (char *)malloc((size_t)n + 1);
+	if (buf == NULL) return NULL;
+	if (n > 0) pgflow_host_http_response_read(part, buf, (size_t)n);
+	buf[n] = '\0';
+	*len = (size_t)n;
+	return buf;
+}
+
+/* Sends an HTTP request: method ("GET", "POST", ...), an absolute http(s) URL, headers as
+ * "Name: value\n" lines (or NULL) and a body (or NULL, 0). Returns 0 and fills *resp, or a
+ * negative PGFLOW_E_* code; pgflow_last_error() then says why. */
+static inline int pgflow_http(const char *method, const char *url, const char *headers, const void *body,
+                              size_t body_len, pgflow_http_response *resp) {
+	memset(resp, 0, sizeof *resp);
+	int status = pgflow_host_http_request(method, strlen(method), url, strlen(url), headers,
+	                                      headers ? strlen(headers) : 0, body, body ? body_len : 0);
+	if (status < 0) return status;
+	resp->status = status;
+	resp->headers = pgflow_response_part_(0, &resp->headers_len);
+	resp->body = pgflow_response_part_(1, &resp->body_len);
+	if (resp->headers == NULL || resp->body == NULL) {
+		free(resp->headers), free(resp->body);
+		memset(resp, 0, sizeof *resp);
+		return PGFLOW_E_NO_MEMORY;
+	}
+	return 0;
+}
+
+static inline void pgflow_http_free(pgflow_http_response *resp) {
+	free(resp->headers), free(resp->body);
+	memset(resp, 0, sizeof *resp);
+}
+
+/* Reads a named value the step may see (its `env` list in flows.yaml): 0 and a fresh
+ * NUL-terminated copy in *value (free it; len may be NULL), or a negative PGFLOW_E_* code
+ * with the reason in pgflow_last_error(). */
+static inline int pgflow_config(const char *name, char **value, size_t *len) {
+	*value = NULL;
+	size_t name_len = strlen(name);
+	int n = pgflow_host_config_get(name, name_len, NULL, 0);
+	if (n < 0) return n;
+	char *buf = (char *)malloc((size_t)n + 1);
+	if (buf == NULL) return PGFLOW_E_NO_MEMORY;
+	if (n > 0) pgflow_host_config_get(name, name_len, buf, (size_t)n);
+	buf[n] = '\0';
+	*value = buf;
+	if (len != NULL) *len = (size_t)n;
+	return 0;
+}
+
 /* Sets the task output to len bytes of JSON; the last call wins. Returns PGFLOW_OK. */
 static inline int pgflow_output(const void *json, size_t len) {
 	pgflow_host_output_write(json, len);

@@ -55,3 +55,54 @@ func setOutput(json []byte) {
 func setError(message string) {
 	errorWrite(unsafe.Pointer(unsafe.StringData(message)), uint32(len(message)))
 }
+
+//go:wasmimport pgflow http_request
+func httpRequest(method unsafe.Pointer, methodLen uint32, url unsafe.Pointer, urlLen uint32,
+	header unsafe.Pointer, headerLen uint32, body unsafe.Pointer, bodyLen uint32) int32
+
+//go:wasmimport pgflow http_response_read
+func httpResponseRead(part int32, ptr unsafe.Pointer, capacity uint32) int32
+
+//go:wasmimport pgflow config_get
+func configGet(name unsafe.Pointer, nameLen uint32, ptr unsafe.Pointer, capacity uint32) int32
+
+//go:wasmimport pgflow last_error
+func lastError(ptr unsafe.Pointer, capacity uint32) int32
+
+func hostHTTPRequest(method, url, header string, body []byte) int32 {
+	return httpRequest(unsafe.Pointer(unsafe.StringData(method)), uint32(len(method)),
+		unsafe.Pointer(unsafe.StringData(url)), uint32(len(url)),
+		unsafe.Pointer(unsafe.StringData(header)), uint32(len(header)),
+		unsafe.Pointer(unsafe.SliceData(body)), uint32(len(body)))
+}
+
+// hostResponsePart pulls part 0 (headers) or 1 (body) of the last response: the length
+// first, then the bytes into a buffer of that size.
+func hostResponsePart(part int32) []byte {
+	b := buffer(httpResponseRead(part, nil, 0))
+	if len(b) > 0 {
+		httpResponseRead(part, unsafe.Pointer(&b[0]), uint32(len(b)))
+	}
+	return b
+}
+
+func hostConfigGet(name string) ([]byte, int32) {
+	ptr, n := unsafe.Pointer(unsafe.StringData(name)), uint32(len(name))
+	size := configGet(ptr, n, nil, 0)
+	if size < 0 {
+		return nil, size
+	}
+	b := buffer(size)
+	if len(b) > 0 {
+		configGet(ptr, n, unsafe.Pointer(&b[0]), uint32(len(b)))
+	}
+	return b, 0
+}
+
+func hostLastError() string {
+	b := buffer(lastError(nil, 0))
+	if len(b) > 0 {
+		lastError(unsafe.Pointer(&b[0]), uint32(len(b)))
+	}
+	return string(b)
+}

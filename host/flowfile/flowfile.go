@@ -62,7 +62,13 @@ type Step struct {
 	// ReuseInstance keeps handler instances between tasks (for heavy guests such as
 	// standard Go); tasks may then see memory left by earlier tasks of the same step.
 	ReuseInstance bool
-	Line          int
+	// HTTP is the outbound HTTP the handler may make: the step's `http`, else its flow's;
+	// nil allows none.
+	HTTP *HTTP
+	// Env lists the worker environment variables the handler may read by name (config_get):
+	// the step's `env`, else its flow's. Only names: values are read by the worker.
+	Env  []string
+	Line int
 }
 
 // EffectiveTimeout is the step's timeout in seconds, falling back to the flow's.

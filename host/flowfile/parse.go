@@ -35,9 +35,9 @@ var (
 
 var (
 	rootKeys = []string{"flows"}
-	flowKeys = []string{"slug", "max_attempts", "base_delay", "timeout", "max_concurrency", "steps"}
+	flowKeys = []string{"slug", "max_attempts", "base_delay", "timeout", "max_concurrency", "http", "env", "steps"}
 	stepKeys = []string{"slug", "type", "depends_on", "module", "max_attempts", "base_delay",
-		"timeout", "start_delay", "memory_limit", "reuse_instance"}
+		"timeout", "start_delay", "memory_limit", "reuse_instance", "http", "env"}
 )
 
 // parser collects every problem in the file rather than stopping at the first, so a user
@@ -108,6 +108,7 @@ func (p *parser) flow(n *yaml.Node) *Flow {
 	}
 	fl := &Flow{Line: n.Line, MaxAttempts: DefaultMaxAttempts, BaseDelay: DefaultBaseDelay, Timeout: DefaultTimeout}
 	var stepsNode *yaml.Node
+	var defaults capabilityDefaults
 	where := "in a flow"
 	if s := mapValue(n, "slug"); s != nil && s.Kind == yaml.ScalarNode {
 		where = fmt.Sprintf("in flow %q", s.Value)
@@ -124,6 +125,10 @@ func (p *parser) flow(n *yaml.Node) *Flow {
 			p.intInto(v, key, rangeTimeout, &fl.Timeout)
 		case "max_concurrency":
 			p.intInto(v, key, rangeMaxConcurrency, &fl.MaxConcurrency)
+		case "http":
+			defaults.http = p.http(k, v, "of flow "+strconv.Quote(fl.Slug))
+		case "env":
+			defaults.env = p.env(v)
 		case "steps":
 			stepsNode = v
 		}
@@ -145,7 +150,7 @@ func (p *parser) flow(n *yaml.Node) *Flow {
 	bySlug := map[string]*Step{}
 	var steps []*Step
 	for _, sn := range stepsNode.Content {
-		s := p.step(fl.Slug, sn)
+		s := p.step(fl.Slug, sn, defaults)
 		if s == nil || s.Slug == "" {
 			continue
 		}
@@ -170,12 +175,12 @@ func (p *parser) flow(n *yaml.Node) *Flow {
 	return fl
 }
 
-func (p *parser) step(flow string, n *yaml.Node) *Step {
+func (p *parser) step(flow string, n *yaml.Node, defaults capabilityDefaults) *Step {
 	if n.Kind != yaml.MappingNode {
 		p.errorf(n.Line, "each step of flow %q must be a mapping (`- slug: my_step` with `module: path.wasm`), not %s", flow, kindName(n))
 		return nil
 	}
-	s := &Step{Line: n.Line, Type: StepSingle}
+	s := &Step{Line: n.Line, Type: StepSingle, HTTP: defaults.http, Env: defaults.env}
 	where := fmt.Sprintf("in a step of flow %q", flow)
 	if v := mapValue(n, "slug"); v != nil && v.Kind == yaml.ScalarNode {
 		where = fmt.Sprintf("in step %q of flow %q", v.Value, flow)
@@ -211,6 +216,10 @@ func (p *parser) step(flow string, n *yaml.Node) *Step {
 				return
 			}
 			s.ReuseInstance = v.Value == "true"
+		case "http":
+			s.HTTP = p.http(k, v, strings.Replace(where, "in ", "of ", 1))
+		case "env":
+			s.Env = p.env(v)
 		}
 	})
 	if mapValue(n, "slug") == nil {
@@ -336,7 +345,7 @@ func (p *parser) optInt(v *yaml.Node, key string, r intRange) *int {
 	n, err := strconv.Atoi(v.Value)
 	if err != nil || n < r.min || n > r.max {
 		unit := ""
-		if key != "max_attempts" && key != "max_concurrency" {
+		if key != "max_attempts" && key != "max_concurrency" && key != "http.max_requests" {
 			unit = " (seconds)"
 		}
 		p.errorf(v.Line, "`%s` is %s: it must be from %d to %d%s", key, v.Value, r.min, r.max, unit)

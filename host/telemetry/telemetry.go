@@ -29,6 +29,13 @@ type Metrics struct {
 	ReadLatency    *prometheus.HistogramVec // flow: read + start_tasks round trips
 	Recovered      *prometheus.CounterVec   // flow: stalled tasks requeued or failed by the sweep
 	Abandoned      prometheus.GaugeFunc
+
+	// Outbound HTTP of handlers (capabilities). host is the http.allow entry a request
+	// matched, so the series are bounded by flows.yaml whatever URLs handlers make up.
+	HTTPRequests *prometheus.CounterVec   // flow, step, host, result: 2xx..5xx, network, timeout
+	HTTPDenials  *prometheus.CounterVec   // flow, step, reason
+	HTTPBytes    *prometheus.CounterVec   // flow, step, host, direction: sent | received (bodies)
+	HTTPLatency  *prometheus.HistogramVec // flow, step, host: time to the response headers
 }
 
 // NewMetrics registers every metric in a fresh registry (plus Go and process collectors).
@@ -53,7 +60,47 @@ func NewMetrics(abandoned func() int) *Metrics {
 		Recovered: f.counter("pgflow_wasm_tasks_recovered_total", "Stalled tasks the recovery sweep returned to pgflow.", []string{"flow"}),
 		Abandoned: f.gaugeFunc("pgflow_wasm_sandbox_abandoned_calls", "Handler calls past their deadline that the engine could not stop yet.",
 			func() float64 { return float64(abandoned()) }),
+		HTTPRequests: f.counter("pgflow_wasm_http_requests_total", "HTTP requests handlers sent (redirect hops included), by allow entry and result.",
+			[]string{"flow", "step", "host", "result"}),
+		HTTPDenials: f.counter("pgflow_wasm_http_denials_total", "HTTP requests of handlers refused by their step's http section, by reason.",
+			[]string{"flow", "step", "reason"}),
+		HTTPBytes: f.counter("pgflow_wasm_http_body_bytes_total", "Body bytes of handlers' HTTP requests (sent) and responses (received).",
+			[]string{"flow", "step", "host", "direction"}),
+		HTTPLatency: f.histogram("pgflow_wasm_http_request_seconds", "Time from sending a handler's HTTP request to its response headers.",
+			[]string{"flow", "step", "host"}, prometheus.ExponentialBuckets(0.001, 4, 9)),
 	}
+}
+
+// HTTPObserver records one step's outbound HTTP; it is the sandbox's httpcap.Observer.
+// Nil metrics give nil, which records nothing.
+func (m *Metrics) HTTPObserver(flow, step string) *StepHTTP {
+	if m == nil {
+		return nil
+	}
+	return &StepHTTP{m: m, flow: flow, step: step}
+}
+
+// StepHTTP is one step's outbound HTTP metrics.
+type StepHTTP struct {
+	m          *Metrics
+	flow, step string
+}
+
+// Request counts one request sent and its time to the response headers.
+func (o *StepHTTP) Request(host, result string, took time.Duration) {
+	o.m.HTTPRequests.WithLabelValues(o.flow, o.step, host, result).Inc()
+	o.m.HTTPLatency.WithLabelValues(o.flow, o.step, host).Observe(took.Seconds())
+}
+
+// Bytes counts the body bytes of one exchange.
+func (o *StepHTTP) Bytes(host string, sent, received int64) {
+	o.m.HTTPBytes.WithLabelValues(o.flow, o.step, host, "sent").Add(float64(sent))
+	o.m.HTTPBytes.WithLabelValues(o.flow, o.step, host, "received").Add(float64(received))
+}
+
+// Denied counts one refused request.
+func (o *StepHTTP) Denied(reason string) {
+	o.m.HTTPDenials.WithLabelValues(o.flow, o.step, reason).Inc()
 }
 
 type promauto struct{ r *prometheus.Registry }
