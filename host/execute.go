@@ -18,6 +18,7 @@ import (
 // launch runs a started task on its own goroutine; its slot is freed when the handler ends.
 func (w *Worker) launch(fs *flowState, t poller.Task) {
 	w.running.Add(1)
+	w.known.add(&t)
 	if st := fs.steps[t.StepSlug]; st != nil && st.metrics != nil {
 		st.metrics.started.Inc()
 	}
@@ -173,6 +174,7 @@ func (w *Worker) onWritten(written []completer.Written) {
 	defer w.wakeStarved()
 	for _, wr := range written {
 		t := wr.Task
+		w.known.remove(&t)
 		fs := w.byFlow[t.FlowSlug]
 		if fs == nil {
 			continue

@@ -47,8 +47,13 @@ func (w *Worker) flowLoop(ctx context.Context, fs *flowState, listen *poller.Lis
 		}
 		fs.starved.Store(false)
 		began := time.Now()
+		fs.fetching.Store(true)
 		tasks, err := fs.fetcher.Fetch(ctx, n)
 		w.unreserve(fs, n-len(tasks))
+		for _, t := range tasks {
+			w.launch(fs, t)
+		}
+		fs.fetching.Store(false)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -79,9 +84,6 @@ func (w *Worker) flowLoop(ctx context.Context, fs *flowState, listen *poller.Lis
 		}
 		w.metricPoll(fs, "tasks")
 		idle.Reset()
-		for _, t := range tasks {
-			w.launch(fs, t)
-		}
 		if len(tasks) == n {
 			fs.wake.Ring() // a full batch: more may be waiting
 		}

@@ -302,6 +302,9 @@ func (w *Worker) recoveryLoop(ctx context.Context) {
 		case <-time.After(next):
 		}
 		next = w.cfg.RecoveryInterval
+		if _, err := w.handBackOrphans(ctx); err != nil && ctx.Err() == nil {
+			w.log.Warn("looking for tasks of lost fetch replies failed", "error", err)
+		}
 		got, err := recovery.Sweep(ctx, w.cfg.Pool, cfg)
 		if err != nil {
 			if ctx.Err() == nil {

@@ -143,6 +143,7 @@ type Worker struct {
 	byWorker map[string]*flowState // by pgflow.workers id
 	global   *slots
 	done     *completer.Completer
+	known    taskSet        // tasks launched whose outcome is not written yet (orphans.go)
 	running  sync.WaitGroup // tasks in flight
 
 	// runCtx is the context handlers run under; it is cancelled only when the drain
@@ -162,8 +163,9 @@ type flowState struct {
 	steps      map[string]*stepState
 	fetcher    *poller.Fetcher
 	wake       poller.Wake
-	slots      *slots // per-flow limit; nil when only the global one applies
-	notified   bool   // its queue notifies on inserts (--signal notify): idle, it waits for them
+	slots      *slots      // per-flow limit; nil when only the global one applies
+	notified   bool        // its queue notifies on inserts (--signal notify): idle, it waits for them
+	fetching   atomic.Bool // a fetch is in flight or its tasks are being launched
 	starved    atomic.Bool
 	deprecated atomic.Bool
 	inFlight   prometheus.Gauge // nil without metrics

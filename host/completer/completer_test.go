@@ -113,6 +113,15 @@ func TestWritesAreGuardedByAttempt(t *testing.T) {
 		if !w.Stale {
 			t.Errorf("repeated write %+v was applied, want stale", w)
 		}
+		// The log says what happened: the first write had landed; the late completion met a
+		// task another write had failed.
+		want := "already written"
+		if !w.Failed {
+			want = `the task is queued after another writer failed it ("first failure")`
+		}
+		if !strings.Contains(w.StaleReason, want) {
+			t.Errorf("stale %s: reason %q, want it to say %q", map[bool]string{true: "failure", false: "completion"}[w.Failed], w.StaleReason, want)
+		}
 	}
 	var status string
 	var attempts int

@@ -376,6 +376,20 @@ func (c *Cluster) stopLocked(ctx context.Context) error {
 	return nil
 }
 
+// Crash stops the server as a power cut would (immediate shutdown: no checkpoint, every
+// session dropped, crash recovery at the next start) and starts it again.
+func (c *Cluster) Crash(ctx context.Context) error {
+	unlock, err := c.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if out, err := c.runAs.run(ctx, c.pgctl(), "stop", "-D", c.DataDir(), "-m", "immediate", "-w", "-t", "120", "-s"); err != nil {
+		return fmt.Errorf("crashing PostgreSQL in %s: %v: %s", c.Dir, err, out)
+	}
+	return c.startLocked(ctx)
+}
+
 // Restart stops and starts the server (settings files are rewritten in between).
 func (c *Cluster) Restart(ctx context.Context) error {
 	unlock, err := c.lock()

@@ -24,6 +24,12 @@ type Cluster struct {
 type clusterOptions struct {
 	extensionFiles map[string][]byte
 	notOwned       bool
+	settings       map[string]string
+}
+
+// Settings adds server settings (postgresql.conf lines) to the cluster's.
+func Settings(settings map[string]string) ClusterOption {
+	return func(o *clusterOptions) { o.settings = settings }
 }
 
 // ClusterOption configures NewCluster.
@@ -53,7 +59,7 @@ func NewCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 		t.Fatalf("pgtest: %v", err)
 	}
 	os.Chmod(dir, 0o755)
-	c, err := localpg.New(localpg.Config{Dir: dir, ExtensionFiles: o.extensionFiles, NotOwned: o.notOwned, Logf: t.Logf})
+	c, err := localpg.New(localpg.Config{Dir: dir, ExtensionFiles: o.extensionFiles, NotOwned: o.notOwned, Settings: o.settings, Logf: t.Logf})
 	if err != nil {
 		os.RemoveAll(dir)
 		t.Fatalf("pgtest: %v", err)
