@@ -53,6 +53,7 @@ func (w *Worker) flowLoop(ctx context.Context, fs *flowState, listen *poller.Lis
 		for _, t := range tasks {
 			w.launch(fs, t)
 		}
+		fs.fetches.Add(1)
 		fs.fetching.Store(false)
 		if err != nil {
 			if ctx.Err() != nil {

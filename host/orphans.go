@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgflow-wasm/pgflow-wasm/host/recovery"
 	"github.com/pgflow-wasm/pgflow-wasm/host/taskwrite"
 	"github.com/pgflow-wasm/pgflow-wasm/poller"
 )
@@ -15,12 +16,10 @@ import (
 // after the commit but before the reply arrives, pgflow holds tasks as started by this
 // worker that it never heard of: alive and heartbeating, the worker would keep them from
 // every sweep until their timeout ran out. So the worker remembers the tasks it runs (from
-// launch until their outcome is written), and every recovery round hands back, through
-// fail_task, the tasks pgflow says it started but that it does not know, for flows with no
-// fetch in flight.
-
-// orphanAge: a task this young may belong to a fetch whose reply is being read.
-const orphanAge = "2 seconds"
+// launch until their outcome is written); each recovery round also lists the tasks pgflow
+// holds as started by this worker (recovery.Started, in the sweep's own round trip), and
+// those it does not know, of a flow where no fetch ran meanwhile, are handed back through
+// fail_task.
 
 // taskSet is the tasks this worker runs or has outcomes of that are not written yet.
 type taskSet struct {
@@ -57,54 +56,48 @@ func (s *taskSet) has(k taskKey) bool {
 	return ok
 }
 
-// handBackOrphans fails the tasks pgflow holds as started by this worker that it does not
-// know, and returns how many it handed back.
-func (w *Worker) handBackOrphans(ctx context.Context) (int, error) {
-	handed := 0
+// fetchGenerations reads each flow's fetch counter; a flow with a fetch in flight reads -1.
+func (w *Worker) fetchGenerations() map[*flowState]int64 {
+	gens := map[*flowState]int64{}
 	for _, fs := range w.flows {
 		if fs.fetching.Load() {
-			continue
-		}
-		rows, err := w.cfg.Pool.Query(ctx, `select run_id::text, step_slug, task_index, attempts_count from pgflow.step_tasks
-			where last_worker_id = $1::text::uuid and status = 'started' and started_at < now() - interval '`+orphanAge+`'`, fs.workerID)
-		if err != nil {
-			return handed, err
-		}
-		var calls []taskwrite.Call
-		for rows.Next() {
-			var c taskwrite.Call
-			if err := rows.Scan(&c.RunID, &c.StepSlug, &c.TaskIndex, &c.Attempt); err != nil {
-				rows.Close()
-				return handed, err
-			}
-			if !w.known.has(taskKey{c.RunID, c.StepSlug, c.TaskIndex}) {
-				c.Arg = fmt.Sprintf("Task stalled: worker %s started it, but the reply of start_tasks was lost (connection cut "+
-					"during the fetch), so it never ran; returned to pgflow by pgflow-wasm", fs.workerID)
-				calls = append(calls, c)
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return handed, err
-		}
-		// A fetch that began meanwhile only started tasks younger than orphanAge.
-		for _, c := range calls {
-			res := make([]taskwrite.Result, 1)
-			b := &pgx.Batch{}
-			taskwrite.Queue(b, taskwrite.Fail, []taskwrite.Call{c}, res)
-			if err := w.cfg.Pool.SendBatch(ctx, b).Close(); err != nil {
-				return handed, err
-			}
-			if res[0].Stale {
-				continue
-			}
-			handed++
-			w.log.Warn("handed back a task started by a fetch whose reply was lost", "run_id", c.RunID, "flow", fs.def.Slug,
-				"step", c.StepSlug, "task_index", c.TaskIndex, "attempt", c.Attempt, "status", res[0].Status)
-			if res[0].Status == "queued" {
-				w.wakeAfterRetry(fs, c.StepSlug, res[0].Attempts)
-			}
+			gens[fs] = -1
+		} else {
+			gens[fs] = fs.fetches.Load()
 		}
 	}
-	return handed, nil
+	return gens
+}
+
+// handBackOrphans fails the started tasks of own that this worker does not know. before is
+// fetchGenerations from before own was read: a flow that fetched since may have launched
+// tasks own lists, so its turn waits for the next round.
+func (w *Worker) handBackOrphans(ctx context.Context, own []recovery.Started, before map[*flowState]int64) {
+	after := w.fetchGenerations()
+	for _, o := range own {
+		fs := w.byWorker[o.WorkerID]
+		if fs == nil || before[fs] < 0 || before[fs] != after[fs] || w.known.has(taskKey{o.RunID, o.StepSlug, o.TaskIndex}) {
+			continue
+		}
+		c := taskwrite.Call{RunID: o.RunID, StepSlug: o.StepSlug, TaskIndex: o.TaskIndex, Attempt: o.Attempt,
+			Arg: fmt.Sprintf("Task stalled: worker %s started it, but the reply of start_tasks was lost (connection cut "+
+				"during the fetch), so it never ran; returned to pgflow by pgflow-wasm", o.WorkerID)}
+		res := make([]taskwrite.Result, 1)
+		b := &pgx.Batch{}
+		taskwrite.Queue(b, taskwrite.Fail, []taskwrite.Call{c}, res)
+		if err := w.cfg.Pool.SendBatch(ctx, b).Close(); err != nil {
+			if ctx.Err() == nil {
+				w.log.Warn("handing back a task of a lost fetch reply failed; next round retries", "run_id", o.RunID, "error", err)
+			}
+			return
+		}
+		if res[0].Stale {
+			continue
+		}
+		w.log.Warn("handed back a task started by a fetch whose reply was lost", "run_id", o.RunID, "flow", fs.def.Slug,
+			"step", o.StepSlug, "task_index", o.TaskIndex, "attempt", o.Attempt, "status", res[0].Status)
+		if res[0].Status == "queued" {
+			w.wakeAfterRetry(fs, o.StepSlug, res[0].Attempts)
+		}
+	}
 }

@@ -294,6 +294,7 @@ func (w *Worker) recoveryLoop(ctx context.Context) {
 	for _, fs := range w.flows {
 		cfg.Flows = append(cfg.Flows, fs.def.Slug)
 	}
+	sweeper := recovery.NewSweeper(w.cfg.Pool, cfg)
 	next := time.Duration(0)
 	for {
 		select {
@@ -302,10 +303,9 @@ func (w *Worker) recoveryLoop(ctx context.Context) {
 		case <-time.After(next):
 		}
 		next = w.cfg.RecoveryInterval
-		if _, err := w.handBackOrphans(ctx); err != nil && ctx.Err() == nil {
-			w.log.Warn("looking for tasks of lost fetch replies failed", "error", err)
-		}
-		got, err := recovery.Sweep(ctx, w.cfg.Pool, cfg)
+		gens := w.fetchGenerations()
+		got, own, err := sweeper.SweepOwn(ctx)
+		w.handBackOrphans(ctx, own, gens)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.log.Warn("stalled-task sweep failed", "error", err)

@@ -62,12 +62,14 @@ type Config struct {
 	Signal          Signal        // [SignalPolling]
 	MinPollInterval time.Duration // [100ms]
 	MaxPollInterval time.Duration // [5s]
-	NotifyFallback  time.Duration // [30s]
+	// NotifyFallback is how often a notified flow polls anyway: messages that become visible
+	// again (a retry's delay, a dead reader's visibility running out) send no notification [10s]
+	NotifyFallback time.Duration
 
-	HeartbeatInterval time.Duration // [2s]
+	HeartbeatInterval time.Duration // [5s]
 	WorkerStaleAfter  time.Duration // a pgflow-wasm worker silent this long is dead to recovery [30s]
-	// LivenessGrace: a pgflow-wasm worker whose liveness lock is gone is dead once its
-	// heartbeat is this old (package liveness) [5s]
+	// LivenessGrace: a pgflow-wasm worker whose liveness lock has been gone this long is dead
+	// (package liveness) [3s]
 	LivenessGrace    time.Duration
 	RecoveryInterval time.Duration // [2s]
 	StalledMargin    time.Duration // added to a step's timeout before its task counts as stalled [30s]
@@ -109,10 +111,10 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.MinPollInterval, 100*time.Millisecond)
 	def(&c.MaxPollInterval, 5*time.Second)
-	def(&c.NotifyFallback, 30*time.Second)
-	def(&c.HeartbeatInterval, 2*time.Second)
+	def(&c.NotifyFallback, 10*time.Second)
+	def(&c.HeartbeatInterval, 5*time.Second)
 	def(&c.WorkerStaleAfter, 30*time.Second)
-	def(&c.LivenessGrace, 5*time.Second)
+	def(&c.LivenessGrace, 3*time.Second)
 	def(&c.RecoveryInterval, 2*time.Second)
 	def(&c.StalledMargin, 30*time.Second)
 	if c.ForeignStaleAfter == 0 {
@@ -163,9 +165,10 @@ type flowState struct {
 	steps      map[string]*stepState
 	fetcher    *poller.Fetcher
 	wake       poller.Wake
-	slots      *slots      // per-flow limit; nil when only the global one applies
-	notified   bool        // its queue notifies on inserts (--signal notify): idle, it waits for them
-	fetching   atomic.Bool // a fetch is in flight or its tasks are being launched
+	slots      *slots       // per-flow limit; nil when only the global one applies
+	notified   bool         // its queue notifies on inserts (--signal notify): idle, it waits for them
+	fetching   atomic.Bool  // a fetch is in flight or its tasks are being launched
+	fetches    atomic.Int64 // fetches ended (orphans.go)
 	starved    atomic.Bool
 	deprecated atomic.Bool
 	inFlight   prometheus.Gauge // nil without metrics
@@ -280,6 +283,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		go func() { defer loops.Done(); w.flowLoop(fetchCtx, fs, listen) }()
 	}
 	w.cfg.Health.SetStarted()
+	for _, fs := range w.flows {
+		w.log.Info("serving flow", "flow", fs.def.Slug, "worker_id", fs.workerID)
+	}
 	w.log.Info("worker started", "flows", len(w.flows), "concurrency", w.cfg.Concurrency,
 		"signal", string(w.cfg.Signal), "engine", w.cfg.Engine.Name())
 

@@ -46,6 +46,9 @@ type Fetcher struct {
 	visibility func(step string) int
 	readVT     int
 	inputs     *runInputCache
+	// unstarted are messages a fetch read but could not start (the database went away):
+	// shown again by the next fetch. Only the fetch loop of this flow touches it.
+	unstarted []int64
 }
 
 // FetcherConfig configures a Fetcher.
@@ -97,6 +100,9 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
 	defer cancel()
+	if err := f.showUnstarted(ctx); err != nil {
+		return nil, fmt.Errorf("showing messages of a failed start again (%s): %w", f.flow, err)
+	}
 	rows, err := f.pool.Query(ctx, `select msg_id, message from pgmq.read($1, $2, $3)`, f.flow, f.readVT, qty)
 	if err != nil {
 		return nil, fmt.Errorf("pgmq.read(%s): %w", f.flow, err)
@@ -134,7 +140,31 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	return f.start(ctx, ids, vtIDs, offsets, missing)
+	tasks, err := f.start(ctx, ids, vtIDs, offsets, missing)
+	if err != nil {
+		// The read hid these messages for readVT seconds, and no notification will say when
+		// they show again: once the database answers, show those whose task is still queued.
+		f.unstarted = append(f.unstarted, ids...)
+	}
+	return tasks, err
+}
+
+// showUnstarted makes the messages of failed starts visible again when their tasks are still
+// queued (a start that did commit before its reply was lost left them started: those stay
+// hidden, and the worker hands their tasks back, see host/orphans.go).
+func (f *Fetcher) showUnstarted(ctx context.Context) error {
+	if len(f.unstarted) == 0 {
+		return nil
+	}
+	_, err := f.pool.Exec(ctx, `
+		with todo as materialized (
+		  select st.message_id from pgflow.step_tasks st
+		  where st.flow_slug = $1 and st.message_id = any($2::bigint[]) and st.status = 'queued')
+		select count(*) from todo, lateral pgmq.set_vt($1, todo.message_id, 0) v`, f.flow, f.unstarted)
+	if err == nil {
+		f.unstarted = nil
+	}
+	return err
 }
 
 func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32, missingRuns []string) ([]Task, error) {

@@ -51,11 +51,12 @@ func serveCommand() *cli.Command {
 			Usage: "how to learn about new tasks: polling (adaptive backoff) or notify (LISTEN/NOTIFY with a fallback poll)"}),
 		durationFlag("min-poll-interval", 100*time.Millisecond, "polling: shortest wait between polls of an idle queue"),
 		durationFlag("max-poll-interval", 5*time.Second, "polling: longest wait between polls of an idle queue"),
-		durationFlag("notify-fallback", 30*time.Second, "notify: poll this often even without notifications"),
-		durationFlag("heartbeat-interval", 2*time.Second, "how often the worker's pgflow.workers rows are touched"),
+		durationFlag("notify-fallback", 10*time.Second, "notify: poll this often even without notifications (messages that become visible again\n"+
+			"\tafter a delay, such as retries, send none)"),
+		durationFlag("heartbeat-interval", 5*time.Second, "how often the worker's pgflow.workers rows are touched"),
 		durationFlag("worker-stale-after", 30*time.Second, "recovery: a pgflow-wasm worker silent this long is dead and its tasks are requeued"),
-		durationFlag("liveness-grace", 5*time.Second, "recovery: a pgflow-wasm worker whose liveness lock is gone (its process died) is dead once\n"+
-			"\tits heartbeat is this old; needs session-level connections (not a transaction-mode pooler)"),
+		durationFlag("liveness-grace", 3*time.Second, "recovery: a pgflow-wasm worker whose liveness lock has been gone this long (its process\n"+
+			"\tdied) is dead; a worker whose connection broke retakes its lock within a second or two"),
 		durationFlag("foreign-worker-stale-after", 10*time.Minute, "recovery: tasks of other kinds of workers (pgflow's TypeScript worker), which may run\n"+
 			"\thandlers for any time, are requeued only once their worker's heartbeat is this old; 0 never"),
 		durationFlag("recovery-interval", 2*time.Second, "recovery: how often to look for stalled tasks"),

@@ -7,10 +7,10 @@
 // drops the locks at once; any sweeper can then see in pg_locks that no session holds them.
 //
 // A lock can also vanish while its worker lives: the connection broke, or the server
-// restarted. The worker then reconnects, takes its locks again and heartbeats at once, so
-// the sweeper only believes a missing lock once the worker's heartbeat is older than a
-// grace period and the server has been up longer than that (Rule). Workers of other kinds
-// (pgflow's TypeScript worker) hold no such lock and are judged by heartbeat alone.
+// restarted. The worker then reconnects within a second or two and takes its locks again, so
+// a sweeper only believes a missing lock once it has seen it missing twice, a grace period
+// apart (host/recovery). Workers of other kinds (pgflow's TypeScript worker) hold no such
+// lock and are judged by heartbeat alone.
 package liveness
 
 import (

@@ -8,19 +8,21 @@
 //
 // When a task counts as stalled depends on the kind of worker that started it:
 //
-//   - A pgflow-wasm worker (function_name "pgflow-wasm") is gone when no session holds its
-//     liveness lock (package liveness) past a short grace, or when its heartbeat is stale.
-//     Such workers stop every handler at its step timeout, so a task started longer ago than
-//     its timeout plus a margin has no live handler either, whoever holds it.
+//   - A pgflow-wasm worker (function_name "pgflow-wasm") is gone when its liveness lock
+//     (package liveness) has been missing for LivenessGrace, in two looks of this sweeper, or
+//     when its heartbeat is stale. A live worker whose connection broke retakes its lock
+//     within a second or two; a killed one never does. Such workers stop every handler at its
+//     step timeout, so a task started longer ago than its timeout plus a margin has no live
+//     handler either, whoever holds it.
 //   - Any other worker (pgflow's TypeScript worker) may run a handler for as long as it likes
 //     and heartbeats only between batches, so its tasks are judged by its heartbeat alone,
 //     with a long threshold of their own (ForeignStaleAfter; 0 leaves them alone).
 //
-// The sweeper never counts itself among the dead (Self). One sweep runs at a time per
-// database (a session advisory lock); each stalled task is then failed in a transaction of
-// its own that first locks the task's run (the order pgflow's functions and our completer
-// take locks in) and re-checks that the same attempt still holds it (package taskwrite), so
-// a sweep never deadlocks with a completion writer and never fails a task that moved on.
+// The sweeper never counts itself among the dead (Self). Each stalled task is failed in a
+// transaction of its own that first locks the task's run (the order pgflow's functions and
+// the completer take locks in) and re-checks that the same attempt still holds it (package
+// taskwrite): a sweep never deadlocks with a completion writer, never fails a task that moved
+// on, and two sweepers at once only repeat a read.
 package recovery
 
 import (
@@ -41,9 +43,8 @@ type Config struct {
 	// WorkerStaleAfter is how old a pgflow-wasm worker's last heartbeat may be before its
 	// tasks are recovered, whatever its liveness lock says.
 	WorkerStaleAfter time.Duration
-	// LivenessGrace: a pgflow-wasm worker whose liveness lock no session holds is gone once its
-	// heartbeat is older than this and the server has been up longer than this (a live worker
-	// retakes its lock and heartbeats within a second of reconnecting). Default 5 s.
+	// LivenessGrace is how long a pgflow-wasm worker's liveness lock must stay missing, seen
+	// by two sweeps, before the worker counts as gone. Default 3 s.
 	LivenessGrace time.Duration
 	// StartedMargin is added to the step timeout: a pgflow-wasm task started longer ago than
 	// that is recovered.
@@ -53,7 +54,9 @@ type Config struct {
 	// 0 never recovers them.
 	ForeignStaleAfter time.Duration
 	// Self lists the sweeping worker's own ids: alive by definition, so a heartbeat that went
-	// stale while the database was away does not make it requeue its own running tasks.
+	// stale while the database was away does not make it requeue its own running tasks. When
+	// none of their liveness locks shows in pg_locks (a transaction-mode pooler between
+	// worker and server), locks prove nothing here and only heartbeats count.
 	Self []string
 }
 
@@ -69,11 +72,30 @@ type Recovered struct {
 	Attempts  int
 }
 
-const lockKey = "pgflow-wasm:recovery"
+// Sweeper sweeps again and again, remembering since when it has seen each pgflow-wasm
+// worker without its liveness lock. Create with NewSweeper; not for concurrent use.
+type Sweeper struct {
+	pool         *pgxpool.Pool
+	cfg          Config
+	now          func() time.Time
+	missingSince map[string]time.Time
+}
+
+// NewSweeper returns a Sweeper.
+func NewSweeper(pool *pgxpool.Pool, cfg Config) *Sweeper {
+	if cfg.LivenessGrace <= 0 {
+		cfg.LivenessGrace = 3 * time.Second
+	}
+	if cfg.Self == nil {
+		cfg.Self = []string{}
+	}
+	return &Sweeper{pool: pool, cfg: cfg, now: time.Now, missingSince: map[string]time.Time{}}
+}
 
 // stalledSQL lists stalled tasks of live runs with the reason, reading only: the tasks are
 // failed one by one afterwards. $1 flows, $2 margin seconds, $3 stale-heartbeat seconds,
-// $4 the sweeper's own worker ids, $5 liveness grace seconds, $6 foreign stale seconds (0: off).
+// $4 the sweeper's own worker ids, $5 pgflow-wasm workers whose lock has been missing for the
+// grace, $6 foreign stale seconds (0: off).
 var stalledSQL = `
 with held as materialized (` + liveness.HeldLocksSQL + `),
 task as (
@@ -94,10 +116,8 @@ judged as (
   select t.*, case
     when t.ours and not t.self and t.last_heartbeat_at < clock_timestamp() - make_interval(secs => $3::float8)
       then 'its worker ' || t.worker_id || ' stopped heartbeating at ' || to_char(t.last_heartbeat_at, 'YYYY-MM-DD HH24:MI:SS TZ')
-    when t.ours and not t.self and not t.locked
-         and t.last_heartbeat_at < clock_timestamp() - make_interval(secs => $5::float8)
-         and pg_catalog.pg_postmaster_start_time() < clock_timestamp() - make_interval(secs => $5::float8)
-      then 'its worker ' || t.worker_id || ' is gone (no session holds its liveness lock; last heartbeat at '
+    when t.ours and not t.self and not t.locked and t.worker_id = any($5::text[]::uuid[])
+      then 'its worker ' || t.worker_id || ' is gone (no session has held its liveness lock for a while; last heartbeat at '
            || to_char(t.last_heartbeat_at, 'YYYY-MM-DD HH24:MI:SS TZ') || ')'
     when t.ours and t.started_at < clock_timestamp() - make_interval(secs => t.timeout + $2::float8)
       then 'it was started at ' || to_char(t.started_at, 'YYYY-MM-DD HH24:MI:SS TZ') || ', longer ago than its timeout ('
@@ -117,43 +137,123 @@ select flow_slug, run_id::text, step_slug, task_index, attempts_count, reason
 from judged where reason is not null
 order by run_id, step_slug, task_index`
 
-// Sweep recovers stalled tasks once and returns them. When another worker is sweeping, it
-// returns at once with nothing.
-func Sweep(ctx context.Context, pool *pgxpool.Pool, cfg Config) ([]Recovered, error) {
-	if cfg.LivenessGrace <= 0 {
-		cfg.LivenessGrace = 5 * time.Second
-	}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Release()
-	var got bool
-	if err := conn.QueryRow(ctx, `select pg_try_advisory_lock(hashtext($1))`, lockKey).Scan(&got); err != nil || !got {
-		return nil, err
-	}
-	defer func() {
-		if _, err := conn.Exec(context.WithoutCancel(ctx), `select pg_advisory_unlock(hashtext($1))`, lockKey); err != nil {
-			conn.Conn().Close(context.Background()) // a session lock must not outlive the sweep
+// lookSQL is the sweeper's look at the pgflow-wasm workers holding started tasks of its flows:
+// whether each holds its liveness lock, and whether the sweeper's own lock shows at all.
+// $1 flows, $2 the sweeper's own worker ids.
+var lookSQL = `
+with held as materialized (` + liveness.HeldLocksSQL + `)
+select w.worker_id::text,
+       exists (select 1 from held where held.objid = ` + liveness.KeySQL("w.worker_id") + `),
+       cardinality($2::text[]) = 0
+         or exists (select 1 from held join unnest($2::text[]::uuid[]) u on held.objid = ` + liveness.KeySQL("u") + `)
+from pgflow.workers w
+where w.function_name = '` + liveness.FunctionName + `'
+  and w.worker_id in (select st.last_worker_id from pgflow.step_tasks st
+                      where st.status = 'started' and st.flow_slug = any($1::text[]))`
+
+// Started is a task the database holds as started by one of the sweeper's own ids for more
+// than a couple of seconds. The worker compares them with the tasks it runs: one it does not
+// know was started by a fetch whose reply was lost (host/orphans.go).
+type Started struct {
+	WorkerID  string
+	RunID     string
+	StepSlug  string
+	TaskIndex int
+	Attempt   int
+}
+
+// ownStartedSQL lists tasks started by the sweeper's own ids ($1) at least 2 s ago: younger
+// ones may belong to a fetch whose reply is being read.
+const ownStartedSQL = `
+select st.last_worker_id::text, st.run_id::text, st.step_slug, st.task_index, st.attempts_count
+from pgflow.step_tasks st
+where st.status = 'started' and st.last_worker_id = any($1::text[]::uuid[]) and st.started_at < now() - interval '2 seconds'`
+
+// Sweep recovers stalled tasks once and returns them. See SweepOwn for the worker's own
+// started tasks, read in the same round trip.
+func (s *Sweeper) Sweep(ctx context.Context) ([]Recovered, error) {
+	got, _, err := s.SweepOwn(ctx)
+	return got, err
+}
+
+// SweepOwn is Sweep, and also returns the tasks held as started by the sweeper's own ids
+// (Started), read in the same round trip and transaction.
+func (s *Sweeper) SweepOwn(ctx context.Context) ([]Recovered, []Started, error) {
+	cfg := s.cfg
+	var gone []string
+	now := s.now()
+	for id, since := range s.missingSince {
+		if now.Sub(since) >= cfg.LivenessGrace {
+			gone = append(gone, id)
 		}
-	}()
-	self := cfg.Self
-	if self == nil {
-		self = []string{}
 	}
-	rows, err := conn.Query(ctx, stalledSQL, cfg.Flows, cfg.StartedMargin.Seconds(), cfg.WorkerStaleAfter.Seconds(), self,
-		cfg.LivenessGrace.Seconds(), cfg.ForeignStaleAfter.Seconds())
-	if err != nil {
-		return nil, err
+	if gone == nil {
+		gone = []string{}
 	}
-	stalled, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Recovered, error) {
-		var r Recovered
-		err := row.Scan(&r.FlowSlug, &r.RunID, &r.StepSlug, &r.TaskIndex, &r.Attempt, &r.Reason)
-		return r, err
+	var stalled []Recovered
+	type look struct {
+		id             string
+		locked, selfOK bool
+	}
+	var looks []look
+	b := &pgx.Batch{}
+	b.Queue(stalledSQL, cfg.Flows, cfg.StartedMargin.Seconds(), cfg.WorkerStaleAfter.Seconds(), cfg.Self, gone,
+		cfg.ForeignStaleAfter.Seconds()).Query(func(rows pgx.Rows) error {
+		var err error
+		stalled, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Recovered, error) {
+			var r Recovered
+			err := row.Scan(&r.FlowSlug, &r.RunID, &r.StepSlug, &r.TaskIndex, &r.Attempt, &r.Reason)
+			return r, err
+		})
+		return err
 	})
-	if err != nil {
-		return nil, err
+	b.Queue(lookSQL, cfg.Flows, cfg.Self).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var l look
+			if err := rows.Scan(&l.id, &l.locked, &l.selfOK); err != nil {
+				return err
+			}
+			looks = append(looks, l)
+		}
+		return rows.Err()
+	})
+	var own []Started
+	if len(cfg.Self) > 0 {
+		b.Queue(ownStartedSQL, cfg.Self).Query(func(rows pgx.Rows) error {
+			var err error
+			own, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Started, error) {
+				var t Started
+				err := row.Scan(&t.WorkerID, &t.RunID, &t.StepSlug, &t.TaskIndex, &t.Attempt)
+				return t, err
+			})
+			return err
+		})
 	}
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, nil, err
+	}
+	// What this look saw feeds the next sweep: a lock missing now, and still missing a grace
+	// later, is a dead worker.
+	seen := map[string]bool{}
+	for _, l := range looks {
+		if !l.selfOK {
+			clear(s.missingSince) // locks do not show from here: heartbeats only
+			seen = nil
+			break
+		}
+		seen[l.id] = true
+		if l.locked {
+			delete(s.missingSince, l.id)
+		} else if _, ok := s.missingSince[l.id]; !ok {
+			s.missingSince[l.id] = now
+		}
+	}
+	for id := range s.missingSince {
+		if !seen[id] {
+			delete(s.missingSince, id)
+		}
+	}
+
 	var out []Recovered
 	for _, r := range stalled {
 		r.Reason = fmt.Sprintf("Task stalled: %s; returned to pgflow by pgflow-wasm recovery", r.Reason)
@@ -161,8 +261,8 @@ func Sweep(ctx context.Context, pool *pgxpool.Pool, cfg Config) ([]Recovered, er
 		res := make([]taskwrite.Result, 1)
 		b := &pgx.Batch{}
 		taskwrite.Queue(b, taskwrite.Fail, calls, res)
-		if err := conn.SendBatch(ctx, b).Close(); err != nil {
-			return out, fmt.Errorf("fail_task(%s %s[%d]): %w", r.RunID, r.StepSlug, r.TaskIndex, err)
+		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+			return out, own, fmt.Errorf("fail_task(%s %s[%d]): %w", r.RunID, r.StepSlug, r.TaskIndex, err)
 		}
 		if res[0].Stale {
 			continue // completed, failed or restarted since the candidates were read
@@ -170,5 +270,5 @@ func Sweep(ctx context.Context, pool *pgxpool.Pool, cfg Config) ([]Recovered, er
 		r.Status, r.Attempts = res[0].Status, res[0].Attempts
 		out = append(out, r)
 	}
-	return out, nil
+	return out, own, nil
 }

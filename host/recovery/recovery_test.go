@@ -83,7 +83,7 @@ func TestALiveWorkersTaskIsLeftAlone(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	_, run := startedTask(t, db, 3, 0)
-	got, err := recovery.Sweep(context.Background(), db.Pool, cfg)
+	got, err := recovery.NewSweeper(db.Pool, cfg).Sweep(context.Background())
 	if err != nil || len(got) != 0 {
 		t.Fatalf("sweep = %+v, %v; want nothing recovered", got, err)
 	}
@@ -96,7 +96,7 @@ func TestADeadWorkersTaskIsRequeuedAndVisible(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	worker, run := startedTask(t, db, 3, time.Hour)
-	got, err := recovery.Sweep(context.Background(), db.Pool, cfg)
+	got, err := recovery.NewSweeper(db.Pool, cfg).Sweep(context.Background())
 	if err != nil || len(got) != 1 {
 		t.Fatalf("sweep = %+v, %v; want the task recovered", got, err)
 	}
@@ -119,7 +119,7 @@ func TestATaskPastItsTimeoutIsRequeuedThenFailsTheRunWhenAttemptsRunOut(t *testi
 	holdLivenessLock(t, db, worker)
 	// Started 3 s ago: longer than its 1 s timeout plus the 1 s margin.
 	ageTask(t, db, run, 3*time.Second)
-	got, err := recovery.Sweep(context.Background(), db.Pool, cfg)
+	got, err := recovery.NewSweeper(db.Pool, cfg).Sweep(context.Background())
 	if err != nil || len(got) != 1 || got[0].Status != "failed" {
 		t.Fatalf("sweep = %+v, %v; want the task failed (no attempts left)", got, err)
 	}
@@ -133,23 +133,27 @@ func TestATaskPastItsTimeoutIsRequeuedThenFailsTheRunWhenAttemptsRunOut(t *testi
 	}
 }
 
-func TestOneSweeperAtATime(t *testing.T) {
+func TestTwoSweepersAtOnceFailEachTaskOnce(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
-	_, _ = startedTask(t, db, 3, time.Hour)
+	_, run := startedTask(t, db, 3, time.Hour)
 	ctx := context.Background()
-	// Another worker is sweeping: it holds the lock in an open transaction.
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
+	results := make(chan []recovery.Recovered, 2)
+	for range 2 {
+		go func() {
+			got, err := recovery.NewSweeper(db.Pool, cfg).Sweep(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			results <- got
+		}()
 	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock(hashtext('pgflow-wasm:recovery'))`); err != nil {
-		t.Fatal(err)
+	n := len(<-results) + len(<-results)
+	if n != 1 {
+		t.Fatalf("two sweepers recovered the task %d times, want once", n)
 	}
-	got, err := recovery.Sweep(ctx, db.Pool, cfg)
-	if err != nil || len(got) != 0 {
-		t.Fatalf("sweep while another runs = %+v, %v; want it to step aside", got, err)
+	if status, attempts, _, _ := taskState(t, db, run); status != "queued" || attempts != 1 {
+		t.Errorf("task %s after %d attempts, want queued after 1", status, attempts)
 	}
 }
 
@@ -161,7 +165,7 @@ func TestASweeperNeverRequeuesItsOwnTasksForAStaleHeartbeat(t *testing.T) {
 	worker, run := startedTask(t, db, 3, time.Hour)
 	self := cfg
 	self.Self = []string{worker}
-	got, err := recovery.Sweep(context.Background(), db.Pool, self)
+	got, err := recovery.NewSweeper(db.Pool, self).Sweep(context.Background())
 	if err != nil || len(got) != 0 {
 		t.Fatalf("sweep = %+v, %v; want its own task left alone", got, err)
 	}
@@ -180,32 +184,49 @@ func TestAWorkerWhoseLivenessLockIsGoneIsDeadWithinTheGrace(t *testing.T) {
 	if _, err := holder.Exec(context.Background(), `select pg_advisory_lock($1::int4, $2::int4)`, liveness.LockClass, key); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := recovery.Sweep(context.Background(), db.Pool, cfg); err != nil || len(got) != 0 {
+	sweeper := recovery.NewSweeper(db.Pool, cfg)
+	if got, err := sweeper.Sweep(context.Background()); err != nil || len(got) != 0 {
 		t.Fatalf("sweep while the lock is held = %+v, %v; want nothing recovered", got, err)
 	}
 	holder.Close(context.Background()) // the worker process dies
+	died := time.Now()
 	var got []recovery.Recovered
-	deadline := time.Now().Add(10 * time.Second)
-	for len(got) == 0 && time.Now().Before(deadline) {
+	for len(got) == 0 && time.Since(died) < 10*time.Second {
 		var err error
-		if got, err = recovery.Sweep(context.Background(), db.Pool, cfg); err != nil {
+		if got, err = sweeper.Sweep(context.Background()); err != nil {
 			t.Fatal(err)
 		}
+		if len(got) == 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
-	if len(got) != 1 || !strings.Contains(got[0].Reason, "no session holds its liveness lock") {
+	if len(got) != 1 || !strings.Contains(got[0].Reason, "no session has held its liveness lock") {
 		t.Fatalf("sweep after the worker died = %+v; want its task recovered as gone", got)
+	}
+	// Seen missing once, then again a grace later: not before.
+	if took := time.Since(died); took < cfg.LivenessGrace {
+		t.Errorf("recovered %s after the worker died, before the %s grace", took, cfg.LivenessGrace)
 	}
 	if status, attempts, _, _ := taskState(t, db, run); status != "queued" || attempts != 1 {
 		t.Errorf("task %s after %d attempts, want queued", status, attempts)
 	}
 }
 
-func TestAWorkerWithoutItsLockButAFreshHeartbeatIsAlive(t *testing.T) {
+func TestAWorkerThatRetakesItsLockWithinTheGraceIsAlive(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
-	// Its connection broke a moment ago: no lock, but it heartbeated within the grace.
-	_, run := startedTask(t, db, 3, 0)
-	if got, err := recovery.Sweep(context.Background(), db.Pool, cfg); err != nil || len(got) != 0 {
+	// Its connection broke: no lock for a moment, then it is back.
+	worker, run := startedTask(t, db, 3, 0)
+	patient := cfg
+	patient.StartedMargin = time.Hour // only the lock may count here, not the 1 s timeout
+	sweeper := recovery.NewSweeper(db.Pool, patient)
+	if got, err := sweeper.Sweep(context.Background()); err != nil || len(got) != 0 {
+		t.Fatalf("sweep = %+v, %v; want nothing recovered", got, err)
+	}
+	time.Sleep(cfg.LivenessGrace / 2)
+	holdLivenessLock(t, db, worker)
+	time.Sleep(cfg.LivenessGrace)
+	if got, err := sweeper.Sweep(context.Background()); err != nil || len(got) != 0 {
 		t.Fatalf("sweep = %+v, %v; want nothing recovered", got, err)
 	}
 	if status, _, _, _ := taskState(t, db, run); status != "started" {
@@ -221,7 +242,7 @@ func TestAnotherKindOfWorkerIsJudgedByItsHeartbeatAlone(t *testing.T) {
 		db := pgtest.NewDB(t)
 		_, run := startedTaskOf(t, db, "reference-ts", 1, 0)
 		ageTask(t, db, run, time.Hour) // far past its 1 s timeout: pgflow's worker has no timeout
-		if got, err := recovery.Sweep(ctx, db.Pool, cfg); err != nil || len(got) != 0 {
+		if got, err := recovery.NewSweeper(db.Pool, cfg).Sweep(ctx); err != nil || len(got) != 0 {
 			t.Fatalf("sweep = %+v, %v; want a live TypeScript worker's task left alone", got, err)
 		}
 	})
@@ -229,7 +250,7 @@ func TestAnotherKindOfWorkerIsJudgedByItsHeartbeatAlone(t *testing.T) {
 		t.Parallel()
 		db := pgtest.NewDB(t)
 		worker, run := startedTaskOf(t, db, "reference-ts", 3, 11*time.Minute)
-		got, err := recovery.Sweep(ctx, db.Pool, cfg)
+		got, err := recovery.NewSweeper(db.Pool, cfg).Sweep(ctx)
 		if err != nil || len(got) != 1 || !strings.Contains(got[0].Reason, worker+" (reference-ts) stopped heartbeating") {
 			t.Fatalf("sweep = %+v, %v; want the task recovered", got, err)
 		}
@@ -243,7 +264,7 @@ func TestAnotherKindOfWorkerIsJudgedByItsHeartbeatAlone(t *testing.T) {
 		startedTaskOf(t, db, "reference-ts", 3, 24*time.Hour)
 		off := cfg
 		off.ForeignStaleAfter = 0
-		if got, err := recovery.Sweep(ctx, db.Pool, off); err != nil || len(got) != 0 {
+		if got, err := recovery.NewSweeper(db.Pool, off).Sweep(ctx); err != nil || len(got) != 0 {
 			t.Fatalf("sweep = %+v, %v; want nothing recovered", got, err)
 		}
 	})
