@@ -52,6 +52,11 @@ func TestPgmqConformance(t *testing.T) {
 			db := pgtest.NewDB(t, pgtest.Layer(schema.LayerSchema))
 			return pgmqTarget{pool: db.Pool, url: db.URL, ours: true}
 		},
+		// The real pgmq 1.5.1 (test data beside the repository), in a private cluster.
+		"real-pgmq-1.5.1": func(t *testing.T) pgmqTarget {
+			db := pgtest.NewCluster(t, pgtest.ExtensionFiles(pgtest.RealPgmq(t))).NewDB(t)
+			return pgmqTarget{pool: db.Pool, url: db.URL}
+		},
 	}
 	if u := os.Getenv(PgmqURLEnv); u != "" {
 		targets["external"] = func(t *testing.T) pgmqTarget {
@@ -411,7 +416,13 @@ var conformanceCases = []struct {
 	}},
 	{"invalid queue names are rejected", func(t *testing.T, tg pgmqTarget) {
 		ctx := context.Background()
-		for _, bad := range []string{"bad-name", "semi;colon", "with space", strings.Repeat("x", 48), ""} {
+		bads := []string{strings.Repeat("x", 48)}
+		if tg.ours {
+			// Stricter than the real pgmq 1.5.1, which checks only the length (and quotes
+			// the rest into its table names): our layer refuses what pgflow's slugs never are.
+			bads = append(bads, "bad-name", "semi;colon", "with space", "")
+		}
+		for _, bad := range bads {
 			_, err := tg.pool.Exec(ctx, `SELECT pgmq.create($1)`, bad)
 			if err == nil {
 				tg.pool.Exec(ctx, `SELECT pgmq.drop_queue($1)`, bad)
@@ -484,6 +495,15 @@ var conformanceCases = []struct {
 	}},
 	{"notify trigger fires once per statement", func(t *testing.T, tg pgmqTarget) {
 		ctx := context.Background()
+		var has bool
+		if err := tg.pool.QueryRow(ctx, `select to_regproc('pgmq.enable_notify_insert') is not null`).Scan(&has); err != nil {
+			t.Fatal(err)
+		}
+		if !has {
+			// pgmq gained it in 1.8; the worker adds a trigger of its own on older ones
+			// (poller.EnableInsertNotify, tested in poller/notify_test.go).
+			t.Skip("this pgmq has no enable_notify_insert (pgmq < 1.8)")
+		}
 		q := tg.newQueue(t)
 		listener, err := pgx.Connect(ctx, tg.url)
 		if err != nil {
