@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
@@ -197,14 +198,24 @@ func (w *Worker) onWritten(written []completer.Written) {
 					time.AfterFunc(time.Duration(st.maxDependentStartDelay)*time.Second+50*time.Millisecond, fs.wake.Ring)
 				}
 			}
-		case !wr.Failed && wr.Status == "":
-			log.log(slog.LevelWarn, "pgflow refused the output: a dependent map step needs an array, so the run failed")
+		case !wr.Failed && (wr.Status == "" || strings.HasPrefix(wr.ErrorMessage, "[TYPE_VIOLATION]")):
+			// pgflow 0.8 returns no row, 0.14 the failed task.
+			log.log(slog.LevelWarn, "pgflow refused the output: a dependent map step needs an array, so the run failed",
+				"pgflow_error", wr.ErrorMessage)
+		case wr.Status == "started":
+			// pgflow 0.14 leaves a task of a step that is no longer started as it is (and an
+			// earlier pgflow the tasks of a run that already failed).
+			log.log(slog.LevelInfo, "pgflow ignored the outcome: the step or the run had ended without this task (skipped, or failed elsewhere)")
 		case !wr.Failed:
 			log.log(slog.LevelInfo, "pgflow ignored the output: the run had already failed", "task_status", wr.Status)
 		case wr.Status == "queued":
 			log.log(slog.LevelInfo, "task failed; pgflow will retry it", "error", wr.Error, "attempts", wr.Attempts)
 			fs.wake.Ring()
 			w.wakeAfterRetry(fs, t.StepSlug, wr.Attempts)
+		case wr.StepStatus == "skipped":
+			log.log(slog.LevelWarn, "task failed for good: attempts used up; its step is skipped (when_exhausted) and the run goes on",
+				"error", wr.Error, "attempts", wr.Attempts, "run_status", wr.RunStatus)
+			fs.wake.Ring()
 		default:
 			log.log(slog.LevelWarn, "task failed for good: attempts used up, the run failed", "error", wr.Error, "attempts", wr.Attempts)
 			fs.wake.Ring()

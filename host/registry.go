@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -10,29 +9,21 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/host/liveness"
 	"github.com/pgflow-wasm/pgflow-wasm/host/recovery"
 	"github.com/pgflow-wasm/pgflow-wasm/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
-// checkSchema makes sure the database has the pgflow shape this worker speaks (0.8.x).
-func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
-	var hasPgflow, newShape bool
-	err := pool.QueryRow(ctx, `
-		select exists (select 1 from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-		               where n.nspname = 'pgflow' and p.proname = 'start_tasks'),
-		       exists (select 1 from pg_attribute a
-		               where a.attrelid = to_regclass('pgflow.step_task_record') and a.attname = 'flow_input' and not a.attisdropped)`).
-		Scan(&hasPgflow, &newShape)
-	switch {
-	case err != nil:
-		return fmt.Errorf("checking the pgflow schema: %w", err)
-	case !hasPgflow:
-		return errors.New("this database has no pgflow schema: run `pgflow-wasm db install` first")
-	case newShape:
-		return errors.New("this database has a newer pgflow (start_tasks returns flow_input, as in 0.12+): pgflow-wasm speaks the pgflow 0.8.x protocol")
+// checkSchema reads which pgflow the database has (schema.DetectPgflow) and refuses one this
+// worker does not speak: never run a flow on a protocol guess.
+func checkSchema(ctx context.Context, pool *pgxpool.Pool) (schema.Protocol, error) {
+	proto, err := schema.DetectPgflow(ctx, pool)
+	if err != nil {
+		return proto, err
 	}
-	return nil
+	return proto, proto.Supported()
 }
 
 // loadEffectiveOptions reads each step's timeout and base delay as pgflow applies them (the
@@ -76,10 +67,16 @@ func (w *Worker) loadEffectiveOptions(ctx context.Context) error {
 			visibility[slug] = int(st.timeout/time.Second) + 2
 			longest = max(longest, visibility[slug])
 		}
+		mapSteps := map[string]bool{}
+		for _, s := range fs.def.Steps {
+			mapSteps[s.Slug] = s.Type == flowfile.StepMap
+		}
 		fs.fetcher = poller.NewFetcher(w.cfg.Pool, poller.FetcherConfig{
-			Flow:     fs.def.Slug,
-			WorkerID: fs.workerID,
-			ReadVT:   longest,
+			Flow:      fs.def.Slug,
+			WorkerID:  fs.workerID,
+			FlowInput: w.proto.FlowInput,
+			MapStep:   func(step string) bool { return mapSteps[step] },
+			ReadVT:    longest,
 			Visibility: func(step string) int {
 				if v, ok := visibility[step]; ok {
 					return v
@@ -284,13 +281,24 @@ func (w *Worker) deprecate() {
 		where worker_id = any($1::text[]::uuid[])`, w.workerIDs()); err != nil {
 		w.log.Warn("could not mark worker rows deprecated", "error", err)
 	}
+	// pgflow 0.10+ tells stopped workers apart (workers.stopped_at), as its own worker does
+	// on exit. (track_worker_function is never called: it would make ensure_workers() send
+	// HTTP wake-ups meant for Supabase Edge Functions.)
+	if w.proto.StoppedAt {
+		for _, id := range w.workerIDs() {
+			if _, err := w.cfg.Pool.Exec(ctx, `select pgflow.mark_worker_stopped($1::text::uuid)`, id); err != nil {
+				w.log.Warn("could not mark the worker stopped", "worker_id", id, "error", err)
+			}
+		}
+	}
 }
 
 // recoveryLoop sweeps for stalled tasks at start (a previous worker may have died moments
 // ago) and then every RecoveryInterval.
 func (w *Worker) recoveryLoop(ctx context.Context) {
 	cfg := recovery.Config{WorkerStaleAfter: w.cfg.WorkerStaleAfter, StartedMargin: w.cfg.StalledMargin,
-		LivenessGrace: w.cfg.LivenessGrace, ForeignStaleAfter: max(w.cfg.ForeignStaleAfter, 0), Self: w.workerIDs()}
+		LivenessGrace: w.cfg.LivenessGrace, ForeignStaleAfter: max(w.cfg.ForeignStaleAfter, 0), Self: w.workerIDs(),
+		PermanentlyStalled: w.proto.Requeue}
 	for _, fs := range w.flows {
 		cfg.Flows = append(cfg.Flows, fs.def.Slug)
 	}

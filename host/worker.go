@@ -28,6 +28,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 	"github.com/pgflow-wasm/pgflow-wasm/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // Signal chooses how a worker learns that new tasks wait.
@@ -145,8 +146,9 @@ type Worker struct {
 	byWorker map[string]*flowState // by pgflow.workers id
 	global   *slots
 	done     *completer.Completer
-	known    taskSet        // tasks launched whose outcome is not written yet (orphans.go)
-	running  sync.WaitGroup // tasks in flight
+	known    taskSet         // tasks launched whose outcome is not written yet (orphans.go)
+	proto    schema.Protocol // the pgflow the database speaks, read at Run
+	running  sync.WaitGroup  // tasks in flight
 
 	// runCtx is the context handlers run under; it is cancelled only when the drain
 	// deadline passes, never by the first shutdown signal.
@@ -247,9 +249,11 @@ func (w *Worker) Stop() { w.stopOnce.Do(func() { close(w.stop) }) }
 // The flows must have been compiled into the database (package compile).
 func (w *Worker) Run(ctx context.Context) error {
 	defer w.closeModules(context.WithoutCancel(ctx))
-	if err := checkSchema(ctx, w.cfg.Pool); err != nil {
+	proto, err := checkSchema(ctx, w.cfg.Pool)
+	if err != nil {
 		return err
 	}
+	w.proto = proto
 	if err := w.loadEffectiveOptions(ctx); err != nil {
 		return err
 	}

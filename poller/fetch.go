@@ -4,6 +4,7 @@
 package poller
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -45,6 +46,8 @@ type Fetcher struct {
 	// timeout plus a margin, so the message does not reappear while the handler runs.
 	visibility func(step string) int
 	readVT     int
+	flowInput  bool
+	mapStep    func(step string) bool
 	inputs     *runInputCache
 	// unstarted are messages a fetch read but could not start (the database went away):
 	// shown again by the next fetch. Only the fetch loop of this flow touches it.
@@ -61,6 +64,12 @@ type FetcherConfig struct {
 	// visibility of the flow's longest step: then only messages of shorter steps need a
 	// set_vt_batch after start_tasks, and a flow whose steps share one timeout needs none.
 	ReadVT int
+	// FlowInput says start_tasks returns flow_input and builds handler inputs without "run"
+	// (pgflow 0.12+): the fetcher then puts "run" back into single steps' inputs, so a handler
+	// gets ABI v1's input on every pgflow (see withRun).
+	FlowInput bool
+	// MapStep tells map steps (whose input is their element, on every pgflow) from single ones.
+	MapStep func(step string) bool
 }
 
 // NewFetcher returns a Fetcher for one flow.
@@ -68,8 +77,11 @@ func NewFetcher(pool *pgxpool.Pool, cfg FetcherConfig) *Fetcher {
 	if cfg.ReadVT <= 0 {
 		cfg.ReadVT = 30
 	}
+	if cfg.MapStep == nil {
+		cfg.MapStep = func(string) bool { return false }
+	}
 	return &Fetcher{pool: pool, flow: cfg.Flow, workerID: cfg.WorkerID, visibility: cfg.Visibility,
-		readVT: cfg.ReadVT, inputs: newRunInputCache(256)}
+		readVT: cfg.ReadVT, flowInput: cfg.FlowInput, mapStep: cfg.MapStep, inputs: newRunInputCache(256)}
 }
 
 // fetchTimeout bounds one fetch, which its caller's context does not interrupt (Fetch).
@@ -170,17 +182,25 @@ func (f *Fetcher) showUnstarted(ctx context.Context) error {
 func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32, missingRuns []string) ([]Task, error) {
 	var tasks []Task
 	attempts := map[int64]int{}
+	runInputs := map[string][]byte{} // read by this fetch (the cache may drop them meanwhile)
+	flowInput := "null::jsonb"
+	if f.flowInput {
+		flowInput = "flow_input"
+	}
 	b := &pgx.Batch{}
-	b.Queue(`select run_id::text, step_slug, task_index, msg_id, input from pgflow.start_tasks($1, $2::bigint[], $3::text::uuid)`,
+	b.Queue(`select run_id::text, step_slug, task_index, msg_id, input, `+flowInput+` from pgflow.start_tasks($1, $2::bigint[], $3::text::uuid)`,
 		f.flow, ids, f.workerID).Query(func(rows pgx.Rows) error {
 		now := time.Now()
 		for rows.Next() {
 			t := Task{FlowSlug: f.flow, StartedAt: now}
-			var input []byte
-			if err := rows.Scan(&t.RunID, &t.StepSlug, &t.TaskIndex, &t.MsgID, &input); err != nil {
+			var input, runInput []byte
+			if err := rows.Scan(&t.RunID, &t.StepSlug, &t.TaskIndex, &t.MsgID, &input, &runInput); err != nil {
 				return err
 			}
 			t.Input = input
+			if runInput != nil {
+				runInputs[t.RunID] = runInput
+			}
 			tasks = append(tasks, t)
 		}
 		return rows.Err()
@@ -214,6 +234,7 @@ func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32
 					if err := rows.Scan(&id, &input); err != nil {
 						return err
 					}
+					runInputs[id] = input
 					f.inputs.put(id, input)
 				}
 				return rows.Err()
@@ -233,9 +254,37 @@ func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32
 		}
 		t.Attempt = n
 		t.WorkerID = f.workerID
-		t.FlowInput = f.inputs.get(t.RunID)
+		t.FlowInput = runInputs[t.RunID]
+		if t.FlowInput == nil {
+			t.FlowInput = f.inputs.get(t.RunID)
+		}
+		if f.flowInput && !f.mapStep(t.StepSlug) {
+			t.Input = withRun(t.Input, t.FlowInput)
+		}
 		mine = append(mine, t)
 	}
 	slices.SortFunc(mine, func(a, b Task) int { return cmp.Compare(a.MsgID, b.MsgID) })
 	return mine, nil
+}
+
+// withRun rebuilds ABI v1's input of a single step from what pgflow 0.12+ sends: there a root
+// step gets {} (its flow input comes in a column of its own) and a dependent step gets only
+// its dependencies' outputs, {"dep": output, ...} (a skipped dependency has no key). "run"
+// is a reserved step slug, so it never collides with a dependency.
+func withRun(input, runInput json.RawMessage) json.RawMessage {
+	if runInput == nil {
+		runInput = json.RawMessage("null")
+	}
+	body := bytes.TrimSpace(input)
+	if len(body) < 2 || body[0] != '{' {
+		return input // not an object: nothing pgflow sends to a single step
+	}
+	rest := bytes.TrimSpace(body[1:]) // the members and the closing brace
+	out := make([]byte, 0, len(runInput)+len(body)+10)
+	out = append(out, `{"run": `...)
+	out = append(out, runInput...)
+	if len(rest) > 0 && rest[0] != '}' {
+		out = append(out, ", "...)
+	}
+	return append(out, rest...)
 }

@@ -3,6 +3,7 @@ package schema
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/jackc/pgx/v5"
@@ -14,14 +15,17 @@ type AppliedMigration struct {
 	SHA256        string
 	PgflowVersion string
 	SkippedPgmq   bool // its CREATE EXTENSION "pgmq" statement was skipped (pgmq as a plain schema)
-	AppliedAt     string
+	// Skipped names every extension whose CREATE EXTENSION statement was skipped (pgmq as a
+	// plain schema; pg_net and pg_cron replaced by stand-ins).
+	Skipped   []string
+	AppliedAt string
 }
 
 func readApplied(ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }) ([]AppliedMigration, error) {
 	rows, err := q.Query(ctx, `
-		SELECT name, sha256, pgflow_version, skipped_pgmq_create_extension,
+		SELECT name, sha256, pgflow_version, skipped_pgmq_create_extension, skipped_extensions,
 		       to_char(applied_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
 		FROM pgflow_wasm.schema_migrations ORDER BY name`)
 	if err != nil {
@@ -31,8 +35,11 @@ func readApplied(ctx context.Context, q interface {
 	var out []AppliedMigration
 	for rows.Next() {
 		var m AppliedMigration
-		if err := rows.Scan(&m.Name, &m.SHA256, &m.PgflowVersion, &m.SkippedPgmq, &m.AppliedAt); err != nil {
+		if err := rows.Scan(&m.Name, &m.SHA256, &m.PgflowVersion, &m.SkippedPgmq, &m.Skipped, &m.AppliedAt); err != nil {
 			return nil, err
+		}
+		if m.SkippedPgmq && !slices.Contains(m.Skipped, "pgmq") { // recorded before skipped_extensions existed
+			m.Skipped = append([]string{"pgmq"}, m.Skipped...)
 		}
 		out = append(out, m)
 	}
@@ -83,22 +90,35 @@ func applyMigrations(ctx context.Context, conn *pgx.Conn, m *Migrations, who ide
 		}
 	}
 
-	// Our layer or someone's plain-schema pgmq: pgflow's CREATE EXTENSION "pgmq" must not run.
-	skip := rep.Pgmq.Kind == PgmqForeignSchema || (rep.Pgmq.Kind == PgmqLayer && !rep.Pgmq.Extension)
-	var rewritten map[string]string
-	if skip {
-		if rewritten, err = m.withoutPgmqExtension(); err != nil {
-			return err
-		}
+	// Our layer or someone's plain-schema pgmq: pgflow's CREATE EXTENSION "pgmq" must not run;
+	// nor those of extensions a stand-in replaces.
+	var skip []string
+	if rep.Pgmq.Kind == PgmqForeignSchema || (rep.Pgmq.Kind == PgmqLayer && !rep.Pgmq.Extension) {
+		skip = append(skip, "pgmq")
+	}
+	standIns, err := installStandIns(ctx, conn, m, who, rep)
+	if err != nil {
+		return err
+	}
+	skip = append(skip, standIns...)
+	rewritten, err := m.withoutExtensions(skip)
+	if err != nil {
+		return err
 	}
 	for _, f := range m.Files {
 		if _, ok := recorded[f.Name]; ok {
 			rep.AlreadyApplied++
 			continue
 		}
-		sql, skipped := f.SQL, false
+		sql := f.SQL
+		var skipped []string
 		if r, ok := rewritten[f.Name]; ok {
-			sql, skipped = r, true
+			sql = r
+			for _, name := range skip {
+				if createExtension(name).MatchString(f.SQL) {
+					skipped = append(skipped, name)
+				}
+			}
 		}
 		if err := applyOne(ctx, conn, f, sql, skipped, m.PgflowVersion); err != nil {
 			return stepError(err, who, "applying pgflow migration "+f.Name, createDBPrivilege(who))
@@ -108,7 +128,7 @@ func applyMigrations(ctx context.Context, conn *pgx.Conn, m *Migrations, who ide
 	return nil
 }
 
-func applyOne(ctx context.Context, conn *pgx.Conn, f Migration, sql string, skipped bool, version string) error {
+func applyOne(ctx context.Context, conn *pgx.Conn, f Migration, sql string, skipped []string, version string) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return err
@@ -117,8 +137,11 @@ func applyOne(ctx context.Context, conn *pgx.Conn, f Migration, sql string, skip
 	if _, err := tx.Exec(ctx, sql); err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO pgflow_wasm.schema_migrations (name, sha256, pgflow_version, skipped_pgmq_create_extension)
-		VALUES ($1, $2, $3, $4)`, f.Name, f.SHA256, version, skipped)
+	if skipped == nil {
+		skipped = []string{}
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO pgflow_wasm.schema_migrations (name, sha256, pgflow_version, skipped_pgmq_create_extension, skipped_extensions)
+		VALUES ($1, $2, $3, $4, $5)`, f.Name, f.SHA256, version, slices.Contains(skipped, "pgmq"), skipped)
 	if err != nil {
 		return err
 	}

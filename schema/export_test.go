@@ -14,5 +14,5 @@ func LayerSQLWithoutMarker() string {
 
 // WithoutPgmqExtension exposes the CREATE EXTENSION skip for tests.
 func (m *Migrations) WithoutPgmqExtension() (map[string]string, error) {
-	return m.withoutPgmqExtension()
+	return m.withoutExtensions([]string{"pgmq"})
 }

@@ -56,6 +56,7 @@ type Report struct {
 	Applied        []string
 	AlreadyApplied int
 	PgflowVersion  string
+	StandIns       []StandIn // what became of pg_net, pg_cron and vault, when the migrations need them
 }
 
 // installLockKey serializes installers of one database (advisory locks are per database).

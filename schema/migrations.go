@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 )
@@ -52,6 +51,11 @@ func LoadMigrations(dir string) (*Migrations, error) {
 		return nil, fmt.Errorf("reading pgflow migrations folder: %w", err)
 	}
 	m := &Migrations{Dir: dir, PgflowVersion: pgflowPackageVersion(dir)}
+	defer func() {
+		if m != nil && m.PgflowVersion == "unknown" && len(m.Files) > 0 {
+			m.PgflowVersion = releaseOf(m.Files[len(m.Files)-1].Name)
+		}
+	}()
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
 			continue
@@ -78,6 +82,29 @@ func (m *Migrations) Fingerprint() string {
 	return sha256Hex(b.String())
 }
 
+// releaseByLastMigration names the pgflow release a folder holds from its newest migration
+// (a folder copied out of pgflow's repository, or pgflow's installer wrote into a project's
+// supabase/migrations, has no package.json). Facts from pgflow's release history: 0.9.x added
+// no migration to 0.8.1's, 0.13.0 was withdrawn, 0.14.0 and 0.14.1 ship the same SQL.
+var releaseByLastMigration = map[string]string{
+	"20251104080523": "0.8.1",
+	"20251130000000": "0.10.0 (auto compilation only)",
+	"20251209074533": "0.10.0",
+	"20251212100113": "0.11.0",
+	"20251225163110": "0.12.0",
+	"20260103145141": "0.13.1",
+	"20260120205547": "0.13.2",
+	"20260124113408": "0.13.3",
+	"20260214181656": "0.14.1",
+}
+
+func releaseOf(lastMigration string) string {
+	if v, ok := releaseByLastMigration[strings.SplitN(lastMigration, "_", 2)[0]]; ok {
+		return v
+	}
+	return "unknown (newest migration " + lastMigration + ")"
+}
+
 // pgflowPackageVersion finds the package.json of @pgflow/core above the migrations folder
 // (dist/supabase/migrations -> package root) and returns its version.
 func pgflowPackageVersion(dir string) string {
@@ -99,28 +126,39 @@ func pgflowPackageVersion(dir string) string {
 	return "unknown"
 }
 
-// createPgmqExtension matches pgflow's one statement that creates the pgmq extension.
-var createPgmqExtension = regexp.MustCompile(`(?im)^[ \t]*CREATE[ \t]+EXTENSION[ \t]+IF[ \t]+NOT[ \t]+EXISTS[ \t]+"?pgmq"?[^;]*;`)
-
-// withoutPgmqExtension returns the files with pgflow's CREATE EXTENSION "pgmq" statement
-// turned into a comment, for databases whose pgmq is a plain schema (the extension would
-// collide with it, or not exist). Exactly one such statement must exist in the whole set.
-func (m *Migrations) withoutPgmqExtension() (map[string]string, error) {
+// withoutExtensions returns the files with pgflow's CREATE EXTENSION statements for names
+// turned into comments: for a pgmq that is a plain schema (the extension would collide with
+// it, or not exist), and for the stand-ins of pg_net and pg_cron. Exactly one such statement
+// per name must exist in the whole set: a pgflow that changes this stops with a clear error.
+func (m *Migrations) withoutExtensions(names []string) (map[string]string, error) {
 	out := map[string]string{}
-	found := 0
-	for _, f := range m.Files {
-		n := len(createPgmqExtension.FindAllStringIndex(f.SQL, -1))
-		found += n
-		if n > 0 {
-			out[f.Name] = createPgmqExtension.ReplaceAllString(f.SQL,
-				"-- [pgflow-wasm] skipped: pgmq is installed as a plain schema, not an extension")
+	for _, name := range names {
+		re := createExtension(name)
+		found := 0
+		for _, f := range m.Files {
+			sql, ok := out[f.Name]
+			if !ok {
+				sql = f.SQL
+			}
+			n := len(re.FindAllStringIndex(sql, -1))
+			found += n
+			if n > 0 {
+				out[f.Name] = re.ReplaceAllString(sql, "-- [pgflow-wasm] skipped: "+skipReason(name))
+			}
+		}
+		if found != 1 {
+			return nil, fmt.Errorf("expected exactly one `CREATE EXTENSION IF NOT EXISTS \"%s\"` statement in the pgflow migrations of %s, found %d: "+
+				"this pgflow version is not supported without the %s extension", name, m.Dir, found, name)
 		}
 	}
-	if found != 1 {
-		return nil, fmt.Errorf("expected exactly one `CREATE EXTENSION IF NOT EXISTS \"pgmq\"` statement in the pgflow migrations of %s, found %d: "+
-			"this pgflow version is not supported with pgmq as a plain schema", m.Dir, found)
-	}
 	return out, nil
+}
+
+func skipReason(name string) string {
+	if name == "pgmq" {
+		return "pgmq is installed as a plain schema, not an extension"
+	}
+	return "a pgflow-wasm stand-in for " + name + " is installed instead"
 }
 
 func sha256Hex(s string) string {

@@ -14,8 +14,9 @@ type State struct {
 	Pgmq          Pgmq
 	PgmqAvailable AvailablePgmq // what pg_available_extensions offers as pgmq
 	Realtime      Realtime
-	PgflowSchema  bool   // schema pgflow exists
-	PgflowVersion string // recorded with the last applied migration; "" when none
+	PgflowSchema  bool     // schema pgflow exists
+	PgflowVersion string   // recorded with the last applied migration; "" when none
+	Protocol      Protocol // what the catalogue says, whoever installed pgflow
 	Migrations    []AppliedMigration
 	// Compared with a migrations folder when Status was given one:
 	Pending []string // files not applied yet
@@ -52,6 +53,9 @@ func Status(ctx context.Context, conn *pgx.Conn, migrationsDir string) (*State, 
 			s.PgflowVersion = s.Migrations[n-1].PgflowVersion
 		}
 	}
+	if s.Protocol, err = DetectPgflow(ctx, conn); err != nil {
+		return nil, err
+	}
 	if migrationsDir != "" {
 		m, err := LoadMigrations(migrationsDir)
 		if err != nil {
@@ -84,12 +88,12 @@ func (s *State) Problems() []string {
 		p = append(p, "realtime.send is missing")
 	}
 	switch {
-	case len(s.Migrations) == 0 && s.PgflowSchema:
-		p = append(p, "schema pgflow exists but no pgflow migration was applied by pgflow-wasm")
-	case len(s.Migrations) == 0:
+	case len(s.Migrations) == 0 && !s.Protocol.Installed():
 		p = append(p, "no pgflow migration is applied")
 	case !s.PgflowSchema:
 		p = append(p, "schema pgflow is missing although migrations are recorded")
+	case s.Protocol.Supported() != nil:
+		p = append(p, s.Protocol.Supported().Error())
 	}
 	if len(s.Pending) > 0 {
 		p = append(p, fmt.Sprintf("%d pgflow migration(s) not applied yet", len(s.Pending)))

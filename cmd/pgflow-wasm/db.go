@@ -76,6 +76,13 @@ func dbInstall(c *cli.Context) error {
 		fmt.Fprintf(w, "pgmq:          kept %s\n", rep.Pgmq)
 	}
 	fmt.Fprintf(w, "realtime.send: %s %s\n", rep.RealtimeAction, rep.Realtime)
+	for i, s := range rep.StandIns {
+		label := "               "
+		if i == 0 {
+			label = "stand-ins:     "
+		}
+		fmt.Fprintf(w, "%s%s\n", label, s)
+	}
 	fmt.Fprintf(w, "migrations:    %d applied, %d already applied (pgflow %s)\n", len(rep.Applied), rep.AlreadyApplied, rep.PgflowVersion)
 	for _, name := range rep.Applied {
 		fmt.Fprintf(w, "               + %s\n", name)
@@ -109,19 +116,33 @@ func dbStatus(c *cli.Context) error {
 		fmt.Fprintf(w, "               the server offers %s %s as an extension\n", who, st.PgmqAvailable.Version)
 	}
 	fmt.Fprintf(w, "realtime.send: %s\n", st.Realtime)
-	version := st.PgflowVersion
-	if version == "" {
-		version = "not installed"
-	}
 	pending := ""
 	if dir != "" {
 		pending = fmt.Sprintf(", %d pending", len(st.Pending))
 	}
-	fmt.Fprintf(w, "pgflow:        %s (%d migrations applied%s)\n", version, len(st.Migrations), pending)
+	switch {
+	case st.PgflowVersion != "":
+		fmt.Fprintf(w, "pgflow:        %s (%d migrations applied by pgflow-wasm%s)\n", st.PgflowVersion, len(st.Migrations), pending)
+	case st.Protocol.Installed():
+		fmt.Fprintf(w, "pgflow:        installed by another tool (no migrations recorded by pgflow-wasm)\n")
+	default:
+		fmt.Fprintf(w, "pgflow:        not installed (%d migrations applied%s)\n", len(st.Migrations), pending)
+	}
+	support := "pgflow-wasm speaks it"
+	if err := st.Protocol.Supported(); err != nil {
+		support = "not supported: pgflow-wasm speaks pgflow " + schema.SupportedPgflow
+	}
+	if st.Protocol.Installed() {
+		fmt.Fprintf(w, "protocol:      %s, detected from the catalogue (%s)\n", st.Protocol, support)
+	}
 	for _, m := range st.Migrations {
 		note := ""
-		if m.SkippedPgmq {
-			note = "  (its CREATE EXTENSION pgmq was skipped: pgmq is a plain schema)"
+		for _, name := range m.Skipped {
+			why := "a pgflow-wasm stand-in replaces it"
+			if name == "pgmq" {
+				why = "pgmq is a plain schema"
+			}
+			note += fmt.Sprintf("  (its CREATE EXTENSION %s was skipped: %s)", name, why)
 		}
 		fmt.Fprintf(w, "               %s  %s%s\n", m.AppliedAt, m.Name, note)
 	}

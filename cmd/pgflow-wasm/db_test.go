@@ -73,7 +73,8 @@ func TestDBInstallAndStatus(t *testing.T) {
 	for _, want := range []string{
 		"pgmq:          pgmq " + schema.LayerVersion + " (pgflow-wasm layer, extension)",
 		"realtime.send: realtime.send (pgflow-wasm's, version " + schema.RealtimeVersion,
-		"pgflow:        0.8.1 (12 migrations applied, 0 pending)",
+		"pgflow:        0.8.1 (12 migrations applied by pgflow-wasm, 0 pending)",
+		"protocol:      0.8, detected from the catalogue (pgflow-wasm speaks it)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("db status output lacks %q:\n%s", want, out)

@@ -10,7 +10,9 @@ package compile
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // Options controls Compile.
@@ -68,8 +71,18 @@ func Compile(ctx context.Context, pool *pgxpool.Pool, file *flowfile.File, opts 
 		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock(hashtext($1))`, lockKey); err != nil {
 			return err
 		}
+		proto, err := schema.DetectPgflow(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if err := proto.Supported(); err != nil {
+			return err
+		}
+		if err := conditionsSupported(file, proto); err != nil {
+			return err
+		}
 		for _, fl := range file.Flows {
-			r, err := compileFlow(ctx, tx, fl, opts)
+			r, err := compileFlow(ctx, tx, fl, opts, proto)
 			if err != nil {
 				return err
 			}
@@ -83,14 +96,14 @@ func Compile(ctx context.Context, pool *pgxpool.Pool, file *flowfile.File, opts 
 	return reports, nil
 }
 
-func compileFlow(ctx context.Context, tx pgx.Tx, fl *flowfile.Flow, opts Options) (FlowReport, error) {
+func compileFlow(ctx context.Context, tx pgx.Tx, fl *flowfile.Flow, opts Options, proto schema.Protocol) (FlowReport, error) {
 	r := FlowReport{Slug: fl.Slug}
-	db, err := loadFlow(ctx, tx, fl.Slug)
+	db, err := loadFlow(ctx, tx, fl.Slug, proto)
 	if err != nil {
 		return r, err
 	}
 	if db == nil {
-		if err := createFlow(ctx, tx, fl); err != nil {
+		if err := createFlow(ctx, tx, fl, proto); err != nil {
 			return r, err
 		}
 		r.Action = Created
@@ -114,7 +127,24 @@ func compileFlow(ctx context.Context, tx pgx.Tx, fl *flowfile.Flow, opts Options
 	return r, nil
 }
 
-func createFlow(ctx context.Context, tx pgx.Tx, fl *flowfile.Flow) error {
+// conditionsSupported refuses step conditions on a pgflow older than 0.14.
+func conditionsSupported(file *flowfile.File, proto schema.Protocol) error {
+	if proto.Conditions {
+		return nil
+	}
+	for _, fl := range file.Flows {
+		for _, s := range fl.Steps {
+			if s.HasConditions() {
+				return fmt.Errorf("%s:%d: flow %q step %q uses step conditions (if, if_not, when_unmet, when_exhausted), "+
+					"which need pgflow 0.14; this database has pgflow %s: remove them, or upgrade pgflow (`pgflow-wasm db install --migrations DIR`)",
+					file.Path, s.Line, fl.Slug, s.Slug, proto)
+			}
+		}
+	}
+	return nil
+}
+
+func createFlow(ctx context.Context, tx pgx.Tx, fl *flowfile.Flow, proto schema.Protocol) error {
 	// All three options always explicit: the function's base_delay default (5) disagrees
 	// with the table's and the documentation's (1).
 	if _, err := tx.Exec(ctx, `select pgflow.create_flow(flow_slug => $1, max_attempts => $2, base_delay => $3, timeout => $4)`,
@@ -126,9 +156,19 @@ func createFlow(ctx context.Context, tx pgx.Tx, fl *flowfile.Flow) error {
 		if deps == nil {
 			deps = []string{}
 		}
-		if _, err := tx.Exec(ctx, `select pgflow.add_step(flow_slug => $1, step_slug => $2, deps_slugs => $3::text[],
-			max_attempts => $4::int, base_delay => $5::int, timeout => $6::int, start_delay => $7::int, step_type => $8)`,
-			fl.Slug, s.Slug, deps, s.MaxAttempts, s.BaseDelay, s.Timeout, s.StartDelay, s.Type); err != nil {
+		sql := `select pgflow.add_step(flow_slug => $1, step_slug => $2, deps_slugs => $3::text[],
+			max_attempts => $4::int, base_delay => $5::int, timeout => $6::int, start_delay => $7::int, step_type => $8)`
+		args := []any{fl.Slug, s.Slug, deps, s.MaxAttempts, s.BaseDelay, s.Timeout, s.StartDelay, s.Type}
+		if s.HasConditions() {
+			// pgflow 0.14 (conditionsSupported checked it). Its modes are NOT NULL: an unset one
+			// is sent as pgflow's default.
+			c := conditionsOf(s)
+			sql = `select pgflow.add_step(flow_slug => $1, step_slug => $2, deps_slugs => $3::text[],
+				max_attempts => $4::int, base_delay => $5::int, timeout => $6::int, start_delay => $7::int, step_type => $8,
+				required_input_pattern => $9::jsonb, forbidden_input_pattern => $10::jsonb, when_unmet => $11, when_exhausted => $12)`
+			args = append(args, c.ifPattern, c.ifNot, c.whenUnmet, c.whenExhausted)
+		}
+		if _, err := tx.Exec(ctx, sql, args...); err != nil {
 			return fmt.Errorf("add_step(%s.%s): %w", fl.Slug, s.Slug, err)
 		}
 	}
@@ -145,9 +185,37 @@ type dbStep struct {
 	stepType                                    string
 	deps                                        []string
 	maxAttempts, baseDelay, timeout, startDelay *int
+	conditions                                  conditions // pgflow 0.14; the defaults before
 }
 
-func loadFlow(ctx context.Context, tx pgx.Tx, slug string) (*dbFlow, error) {
+// conditions is a step's condition columns as pgflow 0.14 stores them (patterns as jsonb
+// text, "" for NULL).
+type conditions struct {
+	ifPattern, ifNot         *string
+	whenUnmet, whenExhausted string
+}
+
+// conditionsOf is what the file asks, with pgflow's defaults for what it leaves out.
+func conditionsOf(s *flowfile.Step) conditions {
+	c := conditions{whenUnmet: flowfile.Skip, whenExhausted: flowfile.Fail}
+	if s.If != nil {
+		v := string(s.If)
+		c.ifPattern = &v
+	}
+	if s.IfNot != nil {
+		v := string(s.IfNot)
+		c.ifNot = &v
+	}
+	if s.WhenUnmet != "" {
+		c.whenUnmet = s.WhenUnmet
+	}
+	if s.WhenExhausted != "" {
+		c.whenExhausted = s.WhenExhausted
+	}
+	return c
+}
+
+func loadFlow(ctx context.Context, tx pgx.Tx, slug string, proto schema.Protocol) (*dbFlow, error) {
 	f := &dbFlow{steps: map[string]*dbStep{}}
 	err := tx.QueryRow(ctx, `select opt_max_attempts, opt_base_delay, opt_timeout from pgflow.flows where flow_slug = $1`, slug).
 		Scan(&f.maxAttempts, &f.baseDelay, &f.timeout)
@@ -157,7 +225,11 @@ func loadFlow(ctx context.Context, tx pgx.Tx, slug string) (*dbFlow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading flow %s: %w", slug, err)
 	}
-	rows, err := tx.Query(ctx, `select step_slug, step_type, opt_max_attempts, opt_base_delay, opt_timeout, opt_start_delay
+	conds := `null::text, null::text, 'skip', 'fail'` // before 0.14: what 0.14 reads as no condition
+	if proto.Conditions {
+		conds = `required_input_pattern::text, forbidden_input_pattern::text, when_unmet, when_exhausted`
+	}
+	rows, err := tx.Query(ctx, `select step_slug, step_type, opt_max_attempts, opt_base_delay, opt_timeout, opt_start_delay, `+conds+`
 		from pgflow.steps where flow_slug = $1`, slug)
 	if err != nil {
 		return nil, err
@@ -165,7 +237,9 @@ func loadFlow(ctx context.Context, tx pgx.Tx, slug string) (*dbFlow, error) {
 	for rows.Next() {
 		var name string
 		s := &dbStep{}
-		if err := rows.Scan(&name, &s.stepType, &s.maxAttempts, &s.baseDelay, &s.timeout, &s.startDelay); err != nil {
+		c := &s.conditions
+		if err := rows.Scan(&name, &s.stepType, &s.maxAttempts, &s.baseDelay, &s.timeout, &s.startDelay,
+			&c.ifPattern, &c.ifNot, &c.whenUnmet, &c.whenExhausted); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -208,6 +282,7 @@ func shapeDiff(fl *flowfile.Flow, db *dbFlow) []string {
 			diffs = append(diffs, fmt.Sprintf("step %q depends on [%s] in the file, [%s] in the database",
 				s.Slug, strings.Join(want, ", "), strings.Join(have, ", ")))
 		}
+		diffs = append(diffs, conditionDiff(s.Slug, conditionsOf(s), d.conditions)...)
 	}
 	var extra []string
 	for name := range db.steps {
@@ -220,6 +295,43 @@ func shapeDiff(fl *flowfile.Flow, db *dbFlow) []string {
 		diffs = append(diffs, fmt.Sprintf("step %q is in the database but not in the file", name))
 	}
 	return diffs
+}
+
+// conditionDiff compares step conditions: patterns by JSON value, modes by name.
+func conditionDiff(step string, file, db conditions) []string {
+	var diffs []string
+	pattern := func(key string, f, d *string) {
+		if !sameJSON(f, d) {
+			diffs = append(diffs, fmt.Sprintf("step %q has %s %s in the file, %s in the database", step, key, showJSON(f), showJSON(d)))
+		}
+	}
+	pattern("if", file.ifPattern, db.ifPattern)
+	pattern("if_not", file.ifNot, db.ifNot)
+	if file.whenUnmet != db.whenUnmet {
+		diffs = append(diffs, fmt.Sprintf("step %q has when_unmet %s in the file, %s in the database", step, file.whenUnmet, db.whenUnmet))
+	}
+	if file.whenExhausted != db.whenExhausted {
+		diffs = append(diffs, fmt.Sprintf("step %q has when_exhausted %s in the file, %s in the database", step, file.whenExhausted, db.whenExhausted))
+	}
+	return diffs
+}
+
+func sameJSON(a, b *string) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	var x, y any
+	if json.Unmarshal([]byte(*a), &x) != nil || json.Unmarshal([]byte(*b), &y) != nil {
+		return *a == *b
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+func showJSON(p *string) string {
+	if p == nil {
+		return "unset"
+	}
+	return *p
 }
 
 func optionDiff(fl *flowfile.Flow, db *dbFlow) []string {

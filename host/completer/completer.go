@@ -51,6 +51,12 @@ type Written struct {
 	Status string
 	// Attempts is the task's attempts_count after the call.
 	Attempts int
+	// ErrorMessage is the task's error_message after the call (pgflow 0.14's
+	// [TYPE_VIOLATION] message for an output a dependent map step cannot take).
+	ErrorMessage string
+	// StepStatus and RunStatus are read after a call that left the task "failed": with
+	// pgflow 0.14's when_exhausted a failed task may skip its step and leave the run going.
+	StepStatus, RunStatus string
 	// Err is set when the outcome could not be written at all (e.g. shutting down while the
 	// database is unreachable); the task then stays started until recovery requeues it.
 	Err error
@@ -350,10 +356,25 @@ func (c *Completer) writeBatch(ctx context.Context, batch []Outcome) ([]Written,
 	}
 	written := make([]Written, len(batch))
 	for i, r := range results {
-		written[i] = Written{Outcome: batch[i], Stale: r.Stale, Status: r.Status, Attempts: r.Attempts}
+		written[i] = Written{Outcome: batch[i], Stale: r.Stale, Status: r.Status, Attempts: r.Attempts, ErrorMessage: r.ErrorMessage}
 	}
 	c.explainStale(ctx, written)
+	c.readFailedStates(ctx, written)
 	return written, nil
+}
+
+// readFailedStates reads the step's and the run's status for tasks that ended failed, so the
+// log can say whether the run failed or (pgflow 0.14's when_exhausted: skip) goes on. Rare,
+// and only for the log: a failed read leaves them empty.
+func (c *Completer) readFailedStates(ctx context.Context, written []Written) {
+	for i := range written {
+		w := &written[i]
+		if w.Stale || w.Status != "failed" {
+			continue
+		}
+		_ = c.pool.QueryRow(ctx, `select ss.status, r.status from pgflow.step_states ss join pgflow.runs r on r.run_id = ss.run_id
+			where ss.run_id = $1::text::uuid and ss.step_slug = $2`, w.Task.RunID, w.Task.StepSlug).Scan(&w.StepStatus, &w.RunStatus)
+	}
 }
 
 func (c *Completer) writeOne(ctx context.Context, o Outcome) (Written, error) {

@@ -7,6 +7,7 @@
 package flowfile
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 )
@@ -67,8 +68,13 @@ type Step struct {
 	HTTP *HTTP
 	// Env lists the worker environment variables the handler may read by name (config_get):
 	// the step's `env`, else its flow's. Only names: values are read by the worker.
-	Env  []string
-	Line int
+	Env []string
+	// Conditions (pgflow 0.14; conditions.go). If and IfNot are JSON objects, nil when unset;
+	// WhenUnmet and WhenExhausted are "" when unset (pgflow's defaults: skip, fail).
+	If, IfNot     json.RawMessage
+	WhenUnmet     string
+	WhenExhausted string
+	Line          int
 }
 
 // EffectiveTimeout is the step's timeout in seconds, falling back to the flow's.

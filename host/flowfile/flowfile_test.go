@@ -255,3 +255,57 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+func TestStepConditions(t *testing.T) {
+	dir := t.TempDir()
+	mod := filepath.Join(dir, "h.wasm")
+	if err := os.WriteFile(mod, []byte("\x00asm"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parse("flows.yaml", dir, []byte(`
+flows:
+  - slug: f
+    steps:
+      - slug: a
+        module: h.wasm
+      - slug: b
+        depends_on: [a]
+        module: h.wasm
+        if: {a: {plan: pro, seats: 3}}
+        if_not:
+          a:
+            banned: true
+        when_unmet: skip-cascade
+        when_exhausted: skip
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := f.Flows[0].Step("b")
+	if string(b.If) != `{"a":{"plan":"pro","seats":3}}` || string(b.IfNot) != `{"a":{"banned":true}}` ||
+		b.WhenUnmet != SkipCascade || b.WhenExhausted != Skip || !b.HasConditions() {
+		t.Fatalf("conditions: if %s, if_not %s, when_unmet %q, when_exhausted %q", b.If, b.IfNot, b.WhenUnmet, b.WhenExhausted)
+	}
+	if f.Flows[0].Step("a").HasConditions() {
+		t.Error("a step without condition keys has conditions")
+	}
+	_, err = Parse("flows.yaml", dir, []byte(`
+flows:
+  - slug: f
+    steps:
+      - slug: a
+        module: h.wasm
+        if: [1, 2]
+        when_unmet: ignore
+        when_exhausted: 3
+`))
+	for _, want := range []string{
+		"flows.yaml:7: `if` must be a JSON object",
+		"flows.yaml:8: `when_unmet` must be skip, skip-cascade or fail",
+		"flows.yaml:9: `when_exhausted` must be skip, skip-cascade or fail",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+}

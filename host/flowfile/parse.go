@@ -37,7 +37,7 @@ var (
 	rootKeys = []string{"flows"}
 	flowKeys = []string{"slug", "max_attempts", "base_delay", "timeout", "max_concurrency", "http", "env", "steps"}
 	stepKeys = []string{"slug", "type", "depends_on", "module", "max_attempts", "base_delay",
-		"timeout", "start_delay", "memory_limit", "reuse_instance", "http", "env"}
+		"timeout", "start_delay", "memory_limit", "reuse_instance", "http", "env", "if", "if_not", "when_unmet", "when_exhausted"}
 )
 
 // parser collects every problem in the file rather than stopping at the first, so a user
@@ -220,6 +220,14 @@ func (p *parser) step(flow string, n *yaml.Node, defaults capabilityDefaults) *S
 			s.HTTP = p.http(k, v, strings.Replace(where, "in ", "of ", 1))
 		case "env":
 			s.Env = p.env(v)
+		case "if":
+			s.If = p.pattern(key, v)
+		case "if_not":
+			s.IfNot = p.pattern(key, v)
+		case "when_unmet":
+			s.WhenUnmet = p.mode(key, v)
+		case "when_exhausted":
+			s.WhenExhausted = p.mode(key, v)
 		}
 	})
 	if mapValue(n, "slug") == nil {

@@ -28,6 +28,7 @@ package recovery
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -53,6 +54,9 @@ type Config struct {
 	// tasks are recovered (for a task whose worker row is gone: how long ago it started).
 	// 0 never recovers them.
 	ForeignStaleAfter time.Duration
+	// PermanentlyStalled: the database has pgflow 0.13.2+'s step_tasks.permanently_stalled_at,
+	// and tasks upstream gave up on stay out of the sweep (failing them strands their runs).
+	PermanentlyStalled bool
 	// Self lists the sweeping worker's own ids: alive by definition, so a heartbeat that went
 	// stale while the database was away does not make it requeue its own running tasks. When
 	// none of their liveness locks shows in pg_locks (a transaction-mode pooler between
@@ -107,10 +111,13 @@ task as (
          exists (select 1 from held where held.objid = ` + liveness.KeySQL("w.worker_id") + `) as locked
   from pgflow.step_tasks st
   join pgflow.runs r on r.run_id = st.run_id and r.status = 'started'
+  -- A task of a step that is no longer started (skipped, failed: pgflow 0.14 leaves such
+  -- rows started forever) is no one's: fail_task would change nothing.
+  join pgflow.step_states ss on ss.run_id = st.run_id and ss.step_slug = st.step_slug and ss.status = 'started'
   join pgflow.steps s on s.flow_slug = st.flow_slug and s.step_slug = st.step_slug
   join pgflow.flows f on f.flow_slug = st.flow_slug
   left join pgflow.workers w on w.worker_id = st.last_worker_id
-  where st.status = 'started' and st.flow_slug = any($1::text[])
+  where st.status = 'started' and st.flow_slug = any($1::text[]) {{NOT_PERMANENTLY_STALLED}}
 ),
 judged as (
   select t.*, case
@@ -167,6 +174,8 @@ type Started struct {
 const ownStartedSQL = `
 select st.last_worker_id::text, st.run_id::text, st.step_slug, st.task_index, st.attempts_count
 from pgflow.step_tasks st
+join pgflow.runs r on r.run_id = st.run_id and r.status = 'started'
+join pgflow.step_states ss on ss.run_id = st.run_id and ss.step_slug = st.step_slug and ss.status = 'started'
 where st.status = 'started' and st.last_worker_id = any($1::text[]::uuid[]) and st.started_at < now() - interval '2 seconds'`
 
 // Sweep recovers stalled tasks once and returns them. See SweepOwn for the worker's own
@@ -190,17 +199,21 @@ func (s *Sweeper) SweepOwn(ctx context.Context) ([]Recovered, []Started, error) 
 	if gone == nil {
 		gone = []string{}
 	}
-	var stalled []Recovered
+	var candidates []Recovered
 	type look struct {
 		id             string
 		locked, selfOK bool
 	}
 	var looks []look
 	b := &pgx.Batch{}
-	b.Queue(stalledSQL, cfg.Flows, cfg.StartedMargin.Seconds(), cfg.WorkerStaleAfter.Seconds(), cfg.Self, gone,
+	stalled := strings.Replace(stalledSQL, "{{NOT_PERMANENTLY_STALLED}}", "", 1)
+	if cfg.PermanentlyStalled {
+		stalled = strings.Replace(stalledSQL, "{{NOT_PERMANENTLY_STALLED}}", "and st.permanently_stalled_at is null", 1)
+	}
+	b.Queue(stalled, cfg.Flows, cfg.StartedMargin.Seconds(), cfg.WorkerStaleAfter.Seconds(), cfg.Self, gone,
 		cfg.ForeignStaleAfter.Seconds()).Query(func(rows pgx.Rows) error {
 		var err error
-		stalled, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Recovered, error) {
+		candidates, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Recovered, error) {
 			var r Recovered
 			err := row.Scan(&r.FlowSlug, &r.RunID, &r.StepSlug, &r.TaskIndex, &r.Attempt, &r.Reason)
 			return r, err
@@ -255,7 +268,7 @@ func (s *Sweeper) SweepOwn(ctx context.Context) ([]Recovered, []Started, error) 
 	}
 
 	var out []Recovered
-	for _, r := range stalled {
+	for _, r := range candidates {
 		r.Reason = fmt.Sprintf("Task stalled: %s; returned to pgflow by pgflow-wasm recovery", r.Reason)
 		calls := []taskwrite.Call{{RunID: r.RunID, StepSlug: r.StepSlug, TaskIndex: r.TaskIndex, Attempt: r.Attempt, Arg: r.Reason}}
 		res := make([]taskwrite.Result, 1)

@@ -47,8 +47,9 @@ type Result struct {
 	Stale bool
 	// Status is the task's status after the call; "" when the function returned no row
 	// (pgflow 0.8's complete_task does so when the output breaks a dependent map's contract).
-	Status   string
-	Attempts int // attempts_count after the call
+	Status       string
+	Attempts     int    // attempts_count after the call
+	ErrorMessage string // the task's error_message after the call ("" when none)
 }
 
 // Kind chooses the pgflow function.
@@ -75,7 +76,7 @@ with todo as materialized (
                   and st.status = 'started' and st.attempts_count = t.attempt)
   order by t.ord
 )
-select todo.ord, r.status, r.attempts_count
+select todo.ord, r.status, r.attempts_count, r.error_message
 from todo left join lateral %s r on true`
 
 var (
@@ -105,9 +106,9 @@ func Queue(b *pgx.Batch, kind Kind, calls []Call, results []Result) {
 	b.Queue(sql, runs, steps, idx, attempts, args).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var ord int64
-			var status *string
+			var status, errMsg *string
 			var n *int
-			if err := rows.Scan(&ord, &status, &n); err != nil {
+			if err := rows.Scan(&ord, &status, &n, &errMsg); err != nil {
 				return err
 			}
 			r := &results[ord-1]
@@ -117,6 +118,9 @@ func Queue(b *pgx.Batch, kind Kind, calls []Call, results []Result) {
 			}
 			if n != nil {
 				r.Attempts = *n
+			}
+			if errMsg != nil {
+				r.ErrorMessage = *errMsg
 			}
 		}
 		return rows.Err()

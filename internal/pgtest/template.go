@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,8 +35,11 @@ func (s *server) template(mode schema.LayerMode, aged bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	name := fmt.Sprintf("pgfw_tpl_%s_%s", key.kind(), schemaHash(m, key.kind())[:16])
-	if err := s.buildTemplate(name, key); err != nil {
+	// The kind names the pgflow release too (its last migration's timestamp): a run may test
+	// two releases at once, and each drops only stale templates of its own kind.
+	kind := key.kind() + "_" + strings.SplitN(m.Files[len(m.Files)-1].Name, "_", 2)[0]
+	name := fmt.Sprintf("pgfw_tpl_%s_%s", kind, schemaHash(m, kind)[:16])
+	if err := s.buildTemplate(name, kind, key); err != nil {
 		return "", err
 	}
 	s.templates[key] = name
@@ -49,10 +53,11 @@ type templateKey struct {
 }
 
 func (k templateKey) kind() string {
+	kind := string(k.layer)
 	if k.aged {
-		return string(k.layer) + "_aged"
+		kind += "_aged"
 	}
-	return string(k.layer)
+	return kind
 }
 
 // schemaHash covers everything a template holds, so a change to any of it builds a new one.
@@ -63,7 +68,7 @@ func schemaHash(m *schema.Migrations, kind string) string {
 // buildTemplate builds under an advisory lock (processes of one `go test ./...` run race
 // for it), in a scratch database renamed into place only when complete, so a template
 // that exists is always whole.
-func (s *server) buildTemplate(name string, key templateKey) error {
+func (s *server) buildTemplate(name, kind string, key templateKey) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	conn, err := s.admin.Acquire(ctx)
@@ -77,7 +82,7 @@ func (s *server) buildTemplate(name string, key templateKey) error {
 	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext($1))`, name)
 
 	if s.local {
-		s.dropStaleTemplates(ctx, conn.Conn(), key.kind(), name)
+		s.dropStaleTemplates(ctx, conn.Conn(), kind, name)
 	}
 	var ready bool
 	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)`, name).Scan(&ready)

@@ -11,3 +11,7 @@ CREATE TABLE IF NOT EXISTS pgflow_wasm.schema_migrations (
 
 COMMENT ON TABLE pgflow_wasm.schema_migrations IS
     'pgflow-wasm: pgflow migration files applied by `pgflow-wasm db install`, one row per file';
+
+-- Every extension whose CREATE EXTENSION statement was skipped: pgmq installed as a plain
+-- schema, pg_net and pg_cron replaced by pgflow-wasm's stand-ins (schema/sql/standins.sql).
+ALTER TABLE pgflow_wasm.schema_migrations ADD COLUMN IF NOT EXISTS skipped_extensions text[] NOT NULL DEFAULT '{}';
