@@ -15,10 +15,11 @@ import (
 // maxInputBytes caps a run input typed into the dashboard.
 const maxInputBytes = 1 << 20
 
-// actionsOff answers an action when the dashboard runs without --ui-actions.
-func (s *Server) actionsOff(w http.ResponseWriter) bool {
+// actionsOff answers an action when the dashboard runs without --ui-actions, or when the
+// request did not come from the dashboard's own form.
+func (s *Server) actionsOff(w http.ResponseWriter, r *http.Request) bool {
 	if s.cfg.Actions {
-		return false
+		return !s.guard.checkPost(w, r)
 	}
 	http.Error(w, "refused: this dashboard is read-only (start it with --ui-actions to allow starting runs and deprecating workers)", http.StatusForbidden)
 	return true
@@ -26,7 +27,7 @@ func (s *Server) actionsOff(w http.ResponseWriter) bool {
 
 // startRun starts a run of a flow with the JSON input of the form, then shows the run.
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
-	if s.actionsOff(w) {
+	if s.actionsOff(w, r) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxInputBytes+64*1024)
@@ -61,7 +62,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 
 // deprecateWorker marks a worker deprecated: it finishes its running tasks and takes no more.
 func (s *Server) deprecateWorker(w http.ResponseWriter, r *http.Request) {
-	if s.actionsOff(w) {
+	if s.actionsOff(w, r) {
 		return
 	}
 	id := r.PostFormValue("worker_id")

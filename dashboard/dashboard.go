@@ -129,7 +129,11 @@ func Listen(ctx context.Context, addr string, cfg Config) (*Server, error) {
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
-	s.listener = live.NewListener(cfg.Pool.Config().ConnConfig.Copy(), cfg.Log)
+	listenCfg := cfg.Pool.Config().ConnConfig.Copy()
+	if listenCfg.RuntimeParams["application_name"] == "" {
+		listenCfg.RuntimeParams["application_name"] = "pgflow-wasm dashboard" // findable in pg_stat_activity
+	}
+	s.listener = live.NewListener(listenCfg, cfg.Log)
 	s.hub = live.NewHub(runCtx, s.listener, cfg.Log, cfg.PollInterval, 10*cfg.PollInterval)
 	go s.listener.Run(runCtx)
 	s.srv = &http.Server{

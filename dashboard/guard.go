@@ -21,8 +21,8 @@ import (
 //     elsewhere cannot read the dashboard by pointing its own domain at 127.0.0.1 (DNS
 //     rebinding).
 //
-// POSTs (the actions) also need the form's CSRF value and, when the browser sends an
-// Origin, the dashboard's own.
+// Actions (POSTs) also check checkPost: the form's CSRF value and, when the browser sends
+// an Origin, the dashboard's own.
 type guard struct {
 	token    string
 	session  string // cookie value: derived from the token, not the token itself
@@ -63,10 +63,6 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		// Static files (style sheet, script) hold no data: the token page needs its style.
 		if !strings.HasPrefix(r.URL.Path, "/static/") && !g.allowed(w, r) {
-			return
-		}
-		if r.Method == http.MethodPost && !g.sameOrigin(r) {
-			http.Error(w, "refused: this form did not come from the dashboard's own page (reload the page and try again)", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -120,6 +116,15 @@ func unauthorized(w http.ResponseWriter, why string) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(http.StatusUnauthorized)
 	_ = unauthorizedPage.Execute(w, why)
+}
+
+// checkPost refuses (403) a POST that did not come from the dashboard's own form.
+func (g *guard) checkPost(w http.ResponseWriter, r *http.Request) bool {
+	if g.sameOrigin(r) {
+		return true
+	}
+	http.Error(w, "refused: this form did not come from the dashboard's own page (reload the page and try again)", http.StatusForbidden)
+	return false
 }
 
 // sameOrigin checks a POST: the CSRF value of the dashboard's forms and, when the browser

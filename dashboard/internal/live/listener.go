@@ -30,6 +30,7 @@ type Listener struct {
 	subs      map[string]map[*Subscription]struct{} // channel -> subscriptions
 	all       map[*Subscription]struct{}
 	connected bool
+	listening []string      // channels the connection LISTENs to now
 	kick      chan struct{} // the set of channels changed
 }
 
@@ -100,11 +101,12 @@ func (l *Listener) Connected() bool {
 	return l.connected
 }
 
-// Channels returns the channels currently wanted (for tests and diagnostics).
-func (l *Listener) Channels() []string {
+// Listening returns the channels the connection LISTENs to now, sorted (for tests and
+// diagnostics); nil while it is down.
+func (l *Listener) Listening() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return slices.Sorted(maps.Keys(l.subs))
+	return slices.Clone(l.listening)
 }
 
 func ring(c chan struct{}) {
@@ -120,7 +122,7 @@ func (l *Listener) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		err := l.session(ctx)
 		l.mu.Lock()
-		l.connected = false
+		l.connected, l.listening = false, nil
 		l.mu.Unlock()
 		if ctx.Err() != nil {
 			return
@@ -205,6 +207,9 @@ func (l *Listener) sync(ctx context.Context, conn *pgx.Conn, listening map[strin
 			delete(listening, ch)
 		}
 	}
+	l.mu.Lock()
+	l.listening = slices.Sorted(maps.Keys(listening))
+	l.mu.Unlock()
 	return nil
 }
 
