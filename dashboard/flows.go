@@ -159,7 +159,13 @@ func (s *Server) flowsProbe() live.Probe {
 		if err != nil {
 			return live.State{}, err
 		}
-		return live.State{Fingerprint: flowsFingerprint(flows), Active: true}, nil
+		// Counts change with every run: new runs are announced on the queues' channels,
+		// their ends only on each run's own; the settled poll catches those.
+		st := live.State{Fingerprint: flowsFingerprint(flows)}
+		for _, f := range flows {
+			st.Channels = append(st.Channels, queueChannel(f.Slug))
+		}
+		return st, nil
 	}
 }
 
@@ -214,6 +220,7 @@ func (s *Server) workersProbe(cursor string) live.Probe {
 		if err != nil {
 			return live.State{}, err
 		}
-		return live.State{Fingerprint: s.workersFingerprint(page), Active: true}, nil
+		// Alive workers beat every few seconds; a worker goes stale over tens of seconds.
+		return live.State{Fingerprint: s.workersFingerprint(page)}, nil
 	}
 }

@@ -121,30 +121,31 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 var funcs = template.FuncMap{
-	"status":   statusClass,
-	"short":    shortID,
-	"clock":    clock,
-	"took":     took,
-	"elapsed":  elapsed,
-	"since":    func(t time.Time) int64 { return t.UnixMilli() },
-	"unixms":   func(t time.Time) int64 { return t.UnixMilli() },
-	"dur":      formatDuration,
-	"json":     jsonText,
-	"size":     byteSize,
-	"int":      func(p *int) int { return *p },
-	"count":    func(n int) string { return groupDigits(n) },
-	"add":      func(a, b int) int { return a + b },
-	"seconds":  func(n int) string { return strconv.Itoa(n) + " s" },
-	"percent":  func(a, b int) int { return percent(a, b) },
-	"isodate":  func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
-	"upper":    strings.ToUpper,
-	"join":     strings.Join,
-	"orDash":   orDash,
-	"hasValue": func(p *int) bool { return p != nil },
-	"deref":    func(t *time.Time) time.Time { return *t },
-	"dict":     dict,
-	"int64":    func(n int64) int { return int(n) },
-	"uint64":   func(n uint64) int { return int(n) },
+	"status":    statusClass,
+	"short":     shortID,
+	"clock":     clock,
+	"took":      took,
+	"elapsed":   elapsed,
+	"since":     func(t time.Time) int64 { return t.UnixMilli() },
+	"unixms":    func(t time.Time) int64 { return t.UnixMilli() },
+	"dur":       formatDuration,
+	"json":      jsonText,
+	"size":      byteSize,
+	"int":       func(p *int) int { return *p },
+	"count":     func(n int) string { return groupDigits(n) },
+	"add":       func(a, b int) int { return a + b },
+	"seconds":   func(n int) string { return strconv.Itoa(n) + " s" },
+	"percent":   func(a, b int) int { return percent(a, b) },
+	"isodate":   func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+	"upper":     strings.ToUpper,
+	"join":      strings.Join,
+	"orDash":    orDash,
+	"hasValue":  func(p *int) bool { return p != nil },
+	"deref":     func(t *time.Time) time.Time { return *t },
+	"dict":      dict,
+	"breakable": breakable,
+	"int64":     func(n int64) int { return int(n) },
+	"uint64":    func(n uint64) int { return int(n) },
 }
 
 // statusClass maps a status to its CSS class; unknown statuses (a newer pgflow's) get a
@@ -222,6 +223,11 @@ func jsonText(j store.JSON) string {
 		}
 	}
 	return j.Text
+}
+
+// breakable is a path that may wrap after each slash (and nowhere else): escaped, with <wbr>.
+func breakable(path string) template.HTML {
+	return template.HTML(strings.ReplaceAll(template.HTMLEscapeString(path), "/", "/<wbr>"))
 }
 
 // dict builds a map from key, value pairs, to pass several values to a template.

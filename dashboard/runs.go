@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/dag"
@@ -86,24 +87,42 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 		Version: runsFingerprint(page), Now: page.Now, Data: v})
 }
 
-// runsProbe re-reads a runs page for its live stream, and listens to the channels of the
-// runs on it that are still going.
+// runsProbe re-reads a runs page for its live stream. It listens to the channels of the
+// runs on it that are still going, and to the queue-insert channels of its flows, where a
+// new run's first tasks are announced when the workers use --signal notify; otherwise new
+// runs show up at the next poll.
 func (s *Server) runsProbe(f store.RunFilter) live.Probe {
 	return func(ctx context.Context) (live.State, error) {
 		page, err := s.store.ListRuns(ctx, f)
 		if err != nil {
 			return live.State{}, err
 		}
-		st := live.State{Fingerprint: runsFingerprint(page), Active: f.Before == nil && f.After == nil}
+		st := live.State{Fingerprint: runsFingerprint(page)}
 		for _, r := range page.Runs {
 			if r.Status == "started" {
 				st.Channels = append(st.Channels, runs.Topic(r.ID))
 				st.Active = true
 			}
 		}
+		if f.Before == nil && f.After == nil {
+			flows, err := s.store.FlowSlugs(ctx)
+			if err != nil {
+				return live.State{}, err
+			}
+			for _, fl := range flows {
+				if f.Flow == "" || f.Flow == fl {
+					st.Channels = append(st.Channels, queueChannel(fl))
+				}
+			}
+		}
 		return st, nil
 	}
 }
+
+// queueChannel is the channel pgmq NOTIFYs on when messages are sent to a flow's queue
+// (once pgmq.enable_notify_insert ran for it, as serve --signal notify does): see
+// docs/database.md, "NOTIFY channels and payloads".
+func queueChannel(flow string) string { return "pgmq.q_" + strings.ToLower(flow) + ".INSERT" }
 
 // stepView is one step on the run page with a page of its tasks.
 type stepView struct {
@@ -119,10 +138,11 @@ type stepView struct {
 
 // runView is the run page.
 type runView struct {
-	Run   *store.Run
-	Steps []stepView
-	Graph dag.Graph
-	Error string // the first failed step's error
+	Run       *store.Run
+	Steps     []stepView
+	StepsDone int
+	Graph     dag.Graph
+	Error     string // the first failed step's error
 }
 
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
@@ -170,9 +190,12 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		if st.Error != "" && v.Error == "" {
 			v.Error = st.Error
 		}
+		if st.Status == "completed" || st.Status == "skipped" {
+			v.StepsDone++
+		}
 		v.Steps = append(v.Steps, sv)
 		nodes = append(nodes, dag.Node{Slug: st.Slug, DependsOn: st.DependsOn, Status: st.Status,
-			Label: stepLabel(sv), Href: "#step-" + st.Slug})
+			Label: stepLabel(sv, run.EndedAt() != nil), Href: "#step-" + st.Slug})
 	}
 	v.Graph = dag.Layout(nodes)
 	s.render(w, r, "run", view{Title: "Run " + shortID(run.ID), Nav: "runs", Live: "/events/runs/" + run.ID,
@@ -185,8 +208,10 @@ func stepPageLink(run, step string, from int) string {
 }
 
 // stepLabel is the second line of a step's node in the graph.
-func stepLabel(sv stepView) string {
+func stepLabel(sv stepView, runEnded bool) string {
 	switch {
+	case runEnded && (sv.Status == "started" || sv.Status == "created"):
+		return sv.Status + " · left unfinished"
 	case sv.Type == "map" && sv.TotalKnown:
 		return "map · " + strconv.Itoa(sv.Done) + "/" + strconv.Itoa(sv.Total) + " done"
 	case sv.Type == "map":
