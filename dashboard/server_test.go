@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -388,5 +389,53 @@ func TestTheRunStreamTellsWhenTheRunChanges(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("no change event within 30 s of the run completing")
+	}
+}
+
+// A map step's elements are listed a page at a time, with links between the pages.
+func TestAMapStepsElementsArePaged(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	file := dashtest.FlowsFile(t, `
+flows:
+  - slug: many
+    steps:
+      - {slug: each, type: map, module: {{root}}/modules/testdata/echo_map.wasm}
+`)
+	dashtest.StartWorker(t, db.Pool, file, host.Config{})
+	elements := make([]string, 25)
+	for i := range elements {
+		elements[i] = fmt.Sprintf(`"element-%02d"`, i)
+	}
+	id := dashtest.StartRun(t, db.Pool, "many", "["+strings.Join(elements, ",")+"]")
+	dashtest.WaitRun(t, db.Pool, id, 60*time.Second)
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, TasksPerPage: 10})
+	taskRows := regexp.MustCompile(`id="task-each-(\d+)"`)
+	next := regexp.MustCompile(`href="([^"]+)">next ›`)
+	page := "/runs/" + id
+	var seen []string
+	for i := 0; i < 3; i++ {
+		_, body := get(t, srv.URL()+strings.TrimPrefix(page, "/"), nil)
+		rows := taskRows.FindAllStringSubmatch(body, -1)
+		for _, r := range rows {
+			seen = append(seen, r[1])
+		}
+		if !strings.Contains(body, "25 of 25 elements done") {
+			t.Errorf("page %d does not show the map's progress", i)
+		}
+		m := next.FindStringSubmatch(body)
+		if i < 2 && m == nil {
+			t.Fatalf("page %d (%d tasks) has no link to the next", i, len(rows))
+		}
+		if i == 2 {
+			if m != nil {
+				t.Error("the last page links to a next one")
+			}
+			break
+		}
+		page = strings.ReplaceAll(m[1], "&amp;", "&")
+	}
+	if len(seen) != 25 || seen[0] != "0" || seen[10] != "10" || seen[24] != "24" {
+		t.Fatalf("tasks listed over three pages: %v", seen)
 	}
 }

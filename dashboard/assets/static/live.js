@@ -118,6 +118,12 @@
     }
   });
 
+  // The runs page's filters apply as soon as one is chosen (the button stays for no script).
+  document.addEventListener('change', function (e) {
+    var f = e.target.form;
+    if (f && f.classList.contains('filters')) f.submit();
+  });
+
   setInterval(tick, 1000);
   tick();
   connect();

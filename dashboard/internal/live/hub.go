@@ -44,6 +44,7 @@ type watch struct {
 	cancel context.CancelFunc
 	last   string // last fingerprint, "" before the first probe
 	subs   map[*Watcher]struct{}
+	failed bool // the last probe failed (logged once, not at every poll)
 }
 
 // Watcher is one subscriber of a watch. C receives the page's fingerprint whenever it
@@ -104,8 +105,15 @@ func (h *Hub) run(ctx context.Context, w *watch) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			h.log.Warn("dashboard: reading a live page's state failed", "page", w.key, "error", err)
+			if !w.failed {
+				h.log.Warn("dashboard: reading a live page's state failed; retrying at every poll", "page", w.key, "error", err)
+				w.failed = true
+			}
 		default:
+			if w.failed {
+				h.log.Info("dashboard: reading a live page's state works again", "page", w.key)
+				w.failed = false
+			}
 			sub.Set(st.Channels)
 			if st.Active {
 				interval = h.active

@@ -203,7 +203,7 @@ func inputExpr(step Step) string {
 		if len(step.DependsOn) == 0 {
 			return runInput + ` -> t.task_index`
 		}
-		return `(` + depOutput(step.DependsOn[0]) + `) -> t.task_index`
+		return mapElement(step.DependsOn[0])
 	}
 	expr := `jsonb_build_object('run', ` + runInput + `)`
 	for _, d := range step.DependsOn {
@@ -222,6 +222,19 @@ func depOutput(dep string) string {
 		    else (select o.output from pgflow.step_tasks o
 		          where o.run_id = t.run_id and o.step_slug = %[1]s and o.status = 'completed' order by o.task_index limit 1) end
 		from pgflow.steps ds where ds.flow_slug = t.flow_slug and ds.step_slug = %[1]s`, quote(dep))
+}
+
+// mapElement is a SQL expression for task t's element of its map step's only dependency:
+// element t.task_index of a single step's output array or, when the dependency is a map
+// itself, its task with the same index (the dependency completed, so its outputs are
+// dense), without aggregating all of them for every task.
+func mapElement(dep string) string {
+	return fmt.Sprintf(`(select case when ds.step_type = 'map'
+		    then (select o.output from pgflow.step_tasks o
+		          where o.run_id = t.run_id and o.step_slug = %[1]s and o.task_index = t.task_index and o.status = 'completed')
+		    else (select o.output -> t.task_index from pgflow.step_tasks o
+		          where o.run_id = t.run_id and o.step_slug = %[1]s and o.status = 'completed' order by o.task_index limit 1) end
+		from pgflow.steps ds where ds.flow_slug = t.flow_slug and ds.step_slug = %[1]s)`, quote(dep))
 }
 
 // quote makes a SQL string literal (step slugs are checked by pgflow, but never trusted).

@@ -160,14 +160,35 @@ flows:
       - {slug: whole, depends_on: [items], module: {{root}}/modules/testdata/echo.wasm}
       - {slug: again, type: map, depends_on: [items], module: {{root}}/modules/testdata/echo_map.wasm}
       - {slug: last, depends_on: [whole, again], module: {{root}}/modules/testdata/echo.wasm}
+  - slug: from_single
+    steps:
+      - {slug: list, module: {{root}}/modules/testdata/echo.wasm}
+      - {slug: each, type: map, depends_on: [list], module: {{root}}/modules/testdata/echo_map.wasm}
 `)
 	dashtest.StartWorker(t, db.Pool, file, host.Config{})
 	id := dashtest.StartRun(t, db.Pool, "shapes", `[1, "two", {"three": [3]}, null, true]`)
-	if r := dashtest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "completed" {
-		t.Fatalf("run %s: %s %s", id, r.Status, r.Error)
+	// list returns input.run.value: a map over a single step's array.
+	other := dashtest.StartRun(t, db.Pool, "from_single", `{"value": [1, "two", {"three": [3]}, null, true]}`)
+	for _, r := range []string{id, other} {
+		if r := dashtest.WaitRun(t, db.Pool, r, 60*time.Second); r.Status != "completed" {
+			t.Fatalf("run %s: %s %s", r.ID, r.Status, r.Error)
+		}
 	}
 	s := open(t, db)
-	steps, err := s.Steps(ctx, id)
+	steps, err := s.Steps(ctx, other)
+	if err != nil || len(steps) != 2 {
+		t.Fatalf("steps of from_single: %+v %v", steps, err)
+	}
+	each, err := s.Tasks(ctx, other, steps[1], 0, 10)
+	if err != nil || len(each) != 5 {
+		t.Fatalf("tasks of each: %+v %v", each, err)
+	}
+	for _, k := range each {
+		if !jsonEqual(k.Input.Text, k.Output.Text) {
+			t.Errorf("from_single.each task %d: rebuilt input %s, but the handler received %s", k.Index, k.Input.Text, k.Output.Text)
+		}
+	}
+	steps, err = s.Steps(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
