@@ -241,6 +241,15 @@ func (w *Worker) WorkerIDs() map[string]string {
 	return out
 }
 
+// ModuleInfo describes the module a served step runs, as loaded (path, sha256, ABI version).
+func (w *Worker) ModuleInfo(flow, step string) (sandbox.Info, bool) {
+	fs := w.byFlow[flow]
+	if fs == nil || fs.steps[step] == nil {
+		return sandbox.Info{}, false
+	}
+	return fs.steps[step].module.Info(), true
+}
+
 // Stop asks a running worker to drain and return, as a shutdown signal does.
 func (w *Worker) Stop() { w.stopOnce.Do(func() { close(w.stop) }) }
 

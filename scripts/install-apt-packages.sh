@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the WebAssembly toolchains need, only those missing.
+# Installs the Debian packages the WebAssembly toolchains and the tests need, only those missing.
 # Fast when everything is present (one dpkg-query call); runs 'apt-get update' only when
 # something must be installed. Prints each missing package and the toolchain that needs it.
 set -euo pipefail
@@ -22,28 +22,43 @@ wanted=(
 	"binaryen:TinyGo (wasm-opt)"
 	"wabt:inspecting modules (wasm-objdump, wat2wasm)"
 )
+# Wanted too, but the build does not stop without them: the tests that need them skip, saying why.
+optional=(
+	"chromium:the dashboard's browser tests (headless, driven by chromedp)"
+)
 # npm is only needed when the machine has no Node.js at all (AssemblyScript compiler).
 command -v npm >/dev/null 2>&1 || wanted+=("npm:AssemblyScript (compiler from npm)")
 
 names=()
-for w in "${wanted[@]}"; do names+=("${w%%:*}"); done
+for w in "${wanted[@]}" "${optional[@]}"; do names+=("${w%%:*}"); done
 
 installed=$(dpkg-query -W -f='${Package} ${Status}\n' "${names[@]}" 2>/dev/null | awk '$NF == "installed" { print $1 }' || true)
 
-missing=()
-for w in "${wanted[@]}"; do
-	name=${w%%:*}
-	if ! grep -qx "$name" <<<"$installed"; then
-		echo "toolchains: installing $name, needed by ${w#*:}"
-		missing+=("$name")
-	fi
-done
-[ ${#missing[@]} -eq 0 ] && exit 0
+# missing_of LIST...: the packages of LIST that are not installed, announcing each.
+missing_of() {
+	for w in "$@"; do
+		name=${w%%:*}
+		if ! grep -qx "$name" <<<"$installed"; then
+			echo "toolchains: installing $name, needed by ${w#*:}" >&2
+			echo "$name"
+		fi
+	done
+}
+mapfile -t missing < <(missing_of "${wanted[@]}")
+mapfile -t missing_optional < <(missing_of "${optional[@]}")
+[ ${#missing[@]} -eq 0 ] && [ ${#missing_optional[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
-	echo "toolchains: missing Debian packages: ${missing[*]}; run as root or: sudo apt-get install -y ${missing[*]}" >&2
+	echo "toolchains: missing Debian packages: ${missing[*]} ${missing_optional[*]}; run as root or: sudo apt-get install -y ${missing[*]} ${missing_optional[*]}" >&2
+	[ ${#missing[@]} -eq 0 ] && exit 0
 	exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
-apt-get install -y -q "${missing[@]}"
+if [ ${#missing[@]} -gt 0 ]; then
+	apt-get install -y -q "${missing[@]}"
+fi
+if [ ${#missing_optional[@]} -gt 0 ]; then
+	apt-get install -y -q "${missing_optional[@]}" ||
+		echo "toolchains: could not install ${missing_optional[*]}: the tests that need them will be skipped" >&2
+fi

@@ -44,6 +44,7 @@ func commands() []*cli.Command {
 		startCommand(),
 		runsCommand(),
 		runCommand(),
+		uiCommand(),
 		benchCommand(),
 		dbCommand(), localdbCommand(),
 		moduleCommand(),

@@ -69,6 +69,7 @@ func serveCommand() *cli.Command {
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "update-options", EnvVars: env("update-options"),
 			Usage: "write changed flow and step options (attempts, delays, timeouts) to the database"}),
 	)
+	flags = append(flags, uiFlags("")...)
 	flags = append(flags, logFlags()...)
 	flags = append(flags, &cli.StringFlag{Name: "cpu-profile", Hidden: true, Usage: "write a CPU profile of the whole run to this file"})
 	return withConfigFile(&cli.Command{
@@ -163,6 +164,24 @@ func serve(c *cli.Context) error {
 		for _, d := range r.Options {
 			log.Warn("flow option differs from the database", "flow", r.Slug, "difference", d)
 		}
+	}
+	if c.String("ui-addr") != "" {
+		// The dashboard gets its own small pool: its page queries never wait behind tasks.
+		uiPool, err := openPool(ctx, c, 4)
+		if err != nil {
+			return err
+		}
+		defer uiPool.Close()
+		cfg, err := dashboardConfig(c, log)
+		if err != nil {
+			return err
+		}
+		cfg.Flows, cfg.Modules, cfg.WorkerStaleAfter = file, w.ModuleInfo, c.Duration("worker-stale-after")
+		stopUI, err := serveDashboard(ctx, c, uiPool, cfg, log)
+		if err != nil {
+			return err
+		}
+		defer stopUI()
 	}
 	err = w.Run(ctx)
 	if errors.Is(err, host.ErrRestart) {

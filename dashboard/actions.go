@@ -1,0 +1,95 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"errors"
+	"html/template"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/store"
+	"github.com/pgflow-wasm/pgflow-wasm/runs"
+)
+
+// maxInputBytes caps a run input typed into the dashboard.
+const maxInputBytes = 1 << 20
+
+// actionsOff answers an action when the dashboard runs without --ui-actions, or when the
+// request did not come from the dashboard's own form.
+func (s *Server) actionsOff(w http.ResponseWriter, r *http.Request) bool {
+	if s.cfg.Actions {
+		return !s.guard.checkPost(w, r)
+	}
+	http.Error(w, "refused: this dashboard is read-only (start it with --ui-actions to allow starting runs and deprecating workers)", http.StatusForbidden)
+	return true
+}
+
+// startRun starts a run of a flow with the JSON input of the form, then shows the run.
+func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
+	if s.actionsOff(w, r) {
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxInputBytes+64*1024)
+	flow := r.PostFormValue("flow")
+	input := strings.TrimSpace(r.PostFormValue("input"))
+	if input == "" {
+		input = "{}"
+	}
+	refuse := func(why string) {
+		s.log.Warn("dashboard action refused", "action", "start_run", "flow", flow, "reason", why, "remote", r.RemoteAddr)
+		s.renderFlows(w, r, &startForm{Flow: flow, Input: input, Error: why})
+	}
+	switch {
+	case len(input) > maxInputBytes:
+		refuse("the input is over 1 MiB")
+		return
+	case !json.Valid([]byte(input)):
+		var v any
+		err := json.Unmarshal([]byte(input), &v)
+		refuse("the input is not valid JSON: " + err.Error())
+		return
+	}
+	id, err := runs.Start(r.Context(), s.store.Pool(), flow, json.RawMessage(input))
+	if err != nil {
+		refuse(err.Error())
+		return
+	}
+	s.log.Info("dashboard action: started a run", "action", "start_run", "flow", flow, "run_id", id,
+		"input_bytes", len(input), "remote", r.RemoteAddr)
+	http.Redirect(w, r, "/runs/"+id, http.StatusSeeOther)
+}
+
+// deprecateWorker marks a worker deprecated: it finishes its running tasks and takes no more.
+func (s *Server) deprecateWorker(w http.ResponseWriter, r *http.Request) {
+	if s.actionsOff(w, r) {
+		return
+	}
+	id := r.PostFormValue("worker_id")
+	changed, err := s.store.Deprecate(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		s.actionFailed(w, r, "no worker "+strconv.Quote(id)+" in this database")
+		return
+	}
+	if err != nil {
+		s.actionFailed(w, r, err.Error())
+		return
+	}
+	if changed {
+		s.log.Info("dashboard action: deprecated a worker", "action", "deprecate_worker", "worker_id", id, "remote", r.RemoteAddr)
+	}
+	http.Redirect(w, r, "/workers", http.StatusSeeOther)
+}
+
+// actionFailed explains a refused deprecation, with the way back.
+func (s *Server) actionFailed(w http.ResponseWriter, r *http.Request, why string) {
+	s.log.Warn("dashboard action refused", "action", "deprecate_worker", "reason", why, "remote", r.RemoteAddr)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(http.StatusBadRequest)
+	_ = actionFailedPage.Execute(w, struct{ Why, Asset string }{why, assetVersion})
+}
+
+var actionFailedPage = template.Must(template.New("400").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Refused · pgflow-wasm</title>
+<link rel="stylesheet" href="/static/app.css?v={{.Asset}}"></head>
+<body><main class="notice"><h1>Refused</h1><p>{{.Why}}</p><p><a href="/workers">Back to the workers</a></p></main></body></html>`))

@@ -1,0 +1,399 @@
+package dashboard_test
+
+// The dashboard in a real browser: Debian's chromium, headless, driven with chromedp, against
+// a real database and real workers running modules built from this repository.
+//
+// UPDATE_SCREENSHOTS=1 also writes the screenshots of docs/ui/ (taken on the example flows
+// of flows.yaml): `UPDATE_SCREENSHOTS=1 go test ./dashboard -run TestBrowser`.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/pgflow-wasm/pgflow-wasm/dashboard"
+	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/dashtest"
+	"github.com/pgflow-wasm/pgflow-wasm/host"
+	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+)
+
+// UpdateScreenshotsEnv names the variable that makes TestBrowser rewrite docs/ui/*.png.
+const UpdateScreenshotsEnv = "UPDATE_SCREENSHOTS"
+
+// chromiumPath finds the browser; the tests skip only when it is not installed.
+func chromiumPath(t *testing.T) string {
+	for _, name := range []string{os.Getenv("CHROMIUM"), "chromium", "chromium-browser"} {
+		if name == "" {
+			continue
+		}
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("the browser tests need Debian's chromium: `make deps` installs it (scripts/install-apt-packages.sh), " +
+		"or `apt-get install chromium`; set CHROMIUM=/path/to/chromium for another one")
+	return ""
+}
+
+// newBrowser starts a headless chromium for the test: no network but ours, a fresh profile.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Headless,
+		chromedp.NoSandbox, // root in a container has no user namespaces for it
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.Flag("disable-extensions", true),
+		// Event streams and timers must keep running in a tab nobody looks at.
+		chromedp.Flag("disable-background-timer-throttling", true),
+		chromedp.Flag("disable-renderer-backgrounding", true),
+		chromedp.Flag("disable-backgrounding-occluded-windows", true),
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(allocCtx, chromedp.WithErrorf(func(string, ...any) {}))
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		t.Fatalf("starting chromium: %v", err)
+	}
+	return ctx
+}
+
+// tab opens a new tab of the browser for one subtest.
+func tab(t *testing.T, browser context.Context) context.Context {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browser)
+	t.Cleanup(cancel)
+	// The first run opens the tab, which lives as long as that run's context: give it one
+	// without a time limit (later actions get their own).
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("opening a tab: %v", err)
+	}
+	return ctx
+}
+
+// within runs a browser action with a time limit.
+func within[T any](t *testing.T, ctx context.Context, d time.Duration, a chromedp.Action[T]) T {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	v, err := chromedp.Run(c, a)
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	return v
+}
+
+func navigate(t *testing.T, ctx context.Context, u string) {
+	t.Helper()
+	within(t, ctx, 60*time.Second, chromedp.Navigate(u))
+}
+
+func eval[T any](t *testing.T, ctx context.Context, js string) T {
+	t.Helper()
+	return within(t, ctx, 30*time.Second, chromedp.Evaluate[T](js))
+}
+
+// waitFor waits until the JavaScript expression is true in the page. It polls from Go:
+// chromedp's Poll builds a function in the page, which the dashboard's Content-Security-Policy
+// (no 'unsafe-eval') rightly refuses.
+func waitFor(t *testing.T, ctx context.Context, js string, d time.Duration, what string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var last error
+	for time.Now().Before(deadline) {
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ok, err := chromedp.Run(c, chromedp.Evaluate[bool]("Boolean("+js+")"))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		last = err
+		time.Sleep(50 * time.Millisecond)
+	}
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	text, _ := chromedp.Run(c, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+	t.Fatalf("%s: not within %s (last error: %v); the page says:\n%s", what, d, last, text)
+}
+
+// screenshot writes docs/ui/<name>.png when UPDATE_SCREENSHOTS is set.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	if os.Getenv(UpdateScreenshotsEnv) == "" {
+		return
+	}
+	png := within(t, ctx, 60*time.Second, chromedp.FullScreenshot(100))
+	path := filepath.Join(dashtest.RepoRoot(t), "docs", "ui", name+".png")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s (%d bytes)", path, len(png))
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestBrowser(t *testing.T) {
+	browser := newBrowser(t)
+	t.Run("example flows: every page", func(t *testing.T) { examplePages(t, browser) })
+	t.Run("test flows: token, errors, escaping, live", func(t *testing.T) { testFlows(t, browser) })
+}
+
+// examplePages serves the repository's flows.yaml, runs each example flow, and looks at
+// every page (and takes the screenshots of docs/ui/).
+func examplePages(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	file, err := flowfile.Load("../flows.yaml") // the page shows the path as given
+	if err != nil {
+		t.Fatalf("flows.yaml: %v (are the examples built? `make examples`)", err)
+	}
+	w := dashtest.StartWorker(t, db.Pool, file, host.Config{Signal: host.SignalNotify})
+	words := dashtest.StartRun(t, db.Pool, "word_totals",
+		`["the quick brown fox", "jumps over the lazy dog", "pack my box with", "five dozen liquor jugs"]`)
+	ada := dashtest.StartRun(t, db.Pool, "hello", `{"name": "Ada"}`)
+	bad := dashtest.StartRun(t, db.Pool, "hello", `{"nam": "Ada"}`)
+	more := []string{words, ada}
+	for _, name := range []string{"Grace", "Edsger", "Barbara"} {
+		more = append(more, dashtest.StartRun(t, db.Pool, "hello", `{"name": "`+name+`"}`))
+	}
+	for _, line := range []string{"a map step", "one task per element of the flow input"} {
+		more = append(more, dashtest.StartRun(t, db.Pool, "word_totals", `["`+line+`"]`))
+	}
+	for _, id := range more {
+		if r := dashtest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "completed" {
+			t.Fatalf("example run %s: %s %s", id, r.Status, r.Error)
+		}
+	}
+	// hello's steps retry (max_attempts 3, base_delay 1): the failure takes a few seconds.
+	if r := dashtest.WaitRun(t, db.Pool, bad, 90*time.Second); r.Status != "failed" {
+		t.Fatalf("hello without a name: %s, want failed", r.Status)
+	}
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog(), Actions: true,
+		Flows: file, Modules: w.ModuleInfo, PollInterval: 200 * time.Millisecond})
+	ctx := tab(t, browser)
+	base := strings.TrimSuffix(srv.URL(), "/")
+
+	navigate(t, ctx, base+"/runs")
+	waitFor(t, ctx, fmt.Sprintf(`document.querySelector('tr[data-run=%q] .badge')?.textContent === "completed"`, words),
+		10*time.Second, "the runs page lists the finished word_totals run as completed")
+	if n := eval[int](t, ctx, `document.querySelectorAll('table.runs tbody tr').length`); n != 8 {
+		t.Errorf("the runs page lists %d runs, want 8", n)
+	}
+	screenshot(t, ctx, "runs")
+
+	navigate(t, ctx, base+"/runs/"+words)
+	waitFor(t, ctx, `document.querySelectorAll('.graph .node.st-completed').length === 4`, 10*time.Second,
+		"the graph of word_totals shows its four steps completed")
+	if got := eval[string](t, ctx, `document.querySelector('#step-count .progress-text').textContent`); !strings.Contains(got, "4 of 4") {
+		t.Errorf("the map step says %q, want 4 of 4 elements done", got)
+	}
+	if got := eval[string](t, ctx, `document.querySelector('.io section:nth-child(2) pre').textContent`); !strings.Contains(got, `"sum": 34`) {
+		t.Errorf("the run output shows %q, want 34 (both totals of 17 words)", got)
+	}
+	screenshot(t, ctx, "run")
+
+	navigate(t, ctx, base+"/runs/"+bad)
+	waitFor(t, ctx, `[...document.querySelectorAll('.task-error')].some(e => e.offsetParent && e.textContent.includes('input.run.name must be a string'))`,
+		10*time.Second, "the failed hello run shows its task's error")
+	screenshot(t, ctx, "run-failed")
+
+	navigate(t, ctx, base+"/flows")
+	waitFor(t, ctx, `document.querySelectorAll('section.flow').length === 2`, 10*time.Second, "the flows page shows both example flows")
+	sha := w.ModuleInfo
+	info, _ := sha("word_totals", "count")
+	if got := eval[string](t, ctx, `document.querySelector('#flow-word_totals tr[data-step="count"] .hash span').title`); got != info.SHA256 {
+		t.Errorf("count's module sha256 on the page %q, want %q", got, info.SHA256)
+	}
+	if got := eval[string](t, ctx, `document.querySelector('#flow-hello .counts').textContent`); !strings.Contains(got, "4 completed") || !strings.Contains(got, "1 failed") {
+		t.Errorf("hello's counts over the last hour: %q", got)
+	}
+	screenshot(t, ctx, "flows")
+
+	navigate(t, ctx, base+"/workers")
+	waitFor(t, ctx, `document.querySelectorAll('table.workers .badge.st-alive').length === 2`, 10*time.Second,
+		"the workers page shows the worker's two rows alive")
+	screenshot(t, ctx, "workers")
+}
+
+const testFlowsYAML = `
+flows:
+  - slug: echo_out
+    steps:
+      - {slug: echo, module: {{root}}/modules/testdata/echo.wasm}
+  - slug: failing
+    max_attempts: 1
+    steps:
+      - {slug: prepare, module: {{root}}/modules/testdata/echo.wasm}
+      - {slug: explode, depends_on: [prepare], module: {{root}}/modules/testdata/fail.wasm}
+`
+
+// liveFlowYAML is served only once the page is open. Its map step's elements each busy-loop
+// (work reads input.run.iterations, here from the element), one at a time, so the page
+// can be seen filling in.
+const liveFlowYAML = `
+flows:
+  - slug: live
+    max_concurrency: 1
+    steps:
+      - {slug: elements, type: map, module: {{root}}/modules/testdata/work.wasm}
+      - {slug: total, depends_on: [elements], module: {{root}}/modules/testdata/echo.wasm}
+`
+
+func testFlows(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	dashtest.StartWorker(t, db.Pool, dashtest.FlowsFile(t, testFlowsYAML), host.Config{Signal: host.SignalNotify})
+	liveFile := dashtest.FlowsFile(t, liveFlowYAML)
+	dashtest.Compile(t, db.Pool, liveFile)
+
+	srv := listen(t, "0.0.0.0:0", dashboard.Config{Pool: db.Pool, Log: quietLog(), Token: testToken,
+		PollInterval: 200 * time.Millisecond})
+	_, port, _ := net.SplitHostPort(srv.Addr())
+	ip := nonLoopbackIP()
+	ctx := tab(t, browser)
+
+	t.Run("a non-loopback request without the token is refused", func(t *testing.T) {
+		if ip == "" {
+			t.Skip("this machine has no network interface but loopback: no non-loopback request can be made")
+		}
+		secret := dashtest.StartRun(t, db.Pool, "echo_out", `{"value": "hidden-value-1234"}`)
+		dashtest.WaitRun(t, db.Pool, secret, 60*time.Second)
+		u := "http://" + net.JoinHostPort(ip, port)
+		resp := within(t, ctx, 60*time.Second, chromedp.NavigateResponse(u+"/runs/"+secret))
+		text := eval[string](t, ctx, `document.body.innerText`)
+		if resp.Status != 401 || !strings.Contains(text, "Token needed") || strings.Contains(text, "hidden-value") {
+			t.Fatalf("without the token: HTTP %d, page %q", resp.Status, text)
+		}
+		within(t, ctx, 60*time.Second, chromedp.NavigateResponse(u+"/runs/"+secret+"?token="+url.QueryEscape(testToken)))
+		waitFor(t, ctx, `document.body.innerText.includes('hidden-value-1234')`, 10*time.Second, "with the token the run is shown")
+		if loc := eval[string](t, ctx, `location.href`); strings.Contains(loc, "token") {
+			t.Errorf("the token stayed in the address bar: %s", loc)
+		}
+	})
+	reach := ip
+	if reach == "" {
+		reach = "127.0.0.1"
+	}
+	base := "http://" + net.JoinHostPort(reach, port)
+	// Every page from here on is reached through the token's session cookie.
+	navigate(t, ctx, base+"/runs?token="+url.QueryEscape(testToken))
+
+	t.Run("the runs page lists a finished run", func(t *testing.T) {
+		id := dashtest.StartRun(t, db.Pool, "echo_out", `{"value": {"n": 1}}`)
+		dashtest.WaitRun(t, db.Pool, id, 60*time.Second)
+		navigate(t, ctx, base+"/runs?flow=echo_out&status=completed")
+		waitFor(t, ctx, fmt.Sprintf(`document.querySelector('tr[data-run=%q]')?.innerText.includes('completed')`, id),
+			10*time.Second, "the finished run is listed as completed")
+	})
+
+	t.Run("a failed task's error is visible on its run page", func(t *testing.T) {
+		id := dashtest.StartRun(t, db.Pool, "failing", `{}`)
+		if r := dashtest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "failed" {
+			t.Fatalf("run %s: %s", id, r.Status)
+		}
+		navigate(t, ctx, base+"/runs/"+id)
+		waitFor(t, ctx, `(() => { const e = document.querySelector('#step-explode tr[data-status="failed"] .task-error');
+			return e && e.offsetParent !== null && e.textContent.includes('always fails'); })()`,
+			10*time.Second, "the failed task's error is visible")
+		if !eval[bool](t, ctx, `document.querySelector('.banner-failed').textContent.includes('always fails')`) {
+			t.Error("the run's error banner does not show the error")
+		}
+		if !eval[bool](t, ctx, `document.querySelector('.graph .node.st-failed[data-step="explode"]') !== null`) {
+			t.Error("the failed step is not red in the graph")
+		}
+	})
+
+	t.Run("a <script> output is shown as text", func(t *testing.T) {
+		payload := `<script>window.owned = 1; document.title = 'owned'</script><img src=x onerror="window.owned = 2">`
+		id := dashtest.StartRun(t, db.Pool, "echo_out", fmt.Sprintf(`{"value": %q}`, payload))
+		dashtest.WaitRun(t, db.Pool, id, 60*time.Second)
+		navigate(t, ctx, base+"/runs/"+id)
+		waitFor(t, ctx, `document.querySelector('.io section:nth-child(2) pre') !== null`, 10*time.Second, "the output is shown")
+		out := eval[string](t, ctx, `document.querySelector('.io section:nth-child(2) pre').textContent`)
+		if !strings.Contains(out, "<script>window.owned = 1;") || !strings.Contains(out, `onerror=\"window.owned = 2\"`) {
+			t.Errorf("the output is not shown as its text: %q", out)
+		}
+		if owned := eval[bool](t, ctx, `window.owned !== undefined || document.title === 'owned'`); owned {
+			t.Fatal("the handler's output ran as script")
+		}
+		if n := eval[int](t, ctx, `document.querySelectorAll('main script, main img').length`); n != 0 {
+			t.Fatalf("the output became %d elements of the page", n)
+		}
+	})
+
+	t.Run("a running run updates live while its steps complete", func(t *testing.T) {
+		// Five elements of work, one at a time, each long enough to be seen.
+		elements := strings.TrimSuffix(strings.Repeat(`{"run": {"iterations": 25000000}}, `, 5), ", ")
+		id := dashtest.StartRun(t, db.Pool, "live", "["+elements+"]")
+		navigate(t, ctx, base+"/runs/"+id)
+		waitFor(t, ctx, `document.querySelector('h1 .badge')?.textContent === 'started'`, 10*time.Second, "the run shows as started")
+		// Record every state the page shows; a reload would lose the recorder.
+		eval[bool](t, ctx, `(() => {
+			window.seen = [];
+			const record = () => window.seen.push({
+				run: document.querySelector('h1 .badge').textContent,
+				progress: document.querySelector('#step-elements .progress')?.dataset.done + '/' + document.querySelector('#step-elements .progress')?.dataset.total,
+				total: document.querySelector('#step-total')?.dataset.status });
+			document.addEventListener('pgflow:updated', record);
+			record();
+			return true; })()`)
+		start := time.Now()
+		dashtest.StartWorker(t, db.Pool, liveFile, host.Config{Signal: host.SignalNotify})
+		shot := false
+		deadline := time.Now().Add(120 * time.Second)
+		for {
+			done := eval[string](t, ctx, `document.querySelector('#step-elements .progress')?.dataset.done || ''`)
+			if !shot && done != "" && done != "0" && done != "5" {
+				screenshot(t, ctx, "run-live")
+				shot = true
+			}
+			if eval[string](t, ctx, `document.querySelector('h1 .badge').textContent`) == "completed" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the page did not show the run completed within 120 s; it shows:\n%s", eval[string](t, ctx, `document.body.innerText`))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Logf("run completed on the page %s after the worker started", time.Since(start).Round(time.Millisecond))
+		seen := eval[[]map[string]string](t, ctx, `window.seen || []`)
+		if len(seen) < 2 {
+			t.Fatalf("the page was reloaded or never updated: states seen %v", seen)
+		}
+		filling := false
+		for _, s := range seen {
+			if s["run"] == "started" && s["progress"] != "0/5" && s["progress"] != "5/5" {
+				filling = true
+			}
+		}
+		if !filling {
+			t.Errorf("the map step was never seen filling in (states: %v)", seen)
+		}
+		last := seen[len(seen)-1]
+		if last["run"] != "completed" || last["total"] != "completed" || last["progress"] != "5/5" {
+			t.Errorf("last state %v, want the run and both steps completed", last)
+		}
+		t.Logf("%d states seen without a reload: %v", len(seen), seen)
+	})
+}

@@ -1,0 +1,87 @@
+package dashboard
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/live"
+)
+
+// streamPing keeps idle event streams (and proxies in between) from timing out.
+const streamPing = 20 * time.Second
+
+func (s *Server) runsEvents(w http.ResponseWriter, r *http.Request) {
+	f, _ := runFilter(r.URL.Query())
+	key := "runs?" + f.Flow + "&" + f.Status
+	if f.Before != nil {
+		key += "&before=" + f.Before.String()
+	}
+	if f.After != nil {
+		key += "&after=" + f.After.String()
+	}
+	s.stream(w, r, key, s.runsProbe(f))
+}
+
+func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := s.store.Run(r.Context(), id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.stream(w, r, "run/"+id, s.runProbe(id))
+}
+
+func (s *Server) flowsEvents(w http.ResponseWriter, r *http.Request) {
+	s.stream(w, r, "flows", s.flowsProbe())
+}
+
+func (s *Server) workersEvents(w http.ResponseWriter, r *http.Request) {
+	older := r.URL.Query().Get("older")
+	s.stream(w, r, "workers?"+older, s.workersProbe(older))
+}
+
+// stream is a Server-Sent Events stream that sends "change" whenever the page's
+// fingerprint differs from the one the page was rendered with (?v=), then from the last
+// one sent. The page's script then fetches the page's live part again.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string, probe live.Probe) {
+	select {
+	case s.streams <- struct{}{}:
+		defer func() { <-s.streams }()
+	default:
+		http.Error(w, "too many open live pages; this one falls back to polling", http.StatusServiceUnavailable)
+		return
+	}
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	// A short retry: after a dashboard restart, pages reconnect within a few seconds.
+	if _, err := fmt.Fprint(w, "retry: 3000\n\n"); err != nil || rc.Flush() != nil {
+		return
+	}
+	watcher := s.hub.Watch(key, probe)
+	defer watcher.Close()
+	seen := r.URL.Query().Get("v")
+	ping := time.NewTicker(streamPing)
+	defer ping.Stop()
+	for {
+		var err error
+		select {
+		case <-r.Context().Done():
+			return
+		case fp := <-watcher.C:
+			if fp == seen {
+				continue
+			}
+			seen = fp
+			_, err = fmt.Fprintf(w, "event: change\ndata: %s\n\n", fp)
+		case <-ping.C:
+			_, err = fmt.Fprint(w, ": ping\n\n")
+		}
+		if err != nil || rc.Flush() != nil {
+			return
+		}
+	}
+}

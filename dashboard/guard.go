@@ -1,0 +1,154 @@
+package dashboard
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// guard checks every request before any handler sees it, and sets the headers every
+// response carries.
+//
+//   - With a token: the request must carry it, as ?token= (answered with a session cookie
+//     and a redirect that drops it from the address bar), as the cookie, or as an
+//     Authorization: Bearer header. Anything else gets 401 and no data.
+//   - Without one (loopback only): the Host header must name a loopback host, so a web page
+//     elsewhere cannot read the dashboard by pointing its own domain at 127.0.0.1 (DNS
+//     rebinding).
+//
+// Actions (POSTs) also check checkPost: the form's CSRF value and, when the browser sends
+// an Origin, the dashboard's own.
+type guard struct {
+	token    string
+	session  string // cookie value: derived from the token, not the token itself
+	csrf     string
+	loopback bool
+}
+
+const sessionCookie = "pgflow_wasm_ui"
+
+func newGuard(token string, secret []byte, loopback bool) *guard {
+	g := &guard{token: token, loopback: loopback, csrf: mac(secret, "csrf")}
+	if token != "" {
+		g.session = mac([]byte(token), "pgflow-wasm dashboard session")
+	}
+	return g
+}
+
+func mac(key []byte, msg string) string {
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte(msg))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// equal compares secrets in constant time (hashing first hides their lengths too).
+func equal(a, b string) bool {
+	ha, hb := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
+	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
+}
+
+func (g *guard) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
+			"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		// Static files (style sheet, script) hold no data: the token page needs its style.
+		if !strings.HasPrefix(r.URL.Path, "/static/") && !g.allowed(w, r) {
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// allowed answers the request itself (401, 403 or a redirect) and returns false unless the
+// handler may run.
+func (g *guard) allowed(w http.ResponseWriter, r *http.Request) bool {
+	if g.token == "" {
+		if !loopbackHost(r.Host) {
+			http.Error(w, "refused: this dashboard answers only to localhost, 127.0.0.1 or [::1] (it has no token)", http.StatusForbidden)
+			return false
+		}
+		return true
+	}
+	if t := r.URL.Query().Get("token"); t != "" {
+		if !equal(t, g.token) {
+			unauthorized(w, "the token in the address is wrong")
+			return false
+		}
+		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: g.session, Path: "/", HttpOnly: true,
+			SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
+		if r.Method != http.MethodGet {
+			return true
+		}
+		u := *r.URL
+		q := u.Query()
+		q.Del("token")
+		u.RawQuery = q.Encode()
+		http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+		return false
+	}
+	if auth := r.Header.Get("Authorization"); auth != "" {
+		bearer, ok := strings.CutPrefix(auth, "Bearer ")
+		if ok && equal(strings.TrimSpace(bearer), g.token) {
+			return true
+		}
+		unauthorized(w, "the Authorization header does not carry the dashboard's token")
+		return false
+	}
+	if c, err := r.Cookie(sessionCookie); err == nil && equal(c.Value, g.session) {
+		return true
+	}
+	unauthorized(w, "this dashboard needs its token")
+	return false
+}
+
+// unauthorized answers 401 with a page that explains how to get in and shows nothing else.
+func unauthorized(w http.ResponseWriter, why string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(http.StatusUnauthorized)
+	_ = unauthorizedPage.Execute(w, why)
+}
+
+// checkPost refuses (403) a POST that did not come from the dashboard's own form.
+func (g *guard) checkPost(w http.ResponseWriter, r *http.Request) bool {
+	if g.sameOrigin(r) {
+		return true
+	}
+	http.Error(w, "refused: this form did not come from the dashboard's own page (reload the page and try again)", http.StatusForbidden)
+	return false
+}
+
+// sameOrigin checks a POST: the CSRF value of the dashboard's forms and, when the browser
+// names one, the origin of the page that sent it.
+func (g *guard) sameOrigin(r *http.Request) bool {
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || u.Host != r.Host {
+			return false
+		}
+	}
+	return equal(r.PostFormValue("csrf"), g.csrf)
+}
+
+// loopbackHost reports whether a Host header names this machine's loopback interface.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

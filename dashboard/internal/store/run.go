@@ -1,0 +1,322 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Run is one run with its input and output (cut).
+type Run struct {
+	ID             string
+	Flow           string
+	Status         string
+	Input          JSON
+	Output         JSON
+	RemainingSteps int
+	StartedAt      time.Time
+	CompletedAt    *time.Time
+	FailedAt       *time.Time
+	Now            time.Time // the database's clock when the run was read
+}
+
+// EndedAt is when the run completed or failed, nil while it runs.
+func (r *Run) EndedAt() *time.Time {
+	if r.CompletedAt != nil {
+		return r.CompletedAt
+	}
+	return r.FailedAt
+}
+
+// Run reads one run; ErrNotFound when there is none with that id.
+func (s *Store) Run(ctx context.Context, id string) (*Run, error) {
+	if !ValidID(id) {
+		return nil, ErrNotFound
+	}
+	var r Run
+	var in, out *string
+	var inN, outN *int
+	err := s.pool.QueryRow(ctx, `select run_id::text, flow_slug, status, `+jsonCols("input")+`, `+jsonCols("output")+`,
+		remaining_steps, started_at, completed_at, failed_at, clock_timestamp()
+		from pgflow.runs where run_id = $1::uuid`, id).
+		Scan(&r.ID, &r.Flow, &r.Status, &in, &inN, &out, &outN, &r.RemainingSteps, &r.StartedAt, &r.CompletedAt, &r.FailedAt, &r.Now)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.Input, r.Output = toJSON(in, inN), toJSON(out, outN)
+	return &r, nil
+}
+
+// Step is one step of a run: its definition, its state and how many of its tasks are in
+// each state.
+type Step struct {
+	Slug        string
+	Type        string // single or map
+	Index       int
+	DependsOn   []string
+	Status      string // created, started, completed, failed (0.14: skipped)
+	SkipReason  string // 0.14 only
+	StartedAt   *time.Time
+	CompletedAt *time.Time
+	FailedAt    *time.Time
+	Error       string
+	// InitialTasks is how many tasks the step has (a map: its array's length), nil while
+	// a map step waits for its input.
+	InitialTasks *int
+	Counts       map[string]int // task status -> how many tasks are in it
+}
+
+// TaskCount is how many tasks exist so far.
+func (s *Step) TaskCount() int {
+	n := 0
+	for _, c := range s.Counts {
+		n += c
+	}
+	return n
+}
+
+// EndedAt is when the step completed or failed.
+func (s *Step) EndedAt() *time.Time {
+	if s.CompletedAt != nil {
+		return s.CompletedAt
+	}
+	return s.FailedAt
+}
+
+// Steps reads the steps of a run in the flow's order, with task counts.
+func (s *Store) Steps(ctx context.Context, runID string) ([]Step, error) {
+	if !ValidID(runID) {
+		return nil, ErrNotFound
+	}
+	skip := "''"
+	if s.caps.SkipReason {
+		skip = "coalesce(ss.skip_reason, '')"
+	}
+	rows, err := s.pool.Query(ctx, `
+		select s.step_slug, s.step_type, s.step_index,
+		       coalesce((select array_agg(d.dep_slug order by d.dep_slug) from pgflow.deps d
+		                 where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug), '{}'),
+		       ss.status, `+skip+`, ss.started_at, ss.completed_at, ss.failed_at, coalesce(ss.error_message, ''), ss.initial_tasks
+		from pgflow.step_states ss
+		join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+		where ss.run_id = $1::uuid order by s.step_index`, runID)
+	if err != nil {
+		return nil, err
+	}
+	steps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Step, error) {
+		st := Step{Counts: map[string]int{}}
+		err := row.Scan(&st.Slug, &st.Type, &st.Index, &st.DependsOn, &st.Status, &st.SkipReason,
+			&st.StartedAt, &st.CompletedAt, &st.FailedAt, &st.Error, &st.InitialTasks)
+		return st, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	rows, err = s.pool.Query(ctx, `select step_slug, status, count(*) from pgflow.step_tasks
+		where run_id = $1::uuid group by step_slug, status`, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var slug, status string
+		var n int
+		if err := rows.Scan(&slug, &status, &n); err != nil {
+			return nil, err
+		}
+		for i := range steps {
+			if steps[i].Slug == slug {
+				steps[i].Counts[status] = n
+			}
+		}
+	}
+	return steps, rows.Err()
+}
+
+// Task is one task of a step: its attempts, timings, worker, input, output and error.
+type Task struct {
+	Index       int
+	Status      string // queued, started, completed, failed
+	Attempts    int
+	Error       string
+	QueuedAt    time.Time
+	StartedAt   *time.Time
+	CompletedAt *time.Time
+	FailedAt    *time.Time
+	WorkerID    string // the worker that ran the last attempt
+	Input       JSON
+	Output      JSON
+}
+
+// EndedAt is when the task completed or failed.
+func (t *Task) EndedAt() *time.Time {
+	if t.CompletedAt != nil {
+		return t.CompletedAt
+	}
+	return t.FailedAt
+}
+
+// Tasks reads tasks first..first+limit-1 of a step (task_index order, which is a map's
+// element order). task_index is dense, so a page is a range scan of the primary key.
+func (s *Store) Tasks(ctx context.Context, runID string, step Step, first, limit int) ([]Task, error) {
+	if !ValidID(runID) {
+		return nil, ErrNotFound
+	}
+	rows, err := s.pool.Query(ctx, `select t.task_index, t.status, t.attempts_count, coalesce(t.error_message, ''),
+		       t.queued_at, t.started_at, t.completed_at, t.failed_at, coalesce(t.last_worker_id::text, ''),
+		       `+jsonCols(inputExpr(step))+`, `+jsonCols("t.output")+`
+		from pgflow.step_tasks t
+		where t.run_id = $1::uuid and t.step_slug = $2 and t.task_index >= $3 and t.task_index < $3 + $4
+		order by t.task_index`, runID, step.Slug, first, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Task, error) {
+		var k Task
+		var in, out *string
+		var inN, outN *int
+		err := row.Scan(&k.Index, &k.Status, &k.Attempts, &k.Error, &k.QueuedAt, &k.StartedAt, &k.CompletedAt,
+			&k.FailedAt, &k.WorkerID, &in, &inN, &out, &outN)
+		k.Input, k.Output = toJSON(in, inN), toJSON(out, outN)
+		return k, err
+	})
+}
+
+// inputExpr is a SQL expression for the input a task's handler receives, rebuilt from the
+// run input and the outputs of the step's dependencies the way pgflow's start_tasks builds
+// it (pgflow stores no task input): a map task gets one element of its array, any other
+// step {"run": <run input>, <dep>: <dep output>, ...}. Only completed dependencies count (on
+// pgflow 0.14 a skipped one has no key). It refers to the task as t.
+func inputExpr(step Step) string {
+	runInput := `(select r.input from pgflow.runs r where r.run_id = t.run_id)`
+	if step.Type == "map" {
+		if len(step.DependsOn) == 0 {
+			return runInput + ` -> t.task_index`
+		}
+		return mapElement(step.DependsOn[0])
+	}
+	expr := `jsonb_build_object('run', ` + runInput + `)`
+	for _, d := range step.DependsOn {
+		expr += fmt.Sprintf(` || coalesce((select jsonb_build_object(%s, (%s)) from pgflow.step_states ds
+			where ds.run_id = t.run_id and ds.step_slug = %[1]s and ds.status = 'completed'), '{}')`, quote(d), depOutput(d))
+	}
+	return expr
+}
+
+// depOutput is a SQL expression for a dependency's output in task t's run: a single step's
+// task output, or a map step's outputs in element order ([] when it had no elements).
+func depOutput(dep string) string {
+	return fmt.Sprintf(`select case when ds.step_type = 'map'
+		    then (select coalesce(jsonb_agg(o.output order by o.task_index), '[]') from pgflow.step_tasks o
+		          where o.run_id = t.run_id and o.step_slug = %[1]s and o.status = 'completed')
+		    else (select o.output from pgflow.step_tasks o
+		          where o.run_id = t.run_id and o.step_slug = %[1]s and o.status = 'completed' order by o.task_index limit 1) end
+		from pgflow.steps ds where ds.flow_slug = t.flow_slug and ds.step_slug = %[1]s`, quote(dep))
+}
+
+// mapElement is a SQL expression for task t's element of its map step's only dependency:
+// element t.task_index of a single step's output array or, when the dependency is a map
+// itself, its task with the same index (the dependency completed, so its outputs are
+// dense), without aggregating all of them for every task.
+func mapElement(dep string) string {
+	return fmt.Sprintf(`(select case when ds.step_type = 'map'
+		    then (select o.output from pgflow.step_tasks o
+		          where o.run_id = t.run_id and o.step_slug = %[1]s and o.task_index = t.task_index and o.status = 'completed')
+		    else (select o.output -> t.task_index from pgflow.step_tasks o
+		          where o.run_id = t.run_id and o.step_slug = %[1]s and o.status = 'completed' order by o.task_index limit 1) end
+		from pgflow.steps ds where ds.flow_slug = t.flow_slug and ds.step_slug = %[1]s)`, quote(dep))
+}
+
+// quote makes a SQL string literal (step slugs are checked by pgflow, but never trusted).
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// RunValue is the full JSON text of a run's input or output ("input" or "output");
+// ErrNotFound when the run or the value does not exist.
+func (s *Store) RunValue(ctx context.Context, runID, field string) ([]byte, error) {
+	if !ValidID(runID) || (field != "input" && field != "output") {
+		return nil, ErrNotFound
+	}
+	var v *string
+	err := s.pool.QueryRow(ctx, `select `+field+`::text from pgflow.runs where run_id = $1::uuid`, runID).Scan(&v)
+	return valueOrNotFound(v, err)
+}
+
+// TaskValue is the full JSON text of a task's input or output.
+func (s *Store) TaskValue(ctx context.Context, runID, stepSlug string, index int, field string) ([]byte, error) {
+	if !ValidID(runID) || (field != "input" && field != "output") {
+		return nil, ErrNotFound
+	}
+	steps, err := s.Steps(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(steps, func(st Step) bool { return st.Slug == stepSlug })
+	if i < 0 {
+		return nil, ErrNotFound
+	}
+	expr := "t.output"
+	if field == "input" {
+		expr = inputExpr(steps[i])
+	}
+	var v *string
+	err = s.pool.QueryRow(ctx, `select (`+expr+`)::text from pgflow.step_tasks t
+		where t.run_id = $1::uuid and t.step_slug = $2 and t.task_index = $3`, runID, stepSlug, index).Scan(&v)
+	return valueOrNotFound(v, err)
+}
+
+func valueOrNotFound(v *string, err error) ([]byte, error) {
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && v == nil) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []byte(*v), nil
+}
+
+// RunState is a short digest of everything the run page shows that can change, for the
+// live page: its fingerprint changes whenever a step or task changes state or attempt.
+// Active is false once the run has ended.
+func (s *Store) RunState(ctx context.Context, runID string) (fingerprint string, active bool, err error) {
+	if !ValidID(runID) {
+		return "", false, ErrNotFound
+	}
+	var status, steps, tasks string
+	err = s.pool.QueryRow(ctx, `select r.status || ':' || r.remaining_steps,
+		  coalesce((select string_agg(ss.step_slug || '=' || ss.status || '/' || coalesce(ss.initial_tasks, -1), ',' order by ss.step_slug)
+		            from pgflow.step_states ss where ss.run_id = r.run_id), ''),
+		  coalesce((select string_agg(x, ',' order by x) from (
+		            select t.step_slug || '=' || t.status || '/' || count(*) || '/' || sum(t.attempts_count) as x
+		            from pgflow.step_tasks t where t.run_id = r.run_id group by t.step_slug, t.status) g), '')
+		from pgflow.runs r where r.run_id = $1::uuid`, runID).Scan(&status, &steps, &tasks)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, ErrNotFound
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return digest(status, steps, tasks), strings.HasPrefix(status, "started:"), nil
+}
+
+// digest is a short hex hash of its parts.
+func digest(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// Digest is digest for the dashboard's own fingerprints (a page's rows).
+func Digest(parts ...string) string { return digest(parts...) }

@@ -1,0 +1,441 @@
+package dashboard_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/dashboard"
+	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/dashtest"
+	"github.com/pgflow-wasm/pgflow-wasm/host"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+)
+
+const testToken = "a-test-token-of-32-characters-xx"
+
+const echoFlows = `
+flows:
+  - slug: echo
+    steps:
+      - {slug: echo, module: {{root}}/modules/testdata/echo.wasm}
+`
+
+// listen starts a dashboard for the test.
+func listen(t *testing.T, addr string, cfg dashboard.Config) *dashboard.Server {
+	t.Helper()
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	srv, err := dashboard.Listen(context.Background(), addr, cfg)
+	if err != nil {
+		t.Fatalf("dashboard.Listen(%s): %v", addr, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Close(ctx); err != nil {
+			t.Errorf("closing the dashboard: %v", err)
+		}
+	})
+	return srv
+}
+
+// nonLoopbackIP is an address of this machine other than loopback, or "" when it has none.
+func nonLoopbackIP() string {
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	return ""
+}
+
+// noRedirect is a client that shows redirects instead of following them.
+var noRedirect = &http.Client{
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	Timeout:       30 * time.Second,
+}
+
+func get(t *testing.T, rawURL string, header http.Header) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body := readSome(resp.Body) // an event stream never ends: read what is there
+	return resp, body
+}
+
+// readSome reads a body to its end, or for half a second when it does not end.
+func readSome(r io.ReadCloser) string {
+	var b bytes.Buffer
+	done := make(chan struct{})
+	go func() { _, _ = io.Copy(&b, io.LimitReader(r, 1<<20)); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(500 * time.Millisecond):
+		r.Close() // ends the copy
+		<-done
+	}
+	return b.String()
+}
+
+func TestAnAddressOtherThanLoopbackNeedsAToken(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	for _, addr := range []string{"0.0.0.0:0", ":0"} {
+		_, err := dashboard.Listen(context.Background(), addr, dashboard.Config{Pool: db.Pool})
+		if err == nil || !strings.Contains(err.Error(), "not a loopback address") || !strings.Contains(err.Error(), "--ui-token") {
+			t.Errorf("Listen(%s) without a token: %v, want a refusal naming --ui-token", addr, err)
+		}
+	}
+	_, err := dashboard.Listen(context.Background(), "0.0.0.0:0", dashboard.Config{Pool: db.Pool, Token: "short"})
+	if err == nil || !strings.Contains(err.Error(), "at least 16") {
+		t.Errorf("a 5-character token: %v", err)
+	}
+	listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool}) // loopback: fine without one
+}
+
+// With a token, nothing (no page, no value, no event stream) is served without it.
+func TestTheTokenIsCheckedOnEveryRequestAndStream(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	dashtest.Compile(t, db.Pool, dashtest.FlowsFile(t, echoFlows))
+	id := dashtest.StartRun(t, db.Pool, "echo", `{"secret": "sesame-1234"}`)
+	srv := listen(t, "0.0.0.0:0", dashboard.Config{Pool: db.Pool, Token: testToken})
+	_, port, _ := net.SplitHostPort(srv.Addr())
+	host := nonLoopbackIP()
+	if host == "" {
+		host = "127.0.0.1" // no other interface: the token is still required on loopback
+	}
+	base := "http://" + net.JoinHostPort(host, port)
+	paths := []string{"/runs", "/runs/" + id, "/runs/" + id + "/json/input", "/flows", "/workers",
+		"/events/runs", "/events/runs/" + id, "/events/flows", "/events/workers"}
+	for _, p := range paths {
+		for name, h := range map[string]http.Header{
+			"no token":     nil,
+			"wrong bearer": {"Authorization": {"Bearer not-the-token-at-all-no"}},
+			"wrong cookie": {"Cookie": {"pgflow_wasm_ui=" + strings.Repeat("0", 64)}},
+		} {
+			resp, body := get(t, base+p, h)
+			if resp.StatusCode != http.StatusUnauthorized || strings.Contains(body, "sesame") || strings.Contains(body, id) {
+				t.Errorf("%s %s: status %d, body %.120q; want 401 and nothing of the run", name, p, resp.StatusCode, body)
+			}
+		}
+		resp, body := get(t, base+p+"?token=wrong-token-wrong-token", nil)
+		if resp.StatusCode != http.StatusUnauthorized || strings.Contains(body, "sesame") {
+			t.Errorf("wrong ?token= on %s: %d", p, resp.StatusCode)
+		}
+		resp, _ = get(t, base+p, http.Header{"Authorization": {"Bearer " + testToken}})
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("bearer token on %s: %d, want 200", p, resp.StatusCode)
+		}
+	}
+	// ?token= once: a cookie (not the token), and a redirect that drops it from the address.
+	resp, _ := get(t, base+"/runs/"+id+"?token="+url.QueryEscape(testToken), nil)
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusSeeOther || strings.Contains(loc, "token") || !strings.HasPrefix(loc, "/runs/"+id) {
+		t.Fatalf("?token=: status %d, Location %q", resp.StatusCode, loc)
+	}
+	var cookie *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "pgflow_wasm_ui" {
+			cookie = c
+		}
+	}
+	if cookie == nil || !cookie.HttpOnly || cookie.Value == testToken || strings.Contains(cookie.Value, testToken) {
+		t.Fatalf("session cookie: %+v", cookie)
+	}
+	resp, body := get(t, base+loc, http.Header{"Cookie": {cookie.String()}})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "sesame-1234") {
+		t.Fatalf("with the cookie: %d %.200s", resp.StatusCode, body)
+	}
+}
+
+// Without a token (loopback only) the Host must be a loopback name: a page elsewhere that
+// points its own domain at 127.0.0.1 gets nothing.
+func TestLoopbackWithoutATokenRefusesOtherHostNames(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool})
+	_, port, _ := net.SplitHostPort(srv.Addr())
+	for host, want := range map[string]int{
+		"evil.example:" + port: http.StatusForbidden,
+		"localhost:" + port:    http.StatusOK,
+		"127.0.0.1:" + port:    http.StatusOK,
+		"[::1]:" + port:        http.StatusOK,
+	} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL()+"runs", nil)
+		req.Host = host
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+
+// syncBuffer is a log the dashboard writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestActionsAreOffByDefaultCheckedAndLogged(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	dashtest.Compile(t, db.Pool, dashtest.FlowsFile(t, echoFlows))
+	if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name)
+		values ('00000000-0000-4000-8000-0000000000aa', 'echo', 'edge')`); err != nil {
+		t.Fatal(err)
+	}
+	runCount := func() int {
+		var n int
+		_ = db.Pool.QueryRow(ctx, `select count(*) from pgflow.runs`).Scan(&n)
+		return n
+	}
+	post := func(srv *dashboard.Server, path string, form url.Values, origin string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL()+strings.TrimPrefix(path, "/"), strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	csrfOf := func(srv *dashboard.Server, page string) string {
+		_, body := get(t, srv.URL()+page, nil)
+		m := csrfRE.FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("no csrf value in %s", page)
+		}
+		return m[1]
+	}
+
+	readOnly := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool})
+	if _, body := get(t, readOnly.URL()+"flows", nil); strings.Contains(body, "/actions/start") {
+		t.Error("a read-only dashboard shows the start form")
+	}
+	resp, body := post(readOnly, "/actions/start", url.Values{"flow": {"echo"}, "input": {"{}"}}, "")
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "--ui-actions") || runCount() != 0 {
+		t.Fatalf("start on a read-only dashboard: %d %q, %d runs", resp.StatusCode, body, runCount())
+	}
+
+	var log syncBuffer
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Actions: true,
+		Log: slog.New(slog.NewTextHandler(&log, nil))})
+	csrf := csrfOf(srv, "flows")
+	for name, tc := range map[string]struct {
+		form   url.Values
+		origin string
+	}{
+		"no csrf":      {url.Values{"flow": {"echo"}, "input": {"{}"}}, ""},
+		"wrong csrf":   {url.Values{"flow": {"echo"}, "input": {"{}"}, "csrf": {strings.Repeat("a", 64)}}, ""},
+		"other origin": {url.Values{"flow": {"echo"}, "input": {"{}"}, "csrf": {csrf}}, "http://evil.example"},
+	} {
+		if resp, _ := post(srv, "/actions/start", tc.form, tc.origin); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: %d, want 403", name, resp.StatusCode)
+		}
+	}
+	resp, body = post(srv, "/actions/start", url.Values{"flow": {"echo"}, "input": {`{"a": `}, "csrf": {csrf}}, "")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "not valid JSON") || !strings.Contains(body, "{&#34;a&#34;:</textarea>") {
+		t.Errorf("invalid JSON: %d, want 400 with the reason and the input kept; body %s", resp.StatusCode, body)
+	}
+	resp, body = post(srv, "/actions/start", url.Values{"flow": {"no_such_flow"}, "input": {`{}`}, "csrf": {csrf}}, "")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "no_such_flow") {
+		t.Errorf("unknown flow: %d %.300s", resp.StatusCode, body)
+	}
+	if n := runCount(); n != 0 {
+		t.Fatalf("refused starts created %d runs", n)
+	}
+	resp, _ = post(srv, "/actions/start", url.Values{"flow": {"echo"}, "input": {`{"value": 42}`}, "csrf": {csrf}}, srv.URL()[:len(srv.URL())-1])
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/runs/") || runCount() != 1 {
+		t.Fatalf("start: %d, Location %q, %d runs", resp.StatusCode, loc, runCount())
+	}
+	id := strings.TrimPrefix(loc, "/runs/")
+	if !strings.Contains(log.String(), "started a run") || !strings.Contains(log.String(), id) {
+		t.Errorf("the start is not logged with its run id:\n%s", log.String())
+	}
+
+	worker := "00000000-0000-4000-8000-0000000000aa"
+	resp, _ = post(srv, "/actions/deprecate", url.Values{"worker_id": {worker}, "csrf": {csrfOf(srv, "workers")}}, "")
+	var deprecated bool
+	_ = db.Pool.QueryRow(ctx, `select deprecated_at is not null from pgflow.workers where worker_id = $1::uuid`, worker).Scan(&deprecated)
+	if resp.StatusCode != http.StatusSeeOther || !deprecated || !strings.Contains(log.String(), "deprecated a worker") {
+		t.Fatalf("deprecate: %d, deprecated %v, log:\n%s", resp.StatusCode, deprecated, log.String())
+	}
+	resp, body = post(srv, "/actions/deprecate", url.Values{"worker_id": {"<b>nope</b>"}, "csrf": {csrf}}, "")
+	if resp.StatusCode != http.StatusBadRequest || strings.Contains(body, "<b>") {
+		t.Errorf("deprecating a bad id: %d %q", resp.StatusCode, body)
+	}
+}
+
+// A handler's output is text on the page, whatever it contains; the JSON link serves it as
+// JSON that no browser renders as a page.
+func TestOutputsAreEscapedAndServedAsJSON(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	file := dashtest.FlowsFile(t, echoFlows)
+	dashtest.StartWorker(t, db.Pool, file, host.Config{})
+	payload := `<script>document.title='owned'</script><img src=x onerror=alert(1)>`
+	id := dashtest.StartRun(t, db.Pool, "echo", `{"value": "`+payload+`"}`)
+	dashtest.WaitRun(t, db.Pool, id, 60*time.Second)
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool})
+	resp, body := get(t, srv.URL()+"runs/"+id, nil)
+	if resp.StatusCode != 200 || strings.Contains(body, "<script>document") || strings.Contains(body, "<img src=x") {
+		t.Fatalf("the output reached the page as HTML:\n%s", body)
+	}
+	if !strings.Contains(body, "&lt;script&gt;document.title=&#39;owned&#39;&lt;/script&gt;") {
+		t.Errorf("the output is not on the page as escaped text")
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
+		t.Errorf("Content-Security-Policy: %q", csp)
+	}
+	resp, body = get(t, srv.URL()+"runs/"+id+"/json/output", nil)
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("JSON served as %q (nosniff %q)", ct, resp.Header.Get("X-Content-Type-Options"))
+	}
+	if !strings.Contains(body, "<script>") {
+		t.Errorf("the full output is the stored JSON, unchanged: %s", body)
+	}
+}
+
+// An open event stream says "change" when the run moves, without being asked again.
+func TestTheRunStreamTellsWhenTheRunChanges(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	file := dashtest.FlowsFile(t, echoFlows)
+	dashtest.Compile(t, db.Pool, file)
+	id := dashtest.StartRun(t, db.Pool, "echo", `{"value": 1}`)
+	// A long poll interval: the change must come from the run's NOTIFY.
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, PollInterval: time.Hour})
+	_, page := get(t, srv.URL()+"runs/"+id, nil)
+	m := regexp.MustCompile(`data-version="([0-9a-f]+)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("the page has no data-version")
+	}
+	resp, err := http.Get(srv.URL() + "events/runs/" + id + "?v=" + m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("stream content type %q", ct)
+	}
+	events := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "event: ") {
+				events <- strings.TrimPrefix(sc.Text(), "event: ")
+			}
+		}
+		close(events)
+	}()
+	select {
+	case ev := <-events:
+		t.Fatalf("an event (%q) before anything changed", ev)
+	case <-time.After(500 * time.Millisecond):
+	}
+	dashtest.StartWorker(t, db.Pool, file, host.Config{})
+	select {
+	case ev := <-events:
+		if ev != "change" {
+			t.Fatalf("event %q, want change", ev)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no change event within 30 s of the run completing")
+	}
+}
+
+// A map step's elements are listed a page at a time, with links between the pages.
+func TestAMapStepsElementsArePaged(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	file := dashtest.FlowsFile(t, `
+flows:
+  - slug: many
+    steps:
+      - {slug: each, type: map, module: {{root}}/modules/testdata/echo_map.wasm}
+`)
+	dashtest.StartWorker(t, db.Pool, file, host.Config{})
+	elements := make([]string, 25)
+	for i := range elements {
+		elements[i] = fmt.Sprintf(`"element-%02d"`, i)
+	}
+	id := dashtest.StartRun(t, db.Pool, "many", "["+strings.Join(elements, ",")+"]")
+	dashtest.WaitRun(t, db.Pool, id, 60*time.Second)
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, TasksPerPage: 10})
+	taskRows := regexp.MustCompile(`id="task-each-(\d+)"`)
+	next := regexp.MustCompile(`href="([^"]+)">next ›`)
+	page := "/runs/" + id
+	var seen []string
+	for i := 0; i < 3; i++ {
+		_, body := get(t, srv.URL()+strings.TrimPrefix(page, "/"), nil)
+		rows := taskRows.FindAllStringSubmatch(body, -1)
+		for _, r := range rows {
+			seen = append(seen, r[1])
+		}
+		if !strings.Contains(body, "25 of 25 elements done") {
+			t.Errorf("page %d does not show the map's progress", i)
+		}
+		m := next.FindStringSubmatch(body)
+		if i < 2 && m == nil {
+			t.Fatalf("page %d (%d tasks) has no link to the next", i, len(rows))
+		}
+		if i == 2 {
+			if m != nil {
+				t.Error("the last page links to a next one")
+			}
+			break
+		}
+		page = strings.ReplaceAll(m[1], "&amp;", "&")
+	}
+	if len(seen) != 25 || seen[0] != "0" || seen[10] != "10" || seen[24] != "24" {
+		t.Fatalf("tasks listed over three pages: %v", seen)
+	}
+}
