@@ -220,7 +220,8 @@ func examplePages(t *testing.T, browser context.Context) {
 	screenshot(t, ctx, "run-failed")
 
 	navigate(t, ctx, base+"/flows")
-	waitFor(t, ctx, `document.querySelectorAll('section.flow').length === 2`, 10*time.Second, "the flows page shows both example flows")
+	waitFor(t, ctx, fmt.Sprintf(`document.querySelectorAll('section.flow').length === %d`, len(file.Flows)), 10*time.Second,
+		"the flows page shows every example flow")
 	sha := w.ModuleInfo
 	info, _ := sha("word_totals", "count")
 	if got := eval[string](t, ctx, `document.querySelector('#flow-word_totals tr[data-step="count"] .hash span').title`); got != info.SHA256 {
@@ -232,8 +233,8 @@ func examplePages(t *testing.T, browser context.Context) {
 	screenshot(t, ctx, "flows")
 
 	navigate(t, ctx, base+"/workers")
-	waitFor(t, ctx, `document.querySelectorAll('table.workers .badge.st-alive').length === 2`, 10*time.Second,
-		"the workers page shows the worker's two rows alive")
+	waitFor(t, ctx, fmt.Sprintf(`document.querySelectorAll('table.workers .badge.st-alive').length === %d`, len(file.Flows)), 10*time.Second,
+		"the workers page shows the worker's rows (one per flow) alive")
 	screenshot(t, ctx, "workers")
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/host"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 func open(t *testing.T, db *pgtest.DB) *store.Store {
@@ -375,26 +376,44 @@ flows:
 	}
 }
 
-// Columns that only newer pgflow releases have are read when present: here added the way
-// pgflow 0.10/0.14 add them.
+// Columns that only newer pgflow releases have are read when present. On a pgflow 0.8.1
+// database they are added the way pgflow 0.10/0.14 add them; on a 0.14 one (the suites run on
+// both) a real condition skips a real step.
 func TestNewerPgflowColumnsAreShownWhenPresent(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
-	dashtest.Compile(t, db.Pool, dashtest.FlowsFile(t, echoFlows))
-	id := dashtest.StartRun(t, db.Pool, "one", `{}`)
-	if caps := open(t, db).Caps(); caps != (store.Caps{}) {
-		t.Fatalf("pgflow 0.8.1 has none of the newer columns, probe says %+v", caps)
+	proto, err := schema.DetectPgflow(ctx, db.Pool)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := db.Pool.Exec(ctx, `
-		alter table pgflow.step_states add column skip_reason text;
-		alter table pgflow.workers add column stopped_at timestamptz;
-		alter table pgflow.steps add column required_input_pattern jsonb, add column forbidden_input_pattern jsonb,
-			add column when_unmet text not null default 'skip', add column when_exhausted text not null default 'fail';
-		update pgflow.step_states set skip_reason = 'condition_unmet' where run_id = '`+id+`';
-		update pgflow.steps set required_input_pattern = '{"go": true}';
-		insert into pgflow.workers (worker_id, queue_name, function_name, stopped_at)
-			values ('00000000-0000-4000-8000-000000000001', 'one', 'edge', now())`); err != nil {
+	var id string
+	if !proto.Conditions {
+		dashtest.Compile(t, db.Pool, dashtest.FlowsFile(t, echoFlows))
+		id = dashtest.StartRun(t, db.Pool, "one", `{}`)
+		if caps := open(t, db).Caps(); caps != (store.Caps{}) {
+			t.Fatalf("pgflow 0.8.1 has none of the newer columns, probe says %+v", caps)
+		}
+		if _, err := db.Pool.Exec(ctx, `
+			alter table pgflow.step_states add column skip_reason text;
+			alter table pgflow.workers add column stopped_at timestamptz;
+			alter table pgflow.steps add column required_input_pattern jsonb, add column forbidden_input_pattern jsonb,
+				add column when_unmet text not null default 'skip', add column when_exhausted text not null default 'fail';
+			update pgflow.step_states set skip_reason = 'condition_unmet' where run_id = '`+id+`';
+			update pgflow.steps set required_input_pattern = '{"go": true}';`); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		dashtest.Compile(t, db.Pool, dashtest.FlowsFile(t, `
+flows:
+  - slug: one
+    steps:
+      - {slug: echo, module: {{root}}/modules/testdata/echo.wasm, if: {"go": true}}
+`))
+		id = dashtest.StartRun(t, db.Pool, "one", `{"go": false}`) // the condition is unmet: skipped at start
+	}
+	if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name, stopped_at)
+		values ('00000000-0000-4000-8000-000000000001', 'one', 'edge', now())`); err != nil {
 		t.Fatal(err)
 	}
 	s := open(t, db)
