@@ -23,7 +23,7 @@ modules: examples testmodules sandbox-testdata
 
 # The worker's suites run again on databases that plan like aged ones: a statement whose
 # meaning depends on its plan passes on fresh clones (internal/pgtest/plan.go).
-PLAN_SUITES := ./host/... ./poller/... ./cmd/... ./runs/... ./internal/pgtest/...
+PLAN_SUITES := ./host/... ./poller/... ./cmd/... ./runs/... ./internal/pgtest/... ./dashboard/...
 
 test: deps modules
 	$(MAKE) vet fmt-check
@@ -31,6 +31,17 @@ test: deps modules
 	PGTEST_PLAN=aged $(GO) test -tags '$(TAGS)' -timeout 15m $(PLAN_SUITES)
 	PGTEST_PLAN=aged,noindex $(GO) test -tags '$(TAGS)' -timeout 15m $(PLAN_SUITES)
 	$(MAKE) test-real-pgmq
+	$(MAKE) test-pgflow-014
+
+# The worker's suites once more on pgflow 0.14.1 (its migrations are test data beside the
+# repository, in ../shared: npm serves only 0.8.1): every test database is then 0.14.1.
+PGFLOW_014 ?= ../shared/pgflow/0.14.1/migrations
+PGFLOW_014_SUITES := ./host/... ./poller/... ./cmd/... ./runs/... ./dashboard/...
+.PHONY: test-pgflow-014
+test-pgflow-014:
+	@if [ ! -d $(PGFLOW_014) ]; then \
+		echo "test-pgflow-014: skipped: no pgflow 0.14.1 migrations in $(PGFLOW_014) (pgflow's pkgs/core/supabase/migrations at @pgflow/core@0.14.1)"; exit 0; fi; \
+	PGFLOW_WASM_MIGRATIONS=$$(cd $(PGFLOW_014) && pwd) $(GO) test -tags '$(TAGS)' -timeout 15m $(PGFLOW_014_SUITES)
 
 # The database suites once more on a server that offers the real pgmq 1.5.1 (test data kept
 # beside the repository in ../shared, never copied into it): a cluster of its own, given to

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -24,7 +25,7 @@ import (
 // taskSet is the tasks this worker runs or has outcomes of that are not written yet.
 type taskSet struct {
 	mu    sync.Mutex
-	tasks map[taskKey]struct{}
+	tasks map[taskKey]poller.Task
 }
 
 type taskKey struct {
@@ -37,10 +38,23 @@ func keyOf(t *poller.Task) taskKey { return taskKey{t.RunID, t.StepSlug, t.TaskI
 func (s *taskSet) add(t *poller.Task) {
 	s.mu.Lock()
 	if s.tasks == nil {
-		s.tasks = map[taskKey]struct{}{}
+		s.tasks = map[taskKey]poller.Task{}
 	}
-	s.tasks[keyOf(t)] = struct{}{}
+	s.tasks[keyOf(t)] = *t
 	s.mu.Unlock()
+}
+
+// startedBefore returns the tasks started before t.
+func (s *taskSet) startedBefore(t time.Time) []poller.Task {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []poller.Task
+	for _, task := range s.tasks {
+		if task.StartedAt.Before(t) {
+			out = append(out, task)
+		}
+	}
+	return out
 }
 
 func (s *taskSet) remove(t *poller.Task) {

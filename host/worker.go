@@ -77,6 +77,10 @@ type Config struct {
 	// ForeignStaleAfter: tasks of workers of another kind (pgflow's TypeScript worker) are
 	// recovered once their worker's heartbeat is this old; negative never [10m]
 	ForeignStaleAfter time.Duration
+	// RequeueGuardInterval and RequeueGuardAfter tune the locks that keep pgflow 0.13.2+'s
+	// requeue_stalled_tasks off long tasks (requeueguard.go) [5s, 10s]; a negative After
+	// turns the guard off.
+	RequeueGuardInterval, RequeueGuardAfter time.Duration
 	// MaxUnwritten bounds the outcomes waiting to be written: while more wait, no task is
 	// fetched, so a stalled database never piles up finished work in memory [2 x Concurrency, at least 64]
 	MaxUnwritten int
@@ -118,6 +122,10 @@ func (c Config) withDefaults() Config {
 	def(&c.LivenessGrace, 3*time.Second)
 	def(&c.RecoveryInterval, 2*time.Second)
 	def(&c.StalledMargin, 30*time.Second)
+	def(&c.RequeueGuardInterval, 5*time.Second)
+	if c.RequeueGuardAfter == 0 {
+		c.RequeueGuardAfter = 10 * time.Second
+	}
 	if c.ForeignStaleAfter == 0 {
 		c.ForeignStaleAfter = 10 * time.Minute
 	}
@@ -285,6 +293,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.done.Start()
 	goBG(func(ctx context.Context) { w.heartbeatLoop(ctx, alive) })
 	goBG(w.recoveryLoop)
+	if proto.Requeue && w.cfg.RequeueGuardAfter > 0 {
+		goBG(w.requeueGuardLoop)
+	}
 	if listen != nil {
 		goBG(listen.Run)
 	}
