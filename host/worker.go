@@ -73,7 +73,7 @@ type Config struct {
 	// (package liveness) [3s]
 	LivenessGrace    time.Duration
 	RecoveryInterval time.Duration // [2s]
-	StalledMargin    time.Duration // added to a step's timeout before its task counts as stalled [30s]
+	StalledMargin    time.Duration // added to a step's timeout before its task counts as stalled [20s]
 	// ForeignStaleAfter: tasks of workers of another kind (pgflow's TypeScript worker) are
 	// recovered once their worker's heartbeat is this old; negative never [10m]
 	ForeignStaleAfter time.Duration
@@ -121,7 +121,7 @@ func (c Config) withDefaults() Config {
 	def(&c.WorkerStaleAfter, 30*time.Second)
 	def(&c.LivenessGrace, 3*time.Second)
 	def(&c.RecoveryInterval, 2*time.Second)
-	def(&c.StalledMargin, 30*time.Second)
+	def(&c.StalledMargin, 20*time.Second)
 	def(&c.RequeueGuardInterval, 5*time.Second)
 	if c.RequeueGuardAfter == 0 {
 		c.RequeueGuardAfter = 10 * time.Second

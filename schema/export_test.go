@@ -16,3 +16,6 @@ func LayerSQLWithoutMarker() string {
 func (m *Migrations) WithoutPgmqExtension() (map[string]string, error) {
 	return m.withoutExtensions([]string{"pgmq"})
 }
+
+// VersionAtLeast exposes the version comparison for tests.
+func VersionAtLeast(v, min string) (bool, bool) { return versionAtLeast(v, min) }

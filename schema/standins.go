@@ -116,11 +116,12 @@ func installStandIns(ctx context.Context, conn *pgx.Conn, m *Migrations, who ide
 func standInState(ctx context.Context, conn *pgx.Conn, name string) (StandIn, error) {
 	s := StandIn{Name: name}
 	var installed, ours, offered, usable bool
+	var offeredVersion string
 	var err error
 	switch name {
 	case "vault":
 		err = conn.QueryRow(ctx, `SELECT to_regclass('vault.decrypted_secrets') IS NOT NULL,
-			to_regproc('vault.pgflow_wasm_standin') IS NOT NULL, false, false`).Scan(&installed, &ours, &offered, &usable)
+			to_regproc('vault.pgflow_wasm_standin') IS NOT NULL, false, false, ''`).Scan(&installed, &ours, &offered, &usable, &offeredVersion)
 	default:
 		schemaName := map[string]string{"pg_net": "net", "pg_cron": "cron"}[name]
 		err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = $1),
@@ -128,8 +129,9 @@ func standInState(ctx context.Context, conn *pgx.Conn, name string) (StandIn, er
 			EXISTS (SELECT 1 FROM pg_catalog.pg_available_extensions WHERE name = $1),
 			$1 <> 'pg_cron' OR (
 			  'pg_cron' = ANY (string_to_array(replace(current_setting('shared_preload_libraries'), ' ', ''), ','))
-			  AND coalesce(current_setting('cron.database_name', true), 'postgres') = current_database())`,
-			name, schemaName).Scan(&installed, &ours, &offered, &usable)
+			  AND coalesce(current_setting('cron.database_name', true), 'postgres') = current_database()),
+			coalesce((SELECT default_version FROM pg_catalog.pg_available_extensions WHERE name = $1), '')`,
+			name, schemaName).Scan(&installed, &ours, &offered, &usable, &offeredVersion)
 	}
 	if err != nil {
 		return s, fmt.Errorf("inspecting %s: %w", name, err)
@@ -139,6 +141,10 @@ func standInState(ctx context.Context, conn *pgx.Conn, name string) (StandIn, er
 		s.Action, s.Note = "kept", standInNotes[name]
 	case installed:
 		s.Action = "real"
+	case offered && name == "pg_cron" && !atLeast(offeredVersion, "1.5"):
+		// pgflow schedules a job every second; pg_cron takes seconds from 1.5 on.
+		s.Action = "installed"
+		s.Note = standInNotes[name] + "; the server offers pg_cron " + offeredVersion + ", but pgflow's jobs run every few seconds, which needs pg_cron 1.5 or newer"
 	case offered && usable:
 		s.Action, s.Note = "real", "the server offers it: the migration creates it"
 	case offered:
@@ -148,4 +154,10 @@ func standInState(ctx context.Context, conn *pgx.Conn, name string) (StandIn, er
 		s.Action, s.Note = "installed", standInNotes[name]
 	}
 	return s, nil
+}
+
+// atLeast compares dotted versions ("1.4-1" < "1.5"); an unreadable one is not at least.
+func atLeast(v, min string) bool {
+	ok, parsed := versionAtLeast(v, min)
+	return parsed && ok
 }

@@ -25,6 +25,7 @@ wanted=(
 # Wanted too, but the build does not stop without them: the tests that need them skip, saying why.
 optional=(
 	"chromium:the dashboard's browser tests (headless, driven by chromedp)"
+	"postgresql-15-cron:the test that installs pgflow 0.14 on a server with a real pg_cron"
 )
 # npm is only needed when the machine has no Node.js at all (AssemblyScript compiler).
 command -v npm >/dev/null 2>&1 || wanted+=("npm:AssemblyScript (compiler from npm)")

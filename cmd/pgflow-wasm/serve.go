@@ -60,7 +60,8 @@ func serveCommand() *cli.Command {
 		durationFlag("foreign-worker-stale-after", 10*time.Minute, "recovery: tasks of other kinds of workers (pgflow's TypeScript worker), which may run\n"+
 			"\thandlers for any time, are requeued only once their worker's heartbeat is this old; 0 never"),
 		durationFlag("recovery-interval", 2*time.Second, "recovery: how often to look for stalled tasks"),
-		durationFlag("stalled-margin", 30*time.Second, "recovery: a pgflow-wasm task started longer ago than its timeout plus this is requeued"),
+		durationFlag("stalled-margin", 20*time.Second, "recovery: a pgflow-wasm task started longer ago than its timeout plus this is requeued\n"+
+			"\t(under the 30 s pgflow 0.13.2+'s own requeue adds to a flow's timeout, so this sweep acts first)"),
 		durationFlag("drain-timeout", 30*time.Second, "shutdown: how long running tasks may finish; the rest are failed for a retry"),
 		intFlag("completion-batch", 100, "outcomes written per transaction (1 writes each task alone, as pgflow's own workers do)"),
 		intFlag("completion-writers", 2, "outcome-writing transactions in flight at once"),

@@ -180,3 +180,52 @@ func RealPgmq(t testing.TB) map[string][]byte {
 	}
 	return files
 }
+
+// Pgflow014Env names the folder of pgflow 0.14.1's migrations; by default the test data
+// beside this repository, ../shared/pgflow/0.14.1/migrations (never copied into it).
+const Pgflow014Env = "PGTEST_PGFLOW_014"
+
+// Pgflow014 returns pgflow 0.14.1's migrations folder, skipping the test with where it comes
+// from when it is absent.
+func Pgflow014(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv(Pgflow014Env)
+	if dir == "" {
+		root, err := localpg.RepoRoot(".")
+		if err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
+		dir = filepath.Join(root, "..", "shared", "pgflow", "0.14.1", "migrations")
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("pgflow 0.14.1's migrations are not here (%v): they are test data in ../shared/pgflow/0.14.1/migrations (or set %s)", err, Pgflow014Env)
+	}
+	return dir
+}
+
+// PgflowRelease returns a folder with the first n migrations of pgflow 0.14.1: the release
+// they make up (12: 0.8.1, 16: 0.12.0, 20: 0.14.1; see schema.releaseByLastMigration).
+func PgflowRelease(t testing.TB, n int) string {
+	t.Helper()
+	src := Pgflow014(t)
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	dst := t.TempDir()
+	copied := 0
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".sql") || copied == n {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
+		}
+		if err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
+		copied++
+	}
+	return dst
+}
