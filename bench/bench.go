@@ -133,7 +133,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer r.dropDatabase(context.Background(), r.template)
 
-	rep := &Report{Started: time.Now(), Config: cfg, Server: r.serverInfo(ctx)}
+	rep := &Report{Started: time.Now(), Config: cfg, Server: r.serverInfo(ctx), Pgflow: "unknown"}
+	if m, err := schema.LoadMigrations(cfg.Migrations); err == nil {
+		rep.Pgflow = m.PgflowVersion
+	}
 	for _, fsync := range cfg.Fsync {
 		if err := r.setFsync(ctx, fsync); err != nil {
 			return nil, err

@@ -78,6 +78,7 @@ type Idle struct {
 type Report struct {
 	Started, Finished time.Time
 	Server            string
+	Pgflow            string // the pgflow release of the benchmark databases
 	Config            Config `json:"-"`
 	Results           []Result
 	Idle              *Idle
@@ -107,7 +108,7 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 // WriteText writes one table per fsync setting and shape, plus the idle figures, as
 // Markdown (readable in a terminal too).
 func (rep *Report) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "pgflow-wasm bench, %s (%s)\n%s\n", rep.Started.Format("2006-01-02 15:04"), rep.Finished.Sub(rep.Started).Round(time.Second), rep.Server)
+	fmt.Fprintf(w, "pgflow-wasm bench, %s (%s)\n%s, pgflow %s\n", rep.Started.Format("2006-01-02 15:04"), rep.Finished.Sub(rep.Started).Round(time.Second), rep.Server, rep.Pgflow)
 	titles := map[string]string{
 		ShapeOneStep: fmt.Sprintf("one-step runs (%d, queued before the contender starts; latency: %d runs, %d in flight)",
 			rep.Config.OneStepRuns, rep.Config.LatencyRuns, rep.Config.LatencyInFlight),

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/bench"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 func benchCommand() *cli.Command {
@@ -29,9 +30,12 @@ func benchCommand() *cli.Command {
 			"on and off. Prints tables and writes them (Markdown and JSON) to --out.\n\n" +
 			"Examples:\n   pgflow-wasm bench                        # everything, ~15 minutes\n" +
 			"   pgflow-wasm bench --quick                # small counts, a few minutes\n" +
-			"   pgflow-wasm bench --only 'floor,reference,wazero/c/*' --fsync on --shapes one_step",
+			"   pgflow-wasm bench --only 'floor,reference,wazero/c/*' --fsync on --shapes one_step\n" +
+			"   pgflow-wasm bench --migrations ../shared/pgflow/0.14.1/migrations   # on pgflow 0.14.1",
 		Flags: []cli.Flag{
 			databaseURLFlag(),
+			&cli.StringFlag{Name: "migrations", EnvVars: []string{schema.MigrationsDirEnv},
+				Usage: "pgflow's migrations folder the benchmark databases are built from (default: the pinned @pgflow/core 0.8.1 from npm)"},
 			&cli.BoolFlag{Name: "quick", Usage: "a tenth of the default counts and no idle measurement"},
 			&cli.StringFlag{Name: "only", Usage: "comma-separated contender names or patterns (floor, reference, wazero/c/notify, wazero/*/polling...)"},
 			&cli.StringFlag{Name: "shapes", Value: "one_step,map,chain", Usage: "which shapes to run"},
@@ -60,6 +64,7 @@ func runBench(c *cli.Context) error {
 		FloorLoops: c.Int("floor-loops"), IdleSeconds: c.Int("idle-seconds"),
 		Fsync: splitList(c.String("fsync")), Shapes: splitList(c.String("shapes")),
 		WorkerArgs: c.StringSlice("worker-arg"),
+		Migrations: c.String("migrations"),
 	}
 	if c.Bool("quick") {
 		cfg.OneStepRuns = orDefault(cfg.OneStepRuns, 500)
