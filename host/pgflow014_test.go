@@ -1,11 +1,9 @@
 package host_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,24 +22,6 @@ func need014(t *testing.T, db *pgtest.DB) {
 	if !p.Conditions {
 		t.Skip("needs pgflow 0.14 (this database has " + p.String() + "): run with PGFLOW_WASM_MIGRATIONS=../shared/pgflow/0.14.1/migrations, as `make test-pgflow-014` does")
 	}
-}
-
-// lockedBuffer collects a worker's log lines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // On pgflow 0.14 a failed task may skip its step and let the run go on (when_exhausted), and
@@ -64,7 +44,7 @@ flows:
       - {slug: object, module: "{{echo}}"}
       - {slug: each, type: map, depends_on: [object], module: "{{echo_map}}"}
 `)
-	logs := &lockedBuffer{}
+	logs := &syncBuffer{}
 	startWorker(t, db.Pool, f, host.Config{Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 
 	skipped := startRun(t, db.Pool, "skipping", `{"n": 1}`)
