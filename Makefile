@@ -23,7 +23,7 @@ modules: examples testmodules sandbox-testdata
 
 # The worker's suites run again on databases that plan like aged ones: a statement whose
 # meaning depends on its plan passes on fresh clones (internal/pgtest/plan.go).
-PLAN_SUITES := ./host/... ./poller/... ./cmd/... ./runs/... ./internal/pgtest/... ./dashboard/...
+PLAN_SUITES := ./host/... ./poller/... ./cmd/... ./runs/... ./internal/pgtest/...
 
 test: deps modules
 	$(MAKE) vet fmt-check

@@ -112,7 +112,7 @@ func TestUIServesWithItsTokenAndStopsOnSigterm(t *testing.T) {
 	if code, body := httpGet(t, url+"runs", ""); code != http.StatusUnauthorized || !strings.Contains(body, "Token needed") {
 		t.Fatalf("without the token: %d %.200s", code, body)
 	}
-	if code, body := httpGet(t, url+"runs", token); code != http.StatusOK || !strings.Contains(body, "No runs yet") {
+	if code, body := httpGet(t, url+"runs", token); code != http.StatusOK || !strings.Contains(body, "<title>Runs · pgflow-wasm</title>") {
 		t.Fatalf("with the token: %d %.200s", code, body)
 	}
 	if b, _ := os.ReadFile(logPath); strings.Contains(string(b), token) {
