@@ -46,7 +46,8 @@ func serveCommand() *cli.Command {
 	flags = append(flags,
 		intFlag("concurrency", 32, "handlers running at once across all flows (for CPU-heavy handlers, about the number of cores)"),
 		intFlag("batch-size", 32, "messages read per poll (at most --concurrency are useful)"),
-		intFlag("max-connections", 8, "size of the database connection pool (plus one for --signal notify)"),
+		intFlag("max-connections", 8, "size of the database connection pool; the worker also keeps one connection for its liveness lock\n"+
+			"\tand heartbeat, one for --signal notify, and on pgflow 0.13.2+ two while long tasks run (the requeue guard)"),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "signal", Value: "polling", EnvVars: env("signal"),
 			Usage: "how to learn about new tasks: polling (adaptive backoff) or notify (LISTEN/NOTIFY with a fallback poll)"}),
 		durationFlag("min-poll-interval", 100*time.Millisecond, "polling: shortest wait between polls of an idle queue"),
