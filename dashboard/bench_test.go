@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard"
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/dashtest"
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/workertest"
 )
 
 // benchRuns is how many runs the runs page is measured against.
@@ -25,12 +25,12 @@ const benchRuns = 100_000
 func seedRuns(b *testing.B, db *pgtest.DB, n int) {
 	b.Helper()
 	ctx := context.Background()
-	dashtest.Compile(b, db.Pool, dashtest.FlowsFile(b, `
+	workertest.Compile(b, db.Pool, workertest.FlowsFile(b, `
 flows:
   - {slug: orders, steps: [{slug: check, module: "{{root}}/modules/testdata/echo.wasm"}]}
   - {slug: emails, steps: [{slug: send, module: "{{root}}/modules/testdata/echo.wasm"}]}
   - {slug: reports, steps: [{slug: build, module: "{{root}}/modules/testdata/echo.wasm"}]}
-`))
+`, nil))
 	start := time.Now()
 	for _, step := range []struct {
 		sql  string

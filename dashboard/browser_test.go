@@ -23,10 +23,10 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard"
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/dashtest"
 	"github.com/pgflow-wasm/pgflow-wasm/host"
 	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/workertest"
 )
 
 // UpdateScreenshotsEnv names the variable that makes TestBrowser rewrite docs/ui/*.png.
@@ -143,7 +143,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 		return
 	}
 	png := within(t, ctx, 60*time.Second, chromedp.FullScreenshot(100))
-	path := filepath.Join(dashtest.RepoRoot(t), "docs", "ui", name+".png")
+	path := filepath.Join(workertest.RepoRoot(t), "docs", "ui", name+".png")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -169,25 +169,25 @@ func examplePages(t *testing.T, browser context.Context) {
 	if err != nil {
 		t.Fatalf("flows.yaml: %v (are the examples built? `make examples`)", err)
 	}
-	w := dashtest.StartWorker(t, db.Pool, file, host.Config{Signal: host.SignalNotify})
-	words := dashtest.StartRun(t, db.Pool, "word_totals",
+	w := workertest.StartWorker(t, db.Pool, file, host.Config{Signal: host.SignalNotify})
+	words := workertest.StartRun(t, db.Pool, "word_totals",
 		`["the quick brown fox", "jumps over the lazy dog", "pack my box with", "five dozen liquor jugs"]`)
-	ada := dashtest.StartRun(t, db.Pool, "hello", `{"name": "Ada"}`)
-	bad := dashtest.StartRun(t, db.Pool, "hello", `{"nam": "Ada"}`)
+	ada := workertest.StartRun(t, db.Pool, "hello", `{"name": "Ada"}`)
+	bad := workertest.StartRun(t, db.Pool, "hello", `{"nam": "Ada"}`)
 	more := []string{words, ada}
 	for _, name := range []string{"Grace", "Edsger", "Barbara"} {
-		more = append(more, dashtest.StartRun(t, db.Pool, "hello", `{"name": "`+name+`"}`))
+		more = append(more, workertest.StartRun(t, db.Pool, "hello", `{"name": "`+name+`"}`))
 	}
 	for _, line := range []string{"a map step", "one task per element of the flow input"} {
-		more = append(more, dashtest.StartRun(t, db.Pool, "word_totals", `["`+line+`"]`))
+		more = append(more, workertest.StartRun(t, db.Pool, "word_totals", `["`+line+`"]`))
 	}
 	for _, id := range more {
-		if r := dashtest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "completed" {
+		if r := workertest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "completed" {
 			t.Fatalf("example run %s: %s %s", id, r.Status, r.Error)
 		}
 	}
 	// hello's steps retry (max_attempts 3, base_delay 1): the failure takes a few seconds.
-	if r := dashtest.WaitRun(t, db.Pool, bad, 90*time.Second); r.Status != "failed" {
+	if r := workertest.WaitRun(t, db.Pool, bad, 90*time.Second); r.Status != "failed" {
 		t.Fatalf("hello without a name: %s, want failed", r.Status)
 	}
 	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog(), Actions: true,
@@ -264,9 +264,9 @@ flows:
 
 func testFlows(t *testing.T, browser context.Context) {
 	db := pgtest.NewDB(t)
-	dashtest.StartWorker(t, db.Pool, dashtest.FlowsFile(t, testFlowsYAML), host.Config{Signal: host.SignalNotify})
-	liveFile := dashtest.FlowsFile(t, liveFlowYAML)
-	dashtest.Compile(t, db.Pool, liveFile)
+	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, testFlowsYAML, nil), host.Config{Signal: host.SignalNotify})
+	liveFile := workertest.FlowsFile(t, liveFlowYAML, nil)
+	workertest.Compile(t, db.Pool, liveFile)
 
 	srv := listen(t, "0.0.0.0:0", dashboard.Config{Pool: db.Pool, Log: quietLog(), Token: testToken,
 		PollInterval: 200 * time.Millisecond})
@@ -278,8 +278,8 @@ func testFlows(t *testing.T, browser context.Context) {
 		if ip == "" {
 			t.Skip("this machine has no network interface but loopback: no non-loopback request can be made")
 		}
-		secret := dashtest.StartRun(t, db.Pool, "echo_out", `{"value": "hidden-value-1234"}`)
-		dashtest.WaitRun(t, db.Pool, secret, 60*time.Second)
+		secret := workertest.StartRun(t, db.Pool, "echo_out", `{"value": "hidden-value-1234"}`)
+		workertest.WaitRun(t, db.Pool, secret, 60*time.Second)
 		u := "http://" + net.JoinHostPort(ip, port)
 		resp := within(t, ctx, 60*time.Second, chromedp.NavigateResponse(u+"/runs/"+secret))
 		text := eval[string](t, ctx, `document.body.innerText`)
@@ -301,16 +301,16 @@ func testFlows(t *testing.T, browser context.Context) {
 	navigate(t, ctx, base+"/runs?token="+url.QueryEscape(testToken))
 
 	t.Run("the runs page lists a finished run", func(t *testing.T) {
-		id := dashtest.StartRun(t, db.Pool, "echo_out", `{"value": {"n": 1}}`)
-		dashtest.WaitRun(t, db.Pool, id, 60*time.Second)
+		id := workertest.StartRun(t, db.Pool, "echo_out", `{"value": {"n": 1}}`)
+		workertest.WaitRun(t, db.Pool, id, 60*time.Second)
 		navigate(t, ctx, base+"/runs?flow=echo_out&status=completed")
 		waitFor(t, ctx, fmt.Sprintf(`document.querySelector('tr[data-run=%q]')?.innerText.includes('completed')`, id),
 			10*time.Second, "the finished run is listed as completed")
 	})
 
 	t.Run("a failed task's error is visible on its run page", func(t *testing.T) {
-		id := dashtest.StartRun(t, db.Pool, "failing", `{}`)
-		if r := dashtest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "failed" {
+		id := workertest.StartRun(t, db.Pool, "failing", `{}`)
+		if r := workertest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "failed" {
 			t.Fatalf("run %s: %s", id, r.Status)
 		}
 		navigate(t, ctx, base+"/runs/"+id)
@@ -327,8 +327,8 @@ func testFlows(t *testing.T, browser context.Context) {
 
 	t.Run("a <script> output is shown as text", func(t *testing.T) {
 		payload := `<script>window.owned = 1; document.title = 'owned'</script><img src=x onerror="window.owned = 2">`
-		id := dashtest.StartRun(t, db.Pool, "echo_out", fmt.Sprintf(`{"value": %q}`, payload))
-		dashtest.WaitRun(t, db.Pool, id, 60*time.Second)
+		id := workertest.StartRun(t, db.Pool, "echo_out", fmt.Sprintf(`{"value": %q}`, payload))
+		workertest.WaitRun(t, db.Pool, id, 60*time.Second)
 		navigate(t, ctx, base+"/runs/"+id)
 		waitFor(t, ctx, `document.querySelector('.io section:nth-child(2) pre') !== null`, 10*time.Second, "the output is shown")
 		out := eval[string](t, ctx, `document.querySelector('.io section:nth-child(2) pre').textContent`)
@@ -346,7 +346,7 @@ func testFlows(t *testing.T, browser context.Context) {
 	t.Run("a running run updates live while its steps complete", func(t *testing.T) {
 		// Five elements of work, one at a time, each long enough to be seen.
 		elements := strings.TrimSuffix(strings.Repeat(`{"run": {"iterations": 25000000}}, `, 5), ", ")
-		id := dashtest.StartRun(t, db.Pool, "live", "["+elements+"]")
+		id := workertest.StartRun(t, db.Pool, "live", "["+elements+"]")
 		navigate(t, ctx, base+"/runs/"+id)
 		waitFor(t, ctx, `document.querySelector('h1 .badge')?.textContent === 'started'`, 10*time.Second, "the run shows as started")
 		// Record every state the page shows; a reload would lose the recorder.
@@ -360,7 +360,7 @@ func testFlows(t *testing.T, browser context.Context) {
 			record();
 			return true; })()`)
 		start := time.Now()
-		dashtest.StartWorker(t, db.Pool, liveFile, host.Config{Signal: host.SignalNotify})
+		workertest.StartWorker(t, db.Pool, liveFile, host.Config{Signal: host.SignalNotify})
 		shot := false
 		deadline := time.Now().Add(120 * time.Second)
 		for {

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard"
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/dashtest"
 	"github.com/pgflow-wasm/pgflow-wasm/host"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/workertest"
 )
 
 const testToken = "a-test-token-of-32-characters-xx"
@@ -120,8 +120,8 @@ func TestAnAddressOtherThanLoopbackNeedsAToken(t *testing.T) {
 func TestTheTokenIsCheckedOnEveryRequestAndStream(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
-	dashtest.Compile(t, db.Pool, dashtest.FlowsFile(t, echoFlows))
-	id := dashtest.StartRun(t, db.Pool, "echo", `{"secret": "sesame-1234"}`)
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, echoFlows, nil))
+	id := workertest.StartRun(t, db.Pool, "echo", `{"secret": "sesame-1234"}`)
 	srv := listen(t, "0.0.0.0:0", dashboard.Config{Pool: db.Pool, Token: testToken})
 	_, port, _ := net.SplitHostPort(srv.Addr())
 	host := nonLoopbackIP()
@@ -222,7 +222,7 @@ func TestActionsAreOffByDefaultCheckedAndLogged(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
-	dashtest.Compile(t, db.Pool, dashtest.FlowsFile(t, echoFlows))
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, echoFlows, nil))
 	if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name)
 		values ('00000000-0000-4000-8000-0000000000aa', 'echo', 'edge')`); err != nil {
 		t.Fatal(err)
@@ -319,11 +319,11 @@ func TestActionsAreOffByDefaultCheckedAndLogged(t *testing.T) {
 func TestOutputsAreEscapedAndServedAsJSON(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
-	file := dashtest.FlowsFile(t, echoFlows)
-	dashtest.StartWorker(t, db.Pool, file, host.Config{})
+	file := workertest.FlowsFile(t, echoFlows, nil)
+	workertest.StartWorker(t, db.Pool, file, host.Config{})
 	payload := `<script>document.title='owned'</script><img src=x onerror=alert(1)>`
-	id := dashtest.StartRun(t, db.Pool, "echo", `{"value": "`+payload+`"}`)
-	dashtest.WaitRun(t, db.Pool, id, 60*time.Second)
+	id := workertest.StartRun(t, db.Pool, "echo", `{"value": "`+payload+`"}`)
+	workertest.WaitRun(t, db.Pool, id, 60*time.Second)
 	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool})
 	resp, body := get(t, srv.URL()+"runs/"+id, nil)
 	if resp.StatusCode != 200 || strings.Contains(body, "<script>document") || strings.Contains(body, "<img src=x") {
@@ -348,9 +348,9 @@ func TestOutputsAreEscapedAndServedAsJSON(t *testing.T) {
 func TestTheRunStreamTellsWhenTheRunChanges(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
-	file := dashtest.FlowsFile(t, echoFlows)
-	dashtest.Compile(t, db.Pool, file)
-	id := dashtest.StartRun(t, db.Pool, "echo", `{"value": 1}`)
+	file := workertest.FlowsFile(t, echoFlows, nil)
+	workertest.Compile(t, db.Pool, file)
+	id := workertest.StartRun(t, db.Pool, "echo", `{"value": 1}`)
 	// A long poll interval: the change must come from the run's NOTIFY.
 	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, PollInterval: time.Hour})
 	_, page := get(t, srv.URL()+"runs/"+id, nil)
@@ -381,7 +381,7 @@ func TestTheRunStreamTellsWhenTheRunChanges(t *testing.T) {
 		t.Fatalf("an event (%q) before anything changed", ev)
 	case <-time.After(500 * time.Millisecond):
 	}
-	dashtest.StartWorker(t, db.Pool, file, host.Config{})
+	workertest.StartWorker(t, db.Pool, file, host.Config{})
 	select {
 	case ev := <-events:
 		if ev != "change" {
@@ -396,19 +396,19 @@ func TestTheRunStreamTellsWhenTheRunChanges(t *testing.T) {
 func TestAMapStepsElementsArePaged(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
-	file := dashtest.FlowsFile(t, `
+	file := workertest.FlowsFile(t, `
 flows:
   - slug: many
     steps:
       - {slug: each, type: map, module: {{root}}/modules/testdata/echo_map.wasm}
-`)
-	dashtest.StartWorker(t, db.Pool, file, host.Config{})
+`, nil)
+	workertest.StartWorker(t, db.Pool, file, host.Config{})
 	elements := make([]string, 25)
 	for i := range elements {
 		elements[i] = fmt.Sprintf(`"element-%02d"`, i)
 	}
-	id := dashtest.StartRun(t, db.Pool, "many", "["+strings.Join(elements, ",")+"]")
-	dashtest.WaitRun(t, db.Pool, id, 60*time.Second)
+	id := workertest.StartRun(t, db.Pool, "many", "["+strings.Join(elements, ",")+"]")
+	workertest.WaitRun(t, db.Pool, id, 60*time.Second)
 	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, TasksPerPage: 10})
 	taskRows := regexp.MustCompile(`id="task-each-(\d+)"`)
 	next := regexp.MustCompile(`href="([^"]+)">next ›`)

@@ -144,9 +144,9 @@ flows:
 	w := startWorker(t, db.Pool, f, host.Config{MaxAbandoned: 1})
 	id := startRun(t, db.Pool, "recursion", `"`+strings.Repeat("x", 31)+`"`)
 	select {
-	case <-w.stopped:
-		if !errors.Is(w.err, host.ErrRestart) {
-			t.Fatalf("Run returned %v, want ErrRestart", w.err)
+	case <-w.Stopped():
+		if !errors.Is(w.Err(), host.ErrRestart) {
+			t.Fatalf("Run returned %v, want ErrRestart", w.Err())
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("worker did not ask for a restart after an abandoned call")
@@ -208,12 +208,12 @@ flows:
 	if code, _ := get("/livez"); code != http.StatusOK {
 		t.Errorf("/livez = %d", code)
 	}
-	w.cancel()
+	w.Worker.Stop() // begins the drain; Run has not returned yet
 	waitFor(t, 10*time.Second, func() (bool, string) {
 		code, body := get("/readyz")
 		return code == http.StatusServiceUnavailable, body
 	})
-	if err := w.stop(t); err != nil {
+	if err := w.Stop(t); err != nil {
 		t.Fatal(err)
 	}
 }

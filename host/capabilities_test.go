@@ -1,7 +1,6 @@
 package host_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -140,24 +139,6 @@ func TestHTTPRefusalsFailOnlyTheirTask(t *testing.T) {
 
 // engineFor returns a sandbox engine by name, closed when the test ends.
 func engineFor(t *testing.T, name string) sandbox.Engine { return engine(t, name) }
-
-// syncBuffer is a log sink shared by the worker's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // The docs' charge example: secrets from the worker's environment by name, the same
 // idempotency key on every attempt, and a secret that shows in no log line (at debug

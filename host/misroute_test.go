@@ -33,7 +33,7 @@ flows:
 	for _, id := range warm {
 		waitRun(t, db.Pool, id, 60*time.Second)
 	}
-	w.stop(t)
+	w.Stop(t)
 	for _, stmt := range []string{
 		`analyze pgflow.step_tasks`, `analyze pgflow.runs`, `analyze pgflow.step_states`,
 		`alter database ` + db.Name + ` set enable_indexscan = off`,

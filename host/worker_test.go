@@ -357,9 +357,9 @@ flows:
 	}
 	// Every flow of the worker is deprecated: it drains and Run returns by itself.
 	select {
-	case <-w.stopped:
-		if w.err != nil {
-			t.Fatalf("Run: %v", w.err)
+	case <-w.Stopped():
+		if w.Err() != nil {
+			t.Fatalf("Run: %v", w.Err())
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("worker still running 30 s after its only flow was deprecated")

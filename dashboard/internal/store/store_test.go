@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/dashtest"
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/host"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
@@ -41,10 +41,10 @@ func TestListRunsPagesThroughEveryRunOnce(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
-	dashtest.Compile(t, db.Pool, dashtest.FlowsFile(t, echoFlows))
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, echoFlows, nil))
 	var want []string
 	for i := 0; i < 4; i++ { // distinct started_at
-		want = append(want, dashtest.StartRun(t, db.Pool, "one", `{}`))
+		want = append(want, workertest.StartRun(t, db.Pool, "one", `{}`))
 	}
 	rows, err := db.Pool.Query(ctx, `select (r).run_id::text from (select pgflow.start_flow('one', '{}') as r from generate_series(1, 5)) s`)
 	if err != nil {
@@ -60,7 +60,7 @@ func TestListRunsPagesThroughEveryRunOnce(t *testing.T) {
 	if rows.Err() != nil {
 		t.Fatal(rows.Err())
 	}
-	other := dashtest.StartRun(t, db.Pool, "two", `{}`)
+	other := workertest.StartRun(t, db.Pool, "two", `{}`)
 	s := open(t, db)
 
 	var seen []string
@@ -153,7 +153,7 @@ func TestTaskInputsAreWhatTheHandlersReceived(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
-	file := dashtest.FlowsFile(t, `
+	file := workertest.FlowsFile(t, `
 flows:
   - slug: shapes
     steps:
@@ -165,13 +165,13 @@ flows:
     steps:
       - {slug: list, module: {{root}}/modules/testdata/echo.wasm}
       - {slug: each, type: map, depends_on: [list], module: {{root}}/modules/testdata/echo_map.wasm}
-`)
-	dashtest.StartWorker(t, db.Pool, file, host.Config{})
-	id := dashtest.StartRun(t, db.Pool, "shapes", `[1, "two", {"three": [3]}, null, true]`)
+`, nil)
+	workertest.StartWorker(t, db.Pool, file, host.Config{})
+	id := workertest.StartRun(t, db.Pool, "shapes", `[1, "two", {"three": [3]}, null, true]`)
 	// list returns input.run.value: a map over a single step's array.
-	other := dashtest.StartRun(t, db.Pool, "from_single", `{"value": [1, "two", {"three": [3]}, null, true]}`)
+	other := workertest.StartRun(t, db.Pool, "from_single", `{"value": [1, "two", {"three": [3]}, null, true]}`)
 	for _, r := range []string{id, other} {
-		if r := dashtest.WaitRun(t, db.Pool, r, 60*time.Second); r.Status != "completed" {
+		if r := workertest.WaitRun(t, db.Pool, r, 60*time.Second); r.Status != "completed" {
 			t.Fatalf("run %s: %s %s", r.ID, r.Status, r.Error)
 		}
 	}
@@ -252,9 +252,9 @@ func TestLargeValuesAreCutButAvailableWhole(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
-	dashtest.Compile(t, db.Pool, dashtest.FlowsFile(t, echoFlows))
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, echoFlows, nil))
 	big := `{"text": "` + strings.Repeat("é", 3000) + `"}`
-	id := dashtest.StartRun(t, db.Pool, "one", big)
+	id := workertest.StartRun(t, db.Pool, "one", big)
 	s := open(t, db)
 	r, err := s.Run(ctx, id)
 	if err != nil {
@@ -286,9 +286,9 @@ func TestRunStateFollowsTheRun(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
-	file := dashtest.FlowsFile(t, echoFlows)
-	dashtest.Compile(t, db.Pool, file)
-	id := dashtest.StartRun(t, db.Pool, "one", `{"value": 1}`)
+	file := workertest.FlowsFile(t, echoFlows, nil)
+	workertest.Compile(t, db.Pool, file)
+	id := workertest.StartRun(t, db.Pool, "one", `{"value": 1}`)
 	s := open(t, db)
 	before, active, err := s.RunState(ctx, id)
 	if err != nil || !active {
@@ -297,8 +297,8 @@ func TestRunStateFollowsTheRun(t *testing.T) {
 	if again, _, _ := s.RunState(ctx, id); again != before {
 		t.Fatal("the fingerprint changed while nothing happened")
 	}
-	dashtest.StartWorker(t, db.Pool, file, host.Config{})
-	dashtest.WaitRun(t, db.Pool, id, 60*time.Second)
+	workertest.StartWorker(t, db.Pool, file, host.Config{})
+	workertest.WaitRun(t, db.Pool, id, 60*time.Second)
 	after, active, err := s.RunState(ctx, id)
 	if err != nil || active || after == before {
 		t.Fatalf("a completed run: fingerprint %s (was %s), active %v, %v", after, before, active, err)
@@ -311,7 +311,7 @@ func TestFlowsWorkersAndDeprecation(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
-	file := dashtest.FlowsFile(t, `
+	file := workertest.FlowsFile(t, `
 flows:
   - slug: chain
     max_attempts: 2
@@ -319,10 +319,10 @@ flows:
     steps:
       - {slug: a, module: {{root}}/modules/testdata/echo.wasm, timeout: 3}
       - {slug: b, depends_on: [a], module: {{root}}/modules/testdata/fail.wasm, max_attempts: 1}
-`)
-	w := dashtest.StartWorker(t, db.Pool, file, host.Config{})
-	id := dashtest.StartRun(t, db.Pool, "chain", `{}`)
-	if r := dashtest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "failed" {
+`, nil)
+	w := workertest.StartWorker(t, db.Pool, file, host.Config{})
+	id := workertest.StartRun(t, db.Pool, "chain", `{}`)
+	if r := workertest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "failed" {
 		t.Fatalf("run: %s, want failed", r.Status)
 	}
 	s := open(t, db)
@@ -389,8 +389,8 @@ func TestNewerPgflowColumnsAreShownWhenPresent(t *testing.T) {
 	}
 	var id string
 	if !proto.Conditions {
-		dashtest.Compile(t, db.Pool, dashtest.FlowsFile(t, echoFlows))
-		id = dashtest.StartRun(t, db.Pool, "one", `{}`)
+		workertest.Compile(t, db.Pool, workertest.FlowsFile(t, echoFlows, nil))
+		id = workertest.StartRun(t, db.Pool, "one", `{}`)
 		if caps := open(t, db).Caps(); caps != (store.Caps{}) {
 			t.Fatalf("pgflow 0.8.1 has none of the newer columns, probe says %+v", caps)
 		}
@@ -404,13 +404,13 @@ func TestNewerPgflowColumnsAreShownWhenPresent(t *testing.T) {
 			t.Fatal(err)
 		}
 	} else {
-		dashtest.Compile(t, db.Pool, dashtest.FlowsFile(t, `
+		workertest.Compile(t, db.Pool, workertest.FlowsFile(t, `
 flows:
   - slug: one
     steps:
       - {slug: echo, module: {{root}}/modules/testdata/echo.wasm, if: {"go": true}}
-`))
-		id = dashtest.StartRun(t, db.Pool, "one", `{"go": false}`) // the condition is unmet: skipped at start
+`, nil))
+		id = workertest.StartRun(t, db.Pool, "one", `{"go": false}`) // the condition is unmet: skipped at start
 	}
 	if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name, stopped_at)
 		values ('00000000-0000-4000-8000-000000000001', 'one', 'edge', now())`); err != nil {
