@@ -30,6 +30,7 @@ func newApp() *cli.App {
 			"   pgflow-wasm serve          # compile the flows and run their tasks\n" +
 			"   pgflow-wasm start FLOW --input '{...}' --wait\n\n" +
 			"The database comes from --database-url or DATABASE_URL.",
+		Version:         version(),
 		HideHelpCommand: true,
 		Commands:        commands(),
 	}
@@ -47,6 +48,7 @@ func commands() []*cli.Command {
 		benchCommand(),
 		dbCommand(), localdbCommand(),
 		moduleCommand(),
+		newCommand(),
 	}
 }
 
