@@ -106,6 +106,10 @@ type runner struct {
 	admin      *pgx.Conn // to the maintenance database: create/drop, fsync, checkpoints
 	serverURL  func(db string) string
 	postmaster int // 0 when the server is not local
+	// cluster is the private cluster, when the benchmark uses one; started tells whether
+	// this run started it (and so stops it at the end).
+	cluster *localpg.Cluster
+	started bool
 	template   string
 	logf       func(format string, args ...any)
 }
@@ -124,6 +128,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(r.tmp)
+	defer r.releaseServer()
 	if err := r.openServer(ctx); err != nil {
 		return nil, err
 	}
@@ -157,6 +162,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
+// releaseServer stops the private cluster if this run started it, and otherwise says that
+// it is left running and how to stop it: a benchmark leaves no server behind unannounced.
+func (r *runner) releaseServer() {
+	switch {
+	case r.cluster == nil:
+	case r.started:
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := r.cluster.Stop(ctx); err != nil {
+			r.logf("stopping the benchmark cluster: %v; stop it with `pgflow-wasm localdb down --dir %s`", err, r.cluster.Dir)
+			return
+		}
+		r.logf("stopped the benchmark cluster it started (%s; its data is kept)", r.cluster.Dir)
+	default:
+		r.logf("the benchmark cluster in %s was running before and is left running; stop it with `pgflow-wasm localdb down --dir %s`", r.cluster.Dir, r.cluster.Dir)
+	}
+}
+
 // openServer connects to the outside server, or starts the private cluster.
 func (r *runner) openServer(ctx context.Context) error {
 	url := r.cfg.DatabaseURL
@@ -166,7 +189,12 @@ func (r *runner) openServer(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r.logf("starting the benchmark cluster in %s", c.Dir)
+		r.cluster, r.started = c, !c.Running(ctx)
+		if r.started {
+			r.logf("starting the benchmark cluster in %s (stopped again at the end)", c.Dir)
+		} else {
+			r.logf("using the benchmark cluster already running in %s", c.Dir)
+		}
 		if err := c.Start(ctx); err != nil {
 			return err
 		}
