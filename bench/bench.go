@@ -108,10 +108,10 @@ type runner struct {
 	postmaster int // 0 when the server is not local
 	// cluster is the private cluster, when the benchmark uses one; started tells whether
 	// this run started it (and so stops it at the end).
-	cluster *localpg.Cluster
-	started bool
-	template   string
-	logf       func(format string, args ...any)
+	cluster  *localpg.Cluster
+	started  bool
+	template string
+	logf     func(format string, args ...any)
 }
 
 // Run measures every contender on every shape under every fsync setting.
