@@ -27,10 +27,13 @@ type Config struct {
 	// <repo>/.pgdata-bench. On an outside server fsync cannot be switched and the
 	// database's CPU cannot be read: those columns say n/a.
 	DatabaseURL string
-	Binary      string // the pgflow-wasm binary [this executable]
-	RepoRoot    string // [found from the working directory]
-	CacheDir    string // compiled-module cache of the workers
-	Migrations  string // pgflow's migrations [node_modules/@pgflow/core/dist/supabase/migrations]
+	// ClusterDir is the private cluster's folder [<repo>/.pgdata-bench]. A cluster the
+	// benchmark starts is stopped at its end; one that was running is left running.
+	ClusterDir string
+	Binary     string // the pgflow-wasm binary [this executable]
+	RepoRoot   string // [found from the working directory]
+	CacheDir   string // compiled-module cache of the workers
+	Migrations string // pgflow's migrations [node_modules/@pgflow/core/dist/supabase/migrations]
 
 	OneStepRuns     int // shape a: one-step runs, started before the contender [5000]
 	MapSize         int // shape b: elements of the single map run [2000]
@@ -95,6 +98,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Migrations == "" {
 		c.Migrations = filepath.Join(c.RepoRoot, schema.DefaultMigrationsDir)
+	}
+	if c.ClusterDir == "" {
+		c.ClusterDir = filepath.Join(c.RepoRoot, ".pgdata-bench")
 	}
 	return nil
 }
@@ -184,7 +190,7 @@ func (r *runner) releaseServer() {
 func (r *runner) openServer(ctx context.Context) error {
 	url := r.cfg.DatabaseURL
 	if url == "" {
-		c, err := localpg.New(localpg.Config{Dir: filepath.Join(r.cfg.RepoRoot, ".pgdata-bench"),
+		c, err := localpg.New(localpg.Config{Dir: r.cfg.ClusterDir,
 			Settings: map[string]string{"max_connections": "100", "shared_buffers": "256MB"}})
 		if err != nil {
 			return err
