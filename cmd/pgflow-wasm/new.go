@@ -18,10 +18,10 @@ func newCommand() *cli.Command {
 		ArgsUsage: "LANG FOLDER",
 		Description: "Writes a ready project into FOLDER (created; anywhere, e.g. next to your other code):\n" +
 			"a handler skeleton with unit tests that call it through the ABI, a Makefile whose `make`\n" +
-			"installs the missing toolchain and builds FOLDER-name.wasm on a fresh Debian machine, a\n" +
-			"flows.yaml that runs it, and the guest library copied from this binary (pgflow/,\n" +
-			"versioned in pgflow/VERSION: no registry needed). The folder's name names the handler,\n" +
-			"its flow, step and module file, unless --name says otherwise.\n\n" +
+			"installs the missing toolchain and builds NAME.wasm on a fresh Debian machine, a flows.yaml\n" +
+			"that runs it, and the guest library copied from this binary (pgflow/, versioned in\n" +
+			"pgflow/VERSION: no registry needed). NAME is the folder's name unless --name gives another;\n" +
+			"it names the flow, its step and the module file.\n\n" +
 			"Examples:\n" +
 			"   pgflow-wasm new rust ~/code/resize_image\n" +
 			"   pgflow-wasm new tinygo ./handlers/score --name score_order\n" +
