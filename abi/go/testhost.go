@@ -76,17 +76,13 @@ func (h *TestHost) Call(input, context []byte) Outcome {
 	}()
 
 	var out Outcome
-	var outSet bool
 	// What pgflow_handle does: buffers of the announced lengths, filled by the host.
 	in, ctx := make([]byte, len(input)), make([]byte, len(context))
 	copy(in, input)
 	copy(ctx, context)
 	out.Status = run(in, ctx,
-		func(b []byte) { out.Output, outSet = append([]byte{}, b...), true },
+		func(b []byte) { out.Output = append([]byte{}, b...) },
 		func(s string) { out.Error = s })
-	if !outSet {
-		out.Output = nil
-	}
 	out.Logs = h.logs
 	return out
 }
