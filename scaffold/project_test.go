@@ -78,12 +78,16 @@ func run(t *testing.T, dir string, name string, args ...string) string {
 	return string(out)
 }
 
+// projectsEnv turns on TestNewProjectsBuildTestAndRun (make test sets it).
+const projectsEnv = "PGFLOW_WASM_TEST_PROJECTS"
+
 // builds limits how many projects build at once: toolchains are CPU-bound.
 var builds = make(chan struct{}, 2)
 
 func TestNewProjectsBuildTestAndRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a project in every language with its real toolchain (about two minutes)")
+	if os.Getenv(projectsEnv) == "" {
+		t.Skipf("builds a project in every language with its real toolchain (2-4 minutes of both cores): "+
+			"make test runs it in a step of its own, with %s=1, so its builds do not slow the timing tests of other packages", projectsEnv)
 	}
 	bin := pgflowWasm(t)
 	db := pgtest.NewDB(t)
