@@ -29,6 +29,15 @@ var (
 	binaryErr  error
 )
 
+// TestMain removes the binary pgflowWasm built, if any.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binary != "" {
+		os.RemoveAll(filepath.Dir(binary))
+	}
+	os.Exit(code)
+}
+
 // pgflowWasm builds the binary once for every test of this package.
 func pgflowWasm(t *testing.T) string {
 	t.Helper()
