@@ -125,6 +125,12 @@ func TestPinsMatchTheRepositorysToolchains(t *testing.T) {
 		t.Errorf("the project's go.mod says go 1.%d: TinyGo runs with Go 1.%d and standard Go needs 1.24 for go:wasmexport", line, tinygoGo)
 	}
 
+	// Rust: the examples' cargo settings (Debian's crates offline, the 64 KiB stack).
+	cfg, _ := templates.ReadFile("templates/rust/.cargo/config.toml")
+	if !bytes.Equal(cfg, readRepo(t, "modules/examples/rust/.cargo/config.toml")) {
+		t.Error("the project's .cargo/config.toml differs from the Rust examples'")
+	}
+
 	// AssemblyScript: the same compiler and lock as the examples, names aside.
 	var tmpl, examples map[string]any
 	tb, _ := templates.ReadFile("templates/assemblyscript/package-lock.json")
