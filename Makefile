@@ -28,6 +28,9 @@ PLAN_SUITES := ./host/... ./poller/... ./cmd/... ./runs/... ./internal/pgtest/..
 test: deps modules
 	$(MAKE) vet fmt-check
 	$(GO) test -race -tags '$(TAGS)' -timeout 25m ./...
+	@# A project of `pgflow-wasm new` per language, built with real toolchains: alone, so its
+	@# builds do not load the machine under other packages' timing tests (scaffold/project_test.go).
+	PGFLOW_WASM_TEST_PROJECTS=1 $(GO) test -tags '$(TAGS)' -timeout 15m -run TestNewProjectsBuildTestAndRun ./scaffold/
 	PGTEST_PLAN=aged $(GO) test -tags '$(TAGS)' -timeout 15m $(PLAN_SUITES)
 	PGTEST_PLAN=aged,noindex $(GO) test -tags '$(TAGS)' -timeout 15m $(PLAN_SUITES)
 	$(MAKE) test-real-pgmq

@@ -3,6 +3,7 @@ module github.com/pgflow-wasm/pgflow-wasm
 go 1.26.0
 
 require (
+	github.com/pgflow-wasm/pgflow-wasm/abi/go v0.0.0
 	github.com/BurntSushi/toml v1.5.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/bytecodealliance/wasmtime-go/v39 v39.0.1 // indirect
@@ -32,3 +33,7 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
+
+// The Go guest library is its own module (TinyGo builds it); the binary carries its source
+// for `pgflow-wasm new` (abi/go/source.go).
+replace github.com/pgflow-wasm/pgflow-wasm/abi/go => ./abi/go

@@ -27,10 +27,13 @@ type Config struct {
 	// <repo>/.pgdata-bench. On an outside server fsync cannot be switched and the
 	// database's CPU cannot be read: those columns say n/a.
 	DatabaseURL string
-	Binary      string // the pgflow-wasm binary [this executable]
-	RepoRoot    string // [found from the working directory]
-	CacheDir    string // compiled-module cache of the workers
-	Migrations  string // pgflow's migrations [node_modules/@pgflow/core/dist/supabase/migrations]
+	// ClusterDir is the private cluster's folder [<repo>/.pgdata-bench]. A cluster the
+	// benchmark starts is stopped at its end; one that was running is left running.
+	ClusterDir string
+	Binary     string // the pgflow-wasm binary [this executable]
+	RepoRoot   string // [found from the working directory]
+	CacheDir   string // compiled-module cache of the workers
+	Migrations string // pgflow's migrations [node_modules/@pgflow/core/dist/supabase/migrations]
 
 	OneStepRuns     int // shape a: one-step runs, started before the contender [5000]
 	MapSize         int // shape b: elements of the single map run [2000]
@@ -96,6 +99,9 @@ func (c *Config) defaults() error {
 	if c.Migrations == "" {
 		c.Migrations = filepath.Join(c.RepoRoot, schema.DefaultMigrationsDir)
 	}
+	if c.ClusterDir == "" {
+		c.ClusterDir = filepath.Join(c.RepoRoot, ".pgdata-bench")
+	}
 	return nil
 }
 
@@ -106,8 +112,12 @@ type runner struct {
 	admin      *pgx.Conn // to the maintenance database: create/drop, fsync, checkpoints
 	serverURL  func(db string) string
 	postmaster int // 0 when the server is not local
-	template   string
-	logf       func(format string, args ...any)
+	// cluster is the private cluster, when the benchmark uses one; started tells whether
+	// this run started it (and so stops it at the end).
+	cluster  *localpg.Cluster
+	started  bool
+	template string
+	logf     func(format string, args ...any)
 }
 
 // Run measures every contender on every shape under every fsync setting.
@@ -124,6 +134,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(r.tmp)
+	defer r.releaseServer()
 	if err := r.openServer(ctx); err != nil {
 		return nil, err
 	}
@@ -160,16 +171,39 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
+// releaseServer stops the private cluster if this run started it, and otherwise says that
+// it is left running and how to stop it: a benchmark leaves no server behind unannounced.
+func (r *runner) releaseServer() {
+	switch {
+	case r.cluster == nil:
+	case r.started:
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := r.cluster.Stop(ctx); err != nil {
+			r.logf("stopping the benchmark cluster: %v; stop it with `pgflow-wasm localdb down --dir %s`", err, r.cluster.Dir)
+			return
+		}
+		r.logf("stopped the benchmark cluster it started (%s; its data is kept)", r.cluster.Dir)
+	default:
+		r.logf("the benchmark cluster in %s was running before and is left running; stop it with `pgflow-wasm localdb down --dir %s`", r.cluster.Dir, r.cluster.Dir)
+	}
+}
+
 // openServer connects to the outside server, or starts the private cluster.
 func (r *runner) openServer(ctx context.Context) error {
 	url := r.cfg.DatabaseURL
 	if url == "" {
-		c, err := localpg.New(localpg.Config{Dir: filepath.Join(r.cfg.RepoRoot, ".pgdata-bench"),
+		c, err := localpg.New(localpg.Config{Dir: r.cfg.ClusterDir,
 			Settings: map[string]string{"max_connections": "100", "shared_buffers": "256MB"}})
 		if err != nil {
 			return err
 		}
-		r.logf("starting the benchmark cluster in %s", c.Dir)
+		r.cluster, r.started = c, !c.Running(ctx)
+		if r.started {
+			r.logf("starting the benchmark cluster in %s (stopped again at the end)", c.Dir)
+		} else {
+			r.logf("using the benchmark cluster already running in %s", c.Dir)
+		}
 		if err := c.Start(ctx); err != nil {
 			return err
 		}

@@ -79,3 +79,55 @@ func TestQuickBenchMeasuresEveryShape(t *testing.T) {
 		fmt.Fprintln(os.Stderr, text.String())
 	}
 }
+
+// A benchmark leaves no PostgreSQL behind unannounced: it stops the private cluster it
+// started, and leaves one that was already running, saying how to stop it.
+func TestBenchStopsTheClusterItStarted(t *testing.T) {
+	t.Parallel()
+	root, err := localpg.RepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "pgflow-wasm")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/pgflow-wasm")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the binary: %v\n%s", err, out)
+	}
+	// Not t.TempDir(): its parents are closed to the postgres user when we run as root.
+	dir, err := os.MkdirTemp("", "pgflow-wasm-bench-cluster-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	cluster, err := localpg.New(localpg.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Remove(context.Background()) })
+	run := func() string {
+		t.Helper()
+		var log bytes.Buffer
+		_, err := bench.Run(context.Background(), bench.Config{
+			ClusterDir: dir, Binary: bin, RepoRoot: root, CacheDir: t.TempDir(),
+			OneStepRuns: 20, LatencyRuns: 4, LatencyInFlight: 2, FloorLoops: 1, Fsync: []string{"asis"},
+			Shapes: []string{bench.ShapeOneStep}, Contenders: []bench.Contender{{Name: "floor", Kind: bench.KindFloor}},
+			Log: &log,
+		})
+		if err != nil {
+			t.Fatalf("bench: %v\n%s", err, log.String())
+		}
+		return log.String()
+	}
+	log := run()
+	if cluster.Running(context.Background()) || !strings.Contains(log, "stopped the benchmark cluster it started ("+dir) {
+		t.Errorf("the cluster the benchmark started runs on (%v):\n%s", cluster.Running(context.Background()), log)
+	}
+	if err := cluster.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	log = run()
+	if !cluster.Running(context.Background()) || !strings.Contains(log, "was running before and is left running; stop it with `pgflow-wasm localdb down --dir "+dir) {
+		t.Errorf("a cluster that was running (%v):\n%s", cluster.Running(context.Background()), log)
+	}
+}

@@ -90,7 +90,7 @@ func failMessage(err error, timeout time.Duration) (string, sandbox.Kind) {
 	if se.Kind == sandbox.KindTimeout {
 		return fmt.Sprintf("Task timed out after %ds", int(timeout/time.Second)), se.Kind
 	}
-	return se.Error(), se.Kind
+	return withGuestHint(se.Error()), se.Kind
 }
 
 // checkAbandoned stops the worker for a restart when the watchdog has given up on too many

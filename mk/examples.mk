@@ -65,13 +65,16 @@ $(AS_EX_DIR)/%.wasm: $(AS_EX_DIR)/%.ts $(AS_GUEST) $(AS_EX_DIR)/package-lock.jso
 	cd $(AS_EX_DIR) && node_modules/.bin/asc $*.ts $(ASC_FLAGS) -o $*.wasm
 
 # --- Unit tests of the guest libraries and example helpers that run natively --------------
-# (The modules themselves are tested by the sandbox's conformance test, on both engines.)
+# (The modules themselves are tested by the sandbox's conformance test, on both engines; the
+# test hosts of the libraries also by the projects scaffold/project_test.go builds.)
 AS_NUMBER_TEST := abi/assemblyscript/test/number_test
 
 examples-test: toolchain-apt toolchain-assemblyscript
 	cd abi/go && $(GO) vet ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./... && $(GO) test ./...
 	cd $(GO_EX_DIR) && $(GO) vet ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./... && $(GO) test ./...
 	cd abi/rust && RUSTC=$(RUST_RUSTC) $(RUST_CARGO) test --quiet --lib
+	@mkdir -p bin
+	$(WASM_CC) -Wall -Wextra -Werror -I abi/c -o bin/c-testhost-test abi/c/test/testhost_test.c && bin/c-testhost-test
 	cd $(RUST_DIR) && RUSTC=$(RUST_RUSTC) $(RUST_CARGO) test --quiet --lib -p jsonfmt
 	cd $(AS_EX_DIR) && node_modules/.bin/asc ../../../$(AS_NUMBER_TEST).ts -O3 --runtime incremental -o ../../../$(AS_NUMBER_TEST).wasm
 	node $(AS_NUMBER_TEST).mjs $(AS_NUMBER_TEST).wasm

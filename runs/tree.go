@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -41,10 +42,23 @@ type TaskNode struct {
 	CompletedAt *time.Time
 	FailedAt    *time.Time
 	WorkerID    string
+	// Output is the task's output; read only with TreeOptions.Outputs (nil otherwise).
+	Output json.RawMessage
+}
+
+// TreeOptions choose what GetTreeWith reads besides states.
+type TreeOptions struct {
+	// Outputs reads every task's output (a map step's can be many and large).
+	Outputs bool
 }
 
 // GetTree reads a run, its steps (in flow order) and every task.
 func GetTree(ctx context.Context, pool *pgxpool.Pool, id string) (*Tree, error) {
+	return GetTreeWith(ctx, pool, id, TreeOptions{})
+}
+
+// GetTreeWith is GetTree with options.
+func GetTreeWith(ctx context.Context, pool *pgxpool.Pool, id string, opts TreeOptions) (*Tree, error) {
 	r, err := Get(ctx, pool, id)
 	if err != nil {
 		return nil, err
@@ -71,8 +85,8 @@ func GetTree(ctx context.Context, pool *pgxpool.Pool, id string) (*Tree, error) 
 	}
 	rows, err = pool.Query(ctx, `
 		select step_slug, task_index, status, attempts_count, coalesce(error_message, ''), queued_at, started_at,
-		       completed_at, failed_at, coalesce(last_worker_id::text, '')
-		from pgflow.step_tasks where run_id = $1::uuid order by step_slug, task_index`, id)
+		       completed_at, failed_at, coalesce(last_worker_id::text, ''), case when $2 then output end
+		from pgflow.step_tasks where run_id = $1::uuid order by step_slug, task_index`, id, opts.Outputs)
 	if err != nil {
 		return nil, err
 	}
@@ -84,9 +98,13 @@ func GetTree(ctx context.Context, pool *pgxpool.Pool, id string) (*Tree, error) 
 	for rows.Next() {
 		var slug string
 		var k TaskNode
+		var output []byte
 		if err := rows.Scan(&slug, &k.Index, &k.Status, &k.Attempts, &k.Error, &k.QueuedAt, &k.StartedAt,
-			&k.CompletedAt, &k.FailedAt, &k.WorkerID); err != nil {
+			&k.CompletedAt, &k.FailedAt, &k.WorkerID, &output); err != nil {
 			return nil, err
+		}
+		if output != nil {
+			k.Output = output
 		}
 		if s := byStep[slug]; s != nil {
 			s.Tasks = append(s.Tasks, k)
@@ -98,6 +116,21 @@ func GetTree(ctx context.Context, pool *pgxpool.Pool, id string) (*Tree, error) 
 // Render writes the tree for a terminal. maxTasks bounds the tasks listed per step (0 = all);
 // the others are summarised by status.
 func (t *Tree) Render(w io.Writer, maxTasks int) {
+	t.RenderWith(w, RenderOptions{MaxTasks: maxTasks})
+}
+
+// RenderOptions choose what RenderWith shows.
+type RenderOptions struct {
+	MaxTasks int  // tasks listed per step (0 = all); the others are summarised by status
+	Outputs  bool // each task's output (read with TreeOptions.Outputs)
+}
+
+// Lines of a task's error or output shown unless every task is listed (MaxTasks 0).
+const shortLines = 6
+
+// RenderWith writes the tree for a terminal. Multi-line errors and outputs keep the
+// tree's lines on their left.
+func (t *Tree) RenderWith(w io.Writer, o RenderOptions) {
 	r := t.Run
 	fmt.Fprintf(w, "run %s  flow %s  %s  %s\n", r.ID, r.Flow, r.Status, span(&r.StartedAt, r.CompletedAt, r.FailedAt))
 	fmt.Fprintf(w, "  input:  %s\n", abbreviate(string(r.Input), 200))
@@ -105,7 +138,7 @@ func (t *Tree) Render(w io.Writer, maxTasks int) {
 		fmt.Fprintf(w, "  output: %s\n", abbreviate(string(r.Output), 200))
 	}
 	if r.Error != "" {
-		fmt.Fprintf(w, "  error:  %s\n", r.Error)
+		block(w, "  ", "error:  ", r.Error, 0)
 	}
 	for i, s := range t.Steps {
 		last := i == len(t.Steps)-1
@@ -119,24 +152,33 @@ func (t *Tree) Render(w io.Writer, maxTasks int) {
 		}
 		fmt.Fprintf(w, "%s%s  %s  %s  %s%s\n", branch, s.Slug, s.Type, s.Status, span(s.StartedAt, s.CompletedAt, s.FailedAt), deps)
 		if s.Error != "" {
-			fmt.Fprintf(w, "%s   error: %s\n", indent, s.Error)
+			block(w, indent+"   ", "error: ", s.Error, 0)
 		}
 		shown := s.Tasks
-		if maxTasks > 0 && len(shown) > maxTasks {
-			shown = shown[:maxTasks]
+		if o.MaxTasks > 0 && len(shown) > o.MaxTasks {
+			shown = shown[:o.MaxTasks]
+		}
+		more := len(shown) < len(s.Tasks)
+		maxLines := shortLines
+		if o.MaxTasks == 0 {
+			maxLines = 0
 		}
 		for j, k := range shown {
-			tb := "├─ "
-			if j == len(shown)-1 && len(shown) == len(s.Tasks) {
-				tb = "└─ "
+			tb, under := "├─ ", "│  "
+			if j == len(shown)-1 && !more {
+				tb, under = "└─ ", "   "
 			}
 			line := fmt.Sprintf("%s%s[%d] %s  attempt %d  %s", indent, tb, k.Index, k.Status, k.Attempts, span(k.StartedAt, k.CompletedAt, k.FailedAt))
-			if k.Error != "" {
-				line += "  error: " + abbreviate(k.Error, 160)
-			}
 			fmt.Fprintln(w, strings.TrimRight(line, " "))
+			if k.Error != "" {
+				block(w, indent+under+"   ", "error: ", k.Error, maxLines)
+			}
+			if o.Outputs && k.Output != nil {
+				block(w, indent+under+"   ", "output: ", string(k.Output), maxLines)
+			}
 		}
-		if rest := s.Tasks[len(shown):]; len(rest) > 0 {
+		if more {
+			rest := s.Tasks[len(shown):]
 			counts := map[string]int{}
 			var order []string
 			for _, k := range rest {
@@ -151,6 +193,33 @@ func (t *Tree) Render(w io.Writer, maxTasks int) {
 			}
 			fmt.Fprintf(w, "%s└─ ... %d more tasks (%s); --all lists them\n", indent, len(rest), strings.Join(parts, ", "))
 		}
+	}
+}
+
+// block writes a labelled text under prefix: its first line after the label, the others
+// aligned under the first, so the tree's lines stay intact. maxLines > 0 cuts longer texts
+// (and very long lines), saying how much was left out.
+func block(w io.Writer, prefix, label, text string, maxLines int) {
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	cut := 0
+	if maxLines > 0 && len(lines) > maxLines {
+		cut = len(lines) - maxLines
+		lines = lines[:maxLines]
+	}
+	pad := strings.Repeat(" ", len(label))
+	for i, l := range lines {
+		l = strings.TrimRight(l, "\r")
+		if maxLines > 0 {
+			l = abbreviate(l, 300)
+		}
+		if i == 0 {
+			fmt.Fprintf(w, "%s%s%s\n", prefix, label, l)
+		} else {
+			fmt.Fprintf(w, "%s%s%s\n", prefix, pad, l)
+		}
+	}
+	if cut > 0 {
+		fmt.Fprintf(w, "%s%s... %d more lines (--all shows everything)\n", prefix, pad, cut)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
@@ -136,37 +135,7 @@ func hasExport(m *wasmfile.Module, name string) bool {
 	return ok
 }
 
-// importHints explain the usual ways a toolchain ends up with a forbidden import.
-var importHints = map[string]string{
-	"env.abort":                        " (AssemblyScript: build with --use abort=<your function>, as the guest library does)",
-	"env.memory":                       " (export the module's own memory instead of importing one)",
-	"wasi_unstable":                    " (this is WASI snapshot 0: rebuild for wasi_snapshot_preview1)",
-	"wasi_snapshot_preview1.sock_open": " (sockets are not available to handlers)",
-}
-
-func checkImports(m *wasmfile.Module, _ ModuleConfig) error {
-	for _, im := range m.Imports {
-		full := im.Module + "." + im.Name
-		hint := importHints[full] + importHints[im.Module]
-		if im.Kind != wasmfile.KindFunc {
-			return invalid("import %s is a %s: modules may import only functions%s", full, im.Kind, hint)
-		}
-		f, ok := hostFuncIndex[[2]string{im.Module, im.Name}]
-		switch {
-		case ok && !f.sig.Equal(im.Type):
-			return invalid("import %s has signature %s, but the host provides %s", full, im.Type, f.sig)
-		case ok:
-			continue
-		case im.Module == abi.ImportModule:
-			return invalid("import %s is not part of ABI v%d (it provides %s)", full, abi.Version, strings.Join(pgflowImportNames(), ", "))
-		case im.Module == abi.WASIModule:
-			return invalid("import %s is not a WASI preview 1 function this host provides%s", full, hint)
-		default:
-			return invalid("import %s is not allowed: modules may import only %s.* and %s.*%s", full, abi.ImportModule, abi.WASIModule, hint)
-		}
-	}
-	return nil
-}
+// checkImports is in importhints.go, with the hints that explain forbidden imports.
 
 func pgflowImportNames() []string {
 	var names []string

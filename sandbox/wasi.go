@@ -27,7 +27,7 @@ const (
 	errnoNosys    = 52
 	errnoNotsock  = 57
 	errnoNotsup   = 58
-	errnoSpipe    = 69
+	errnoSpipe    = 70
 	errnoNotdir   = 54
 	fakeEpochNano = 1640995200 * 1e9 // 2022-01-01T00:00:00Z, like wazero's fake walltime
 	fakeTickNanos = 1e6              // each clock reading advances the fake clock by 1 ms

@@ -3,6 +3,8 @@
 # compiled, a worker serving them, one run of each example flow, then a clean stop. The
 # flows that call HTTP reach a small API this script serves on loopback (scripts/demoapi).
 # Called by `make run` once the binary, bin/demoapi and the example modules are built.
+# The local PostgreSQL is stopped at the end if this script started it (its data stays in
+# .pgdata); KEEP_DB=1 leaves it running. One that was running before is left running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/pgflow-wasm}
@@ -12,6 +14,21 @@ DEMOAPI_ADDR=127.0.0.1:18480 # also in flows.yaml (http.allow of fetch_demo and 
 step() { printf '\n== %s\n' "$*"; }
 
 step "local PostgreSQL (.pgdata)"
+db_was_running=
+"$BIN" localdb status >/dev/null 2>&1 && db_was_running=1
+# Says what happens to the server this script may have started, whatever the outcome.
+release_db() {
+	if [ -n "$db_was_running" ]; then
+		echo "The local PostgreSQL was running before make run and is left running: stop it with \`$BIN localdb down\`."
+	elif [ -n "${KEEP_DB:-}" ]; then
+		echo "The local PostgreSQL is left running (KEEP_DB): look at the runs with \`DATABASE_URL=\$($BIN localdb url) $BIN runs\`; stop it with \`$BIN localdb down\`."
+	elif "$BIN" localdb down >/dev/null; then
+		echo "Stopped the local PostgreSQL this run started (its data stays in .pgdata: \`$BIN localdb up\` brings the runs back; KEEP_DB=1 make run leaves it running)."
+	else
+		echo "Could not stop the local PostgreSQL this run started: stop it with \`$BIN localdb down\`."
+	fi
+}
+trap 'release_db' EXIT
 DATABASE_URL=$("$BIN" localdb up)
 export DATABASE_URL
 echo "$DATABASE_URL"
@@ -32,7 +49,7 @@ export PAYMENTS_TOKEN PAYMENTS_URL="http://$DEMOAPI_ADDR"
 "$DEMOAPI" -addr "$DEMOAPI_ADDR" >bin/demoapi.log 2>&1 &
 api=$!
 worker=
-trap 'kill -9 $worker $api 2>/dev/null || true' EXIT
+trap 'kill -9 $worker $api 2>/dev/null || true; release_db' EXIT
 for _ in $(seq 50); do
 	grep -q '^listening on' bin/demoapi.log && break
 	if ! kill -0 "$api" 2>/dev/null; then cat bin/demoapi.log; exit 1; fi
@@ -80,7 +97,7 @@ else
 	echo "worker exited with status $?; its log:"; cat bin/serve.log; status=1
 fi
 kill -TERM "$api" 2>/dev/null && wait "$api" 2>/dev/null || true
-trap - EXIT
+trap 'release_db' EXIT
 if grep -qF "$PAYMENTS_TOKEN" bin/serve.log; then
 	echo "the secret PAYMENTS_TOKEN shows in bin/serve.log"; status=1
 fi

@@ -49,8 +49,15 @@ typedef struct {
 /* A handler returns PGFLOW_OK after pgflow_output, or PGFLOW_ERROR (use pgflow_fail). */
 typedef int (*pgflow_handler)(pgflow_bytes input, pgflow_bytes context);
 
-/* Host functions (module "pgflow"); every pointer and length is an i32. */
+/* Host functions (module "pgflow"); every pointer and length is an i32. Off wasm (a
+ * native unit test) they are plain functions: pgflow_testhost.h defines them. */
+#ifdef __wasm__
 #define PGFLOW_IMPORT_(name) __attribute__((import_module("pgflow"), import_name(name)))
+#define PGFLOW_EXPORT_(name) __attribute__((export_name(name)))
+#else
+#define PGFLOW_IMPORT_(name)
+#define PGFLOW_EXPORT_(name)
+#endif
 PGFLOW_IMPORT_("input_read") void pgflow_host_input_read(void *ptr);
 PGFLOW_IMPORT_("context_read") void pgflow_host_context_read(void *ptr);
 PGFLOW_IMPORT_("output_write") void pgflow_host_output_write(const void *ptr, size_t len);
@@ -202,10 +209,10 @@ static inline int pgflow_run_(pgflow_handler handler, int input_len, int context
 
 /* Defines the module's two ABI exports around handler. Use it exactly once per module. */
 #define PGFLOW_HANDLER(handler)                                                             \
-	__attribute__((export_name("pgflow_abi_version"))) int pgflow_abi_version(void) {        \
+	PGFLOW_EXPORT_("pgflow_abi_version") int pgflow_abi_version(void) {                      \
 		return PGFLOW_ABI_VERSION;                                                          \
 	}                                                                                       \
-	__attribute__((export_name("pgflow_handle"))) int pgflow_handle(int input_len, int context_len) { \
+	PGFLOW_EXPORT_("pgflow_handle") int pgflow_handle(int input_len, int context_len) {      \
 		return pgflow_run_(handler, input_len, context_len);                               \
 	}
 

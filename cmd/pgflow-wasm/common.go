@@ -110,7 +110,7 @@ func newLogger(c *cli.Context, w io.Writer) (*slog.Logger, error) {
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, cli.Exit(fmt.Sprintf("--log-level %q: use debug, info, warn or error", c.String("log-level")), 2)
 	}
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText}
 	switch c.String("log-format") {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
@@ -123,6 +123,15 @@ func newLogger(c *cli.Context, w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, cli.Exit(fmt.Sprintf("--log-format %q: use text, json or auto", c.String("log-format")), 2)
+}
+
+// durationsAsText writes durations as "1.5s" in every format: slog's JSON handler would
+// write bare nanoseconds, which people misread and log tools cannot tell from counts.
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 func isTerminal(w io.Writer) bool {

@@ -17,11 +17,12 @@ func dbCommand() *cli.Command {
 		Name:    "migrations",
 		Value:   schema.DefaultMigrationsDir,
 		EnvVars: []string{schema.MigrationsDirEnv},
-		Usage:   "folder of pgflow's SQL migrations (from `npm ci`: @pgflow/core 0.8.1)",
+		Usage:   "the `DIR` of pgflow's SQL migrations: @pgflow/core 0.8.1's dist/supabase/migrations (npm ci fetches it into a checkout)",
 	}
 	return &cli.Command{
-		Name:  "db",
-		Usage: "install or inspect pgmq, realtime.send and pgflow's schema in a database",
+		Name:            "db",
+		Usage:           "install or inspect pgmq, realtime.send and pgflow's schema in a database",
+		HideHelpCommand: true,
 		Subcommands: []*cli.Command{
 			{
 				Name:  "install",

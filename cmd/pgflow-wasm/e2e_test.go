@@ -421,6 +421,9 @@ flows:
 		t.Fatalf("start --wait: exit %d, stdout %q, stderr %q; want 0 and {\"e\": 0}", code, out, errOut)
 	}
 	runID := strings.Fields(errOut)[1] // "run <id> completed in ..."
+	if strings.Contains(errOut, "warning") {
+		t.Errorf("start --wait warned although a worker serves the flow: %q", errOut)
+	}
 
 	input := writeFile(t, "input.json", `{}`)
 	_, errOut, code = runBinary(t, dbEnv, "start", "doomed", "--input", "@"+input, "--wait")
@@ -441,6 +444,13 @@ flows:
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("run %s lacks %q (exit %d):\n%s", runID, want, code, out)
 		}
+	}
+	if strings.Contains(out, "output: 0") {
+		t.Errorf("run without --outputs shows task outputs:\n%s", out)
+	}
+	out, _, code = runBinary(t, dbEnv, "run", runID, "--outputs")
+	if code != 0 || !strings.Contains(out, "[0] completed  attempt 1") || !strings.Contains(out, "      output: 0\n") {
+		t.Errorf("run %s --outputs (exit %d):\n%s", runID, code, out)
 	}
 }
 

@@ -18,13 +18,14 @@ func localdbCommand() *cli.Command {
 			"\tprivate extension folder, e.g. a real pgmq's, so its CREATE EXTENSION works there"},
 	}
 	return &cli.Command{
-		Name:  "localdb",
-		Usage: "run this checkout's local PostgreSQL (data in <repo>/.pgdata, port chosen per checkout)",
+		Name:            "localdb",
+		HideHelpCommand: true,
+		Usage:           "run this checkout's local PostgreSQL (data in <repo>/.pgdata, port chosen per checkout)",
 		Description: "The cluster the tests and `make run` use. It runs as the postgres system user when\n" +
 			"started by root, listens on 127.0.0.1 only, trusts local connections, and has fsync off\n" +
 			"(disposable data). Its server reads a private copy of the installation, so nothing is\n" +
-			"written into the machine's PostgreSQL folders. `localdb up` prints the URL of its database\n" +
-			"pgflow.\n\n" +
+			"written into the machine's PostgreSQL folders. `localdb up` prints the URL of its database,\n" +
+			"named pgflow. `localdb down` stops it; the data stays for the next `localdb up`.\n\n" +
 			"Example, a second cluster offering the real pgmq:\n" +
 			"   pgflow-wasm localdb up --dir /tmp/pg-real --extensions ../shared/pgmq/1.5.1",
 		Subcommands: []*cli.Command{

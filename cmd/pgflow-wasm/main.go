@@ -25,11 +25,14 @@ func newApp() *cli.App {
 		Usage: "run pgflow workflow steps as sandboxed WebAssembly modules on any PostgreSQL",
 		Description: "pgflow-wasm is a worker for pgflow, the Postgres-native DAG workflow engine.\n" +
 			"Declare flows in flows.yaml, point each step at a .wasm handler, then:\n\n" +
+			"   pgflow-wasm new rust hello # a project for your own handler (rust, tinygo, go, assemblyscript, c)\n" +
 			"   pgflow-wasm db install     # pgmq + pgflow schema on your database\n" +
 			"   pgflow-wasm validate       # check flows.yaml and every module\n" +
 			"   pgflow-wasm serve          # compile the flows and run their tasks\n" +
 			"   pgflow-wasm start FLOW --input '{...}' --wait\n\n" +
-			"The database comes from --database-url or DATABASE_URL.",
+			"The database comes from --database-url or DATABASE_URL. `pgflow-wasm COMMAND --help`\n" +
+			"explains each command and flag.",
+		Version:         version(),
 		HideHelpCommand: true,
 		Commands:        commands(),
 	}
@@ -48,6 +51,7 @@ func commands() []*cli.Command {
 		benchCommand(),
 		dbCommand(), localdbCommand(),
 		moduleCommand(),
+		newCommand(),
 	}
 }
 

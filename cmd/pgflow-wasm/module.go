@@ -16,15 +16,16 @@ import (
 
 func moduleCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "module",
-		Usage: "work with handler modules",
+		Name:            "module",
+		Usage:           "work with handler modules",
+		HideHelpCommand: true,
 		Subcommands: []*cli.Command{{
 			Name:      "inspect",
 			Usage:     "show a module's ABI version, mode, imports, exports and memory, and whether the sandbox accepts it",
 			ArgsUsage: "FILE",
 			Description: "Validates the module as the worker would when loading a flow: allowed imports and their\n" +
 				"signatures, required exports, memory (against --memory-limit), then compiles it and asks it\n" +
-				"for its ABI version. Exits 1 when the module is rejected, 2 on bad usage.",
+				"for its ABI version. Exits 1 when the module is rejected, 2 when it cannot be read or on bad usage.",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "engine", Value: sandbox.EngineWazero, Usage: "wazero or wasmtime (binaries built with -tags wasmtime)"},
 				&cli.StringFlag{Name: "memory-limit", Value: "64MiB", Usage: "the step's memory limit, e.g. 32MiB, 512KiB, 1GiB or bytes"},
@@ -73,6 +74,14 @@ func moduleInspect(c *cli.Context) error {
 	// The static checks first, so a rejected module still shows what it is made of;
 	// then a real Load, which compiles it and asks for its ABI version.
 	info, err := sandbox.Inspect(path, cfg, mc)
+	if err != nil && info.SHA256 == "" {
+		// The file could not be read: there is no module to describe, only the reason.
+		msg := err.Error()
+		if se := (*sandbox.Error)(nil); errors.As(err, &se) {
+			msg = se.Message
+		}
+		return cli.Exit("module inspect: "+msg, 2)
+	}
 	if err == nil {
 		var m sandbox.Module
 		if m, err = engine.Load(c.Context, path, mc); err == nil {

@@ -20,7 +20,9 @@ func startCommand() *cli.Command {
 		Usage:     "start a run of a flow (needs only the database, not flows.yaml)",
 		ArgsUsage: "FLOW",
 		Description: "Prints the run id. With --wait it follows the run's events until it ends, prints the\n" +
-			"run output and exits 0 when it completed, 1 (with the error) when it failed.\n\n" +
+			"run output and exits 0 when it completed, 1 (with the error) when it failed. When no live\n" +
+			"worker serves the flow (no pgflow.workers row for its queue with a heartbeat in the last\n" +
+			"30 s), it says so at once: the run waits in the queue until a worker starts.\n\n" +
 			"Examples:\n" +
 			"   pgflow-wasm start hello --input '{\"name\": \"Ada\"}' --wait\n" +
 			"   pgflow-wasm start word_totals --input @words.json --wait --timeout 1m",
@@ -53,6 +55,12 @@ func startCommand() *cli.Command {
 				return err
 			}
 			defer pool.Close()
+			// Said at once: otherwise --wait would wait without a word for a worker that never comes.
+			if workers, err := runs.FlowWorkers(ctx, pool, flow); err == nil {
+				if warning := workers.NoWorkerWarning(flow); warning != "" {
+					fmt.Fprintln(c.App.ErrWriter, "warning:", warning)
+				}
+			}
 			if !c.Bool("wait") {
 				id, err := runs.Start(ctx, pool, flow, input)
 				if err != nil {
@@ -115,7 +123,8 @@ func runCommand() *cli.Command {
 		Usage:     "show one run as a tree of steps and tasks: states, attempts, errors, durations",
 		ArgsUsage: "RUN_ID",
 		Flags: []cli.Flag{dbFlag(),
-			&cli.BoolFlag{Name: "all", Usage: "list every task (by default at most 10 per step)"},
+			&cli.BoolFlag{Name: "all", Usage: "list every task and whole errors and outputs (by default at most 10 tasks per step, 6 lines each)"},
+			&cli.BoolFlag{Name: "outputs", Usage: "show each task's output"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -126,7 +135,7 @@ func runCommand() *cli.Command {
 				return err
 			}
 			defer pool.Close()
-			tree, err := runs.GetTree(c.Context, pool, c.Args().First())
+			tree, err := runs.GetTreeWith(c.Context, pool, c.Args().First(), runs.TreeOptions{Outputs: c.Bool("outputs")})
 			if err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
@@ -134,7 +143,7 @@ func runCommand() *cli.Command {
 			if c.Bool("all") {
 				limit = 0
 			}
-			tree.Render(os.Stdout, limit)
+			tree.RenderWith(c.App.Writer, runs.RenderOptions{MaxTasks: limit, Outputs: c.Bool("outputs")})
 			return nil
 		},
 	})

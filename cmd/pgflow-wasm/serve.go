@@ -267,18 +267,24 @@ func validateCommand() *cli.Command {
 				return err
 			}
 			defer engine.Close(context.Background())
-			steps := 0
+			// Every module is loaded, so every rejected one is reported in one go.
+			steps, rejected := 0, 0
 			for _, fl := range file.Flows {
 				for _, s := range fl.Steps {
 					steps++
 					m, err := engine.Load(c.Context, s.Module, sandbox.ModuleConfig{MemoryLimit: s.MemoryLimit, ReuseInstance: s.ReuseInstance})
 					if err != nil {
-						return cli.Exit(fmt.Sprintf("%s:%d: flow %q step %q: %v", file.Path, s.ModuleLine, fl.Slug, s.Slug, err), 2)
+						rejected++
+						fmt.Fprintf(c.App.ErrWriter, "%s:%d: flow %q step %q: %v\n", file.Path, s.ModuleLine, fl.Slug, s.Slug, err)
+						continue
 					}
 					_ = m.Close(c.Context)
 				}
 			}
-			fmt.Printf("%s: ok (%d flows, %d steps, every module accepted by %s)\n", file.Path, len(file.Flows), steps, engine.Name())
+			if rejected > 0 {
+				return cli.Exit(fmt.Sprintf("%s: %d of %d steps have a module %s refuses (above)", file.Path, rejected, steps, engine.Name()), 2)
+			}
+			fmt.Fprintf(c.App.Writer, "%s: ok (%d flows, %d steps, every module accepted by %s)\n", file.Path, len(file.Flows), steps, engine.Name())
 			return nil
 		},
 	})

@@ -66,35 +66,276 @@ mod host {
     }
 }
 
-// Off wasm (unit tests, docs) the host functions do nothing, so the crate still compiles.
+// Off wasm (native builds: `cargo test`) the host functions are those of the test host in
+// [`testing`], so a handler's unit tests go through the same ABI calls as on the worker.
 #[cfg(not(target_arch = "wasm32"))]
 mod host {
-    pub unsafe fn input_read(_: *mut u8) {}
-    pub unsafe fn context_read(_: *mut u8) {}
-    pub unsafe fn output_write(_: *const u8, _: usize) {}
-    pub unsafe fn error_write(_: *const u8, _: usize) {}
-    pub unsafe fn log(_: i32, _: *const u8, _: usize) {}
+    use super::testing::with_state;
+    use std::slice;
+
+    /// Copies up to `cap` bytes of `data` to `ptr` and returns the whole length: the ABI's pull pattern.
+    unsafe fn copy_out(data: &[u8], ptr: *mut u8, cap: usize) -> i32 {
+        let n = data.len().min(cap);
+        if n > 0 {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), ptr, n);
+        }
+        data.len() as i32
+    }
+
+    unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
+        if len == 0 {
+            &[]
+        } else {
+            slice::from_raw_parts(ptr, len)
+        }
+    }
+
+    pub unsafe fn input_read(ptr: *mut u8) {
+        with_state(|s| copy_out(&s.input, ptr, s.input.len()));
+    }
+    pub unsafe fn context_read(ptr: *mut u8) {
+        with_state(|s| copy_out(&s.context, ptr, s.context.len()));
+    }
+    pub unsafe fn output_write(ptr: *const u8, len: usize) {
+        with_state(|s| s.output = Some(bytes(ptr, len).to_vec()));
+    }
+    pub unsafe fn error_write(ptr: *const u8, len: usize) {
+        with_state(|s| s.error = Some(String::from_utf8_lossy(bytes(ptr, len)).into_owned()));
+    }
+    pub unsafe fn log(level: i32, ptr: *const u8, len: usize) {
+        with_state(|s| s.logs.push((level, String::from_utf8_lossy(bytes(ptr, len)).into_owned())));
+    }
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn http_request(
-        _: *const u8,
-        _: usize,
-        _: *const u8,
-        _: usize,
-        _: *const u8,
-        _: usize,
-        _: *const u8,
-        _: usize,
+        method: *const u8,
+        method_len: usize,
+        url: *const u8,
+        url_len: usize,
+        headers: *const u8,
+        headers_len: usize,
+        body: *const u8,
+        body_len: usize,
     ) -> i32 {
-        super::ERR_DENIED
+        let text = |p, n| String::from_utf8_lossy(bytes(p, n)).into_owned();
+        let req = super::testing::Request {
+            method: text(method, method_len),
+            url: text(url, url_len),
+            headers: super::http::parse_headers(&text(headers, headers_len)),
+            body: bytes(body, body_len).to_vec(),
+        };
+        with_state(|s| s.request(req)).unwrap_or_else(|| super::testing::deny_outside_call())
     }
-    pub unsafe fn http_response_read(_: i32, _: *mut u8, _: usize) -> i32 {
-        0
+    pub unsafe fn http_response_read(part: i32, ptr: *mut u8, cap: usize) -> i32 {
+        with_state(|s| match &s.response {
+            Some(r) if part == 0 => copy_out(super::testing::header_text(&r.headers).as_bytes(), ptr, cap),
+            Some(r) => copy_out(&r.body, ptr, cap),
+            None => 0,
+        })
+        .unwrap_or(0)
     }
-    pub unsafe fn config_get(_: *const u8, _: usize, _: *mut u8, _: usize) -> i32 {
-        super::ERR_DENIED
+    pub unsafe fn config_get(name: *const u8, name_len: usize, ptr: *mut u8, cap: usize) -> i32 {
+        let name = String::from_utf8_lossy(bytes(name, name_len)).into_owned();
+        with_state(|s| match s.config_value(&name) {
+            Ok(v) => copy_out(v.as_bytes(), ptr, cap),
+            Err(code) => code,
+        })
+        .unwrap_or_else(|| super::testing::deny_outside_call())
     }
-    pub unsafe fn last_error(_: *mut u8, _: usize) -> i32 {
-        0
+    pub unsafe fn last_error(ptr: *mut u8, cap: usize) -> i32 {
+        let msg = with_state(|s| s.last_error.clone()).unwrap_or_else(|| super::testing::NOT_HOSTED.to_string());
+        copy_out(msg.as_bytes(), ptr, cap)
+    }
+}
+
+/// A stand-in for the pgflow-wasm worker in native unit tests (`cargo test`): [`testing::call`]
+/// calls the module's `pgflow_handle` export as the worker calls it for one task, serving
+/// the ABI's imports from memory, and returns what the handler handed back.
+///
+/// ```ignore
+/// #[test]
+/// fn greets() {
+///     let got = pgflow::testing::call(crate::pgflow_handle, br#"{"run":{"name":"Ada"}}"#,
+///                                     &pgflow::testing::context("hello", "hello"));
+///     assert_eq!(got.output_str(), Some(r#"{"greeting":"Hello, Ada!"}"#));
+/// }
+/// ```
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing {
+    use super::{http::Response, CapError, Level, ERR_DENIED, ERR_NETWORK};
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+
+    pub(crate) const NOT_HOSTED: &str = "pgflow: capabilities need a pgflow-wasm host (or pgflow::testing in tests)";
+
+    /// One HTTP request a handler sent.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Request {
+        pub method: String,
+        pub url: String,
+        pub headers: Vec<(String, String)>,
+        pub body: Vec<u8>,
+    }
+
+    /// What one call handed back to the host.
+    #[derive(Clone, Debug, Default)]
+    pub struct Outcome {
+        /// What `pgflow_handle` returned: 0 the task completed, 1 it failed.
+        pub status: i32,
+        /// The last output written, if any.
+        pub output: Option<Vec<u8>>,
+        /// The last error message written, if any.
+        pub error: Option<String>,
+        /// Every log line, in order.
+        pub logs: Vec<(Level, String)>,
+    }
+
+    impl Outcome {
+        /// The output as text, if there is one.
+        pub fn output_str(&self) -> Option<&str> {
+            self.output.as_deref().and_then(|o| std::str::from_utf8(o).ok())
+        }
+    }
+
+    type Responder = Box<dyn FnMut(&Request) -> Result<Response, CapError>>;
+
+    /// A host with capabilities: named values and an HTTP responder. `Host::new()` grants
+    /// nothing, like a step without `http` and `env` keys in flows.yaml.
+    #[derive(Default)]
+    pub struct Host {
+        config: HashMap<String, String>,
+        http: Option<Responder>,
+    }
+
+    impl Host {
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Grants a named value (a name of the step's `env` list, with its value).
+        pub fn config(mut self, name: &str, value: &str) -> Self {
+            self.config.insert(name.to_string(), value.to_string());
+            self
+        }
+
+        /// Grants HTTP: `respond` answers every request (an `Err` refuses it with a code
+        /// of the ABI, e.g. `ERR_HOST_NOT_ALLOWED`, and its message).
+        pub fn http(mut self, respond: impl FnMut(&Request) -> Result<Response, CapError> + 'static) -> Self {
+            self.http = Some(Box::new(respond));
+            self
+        }
+
+        /// Calls `handle` (the module's `pgflow_handle`) once with input and context.
+        pub fn call(self, handle: extern "C" fn(i32, i32) -> i32, input: &[u8], context: &[u8]) -> Outcome {
+            let state = State {
+                input: input.to_vec(),
+                context: context.to_vec(),
+                host: self,
+                ..State::default()
+            };
+            STATE.with(|s| *s.borrow_mut() = Some(state));
+            // Cleared even when the handler panics, so the next test starts afresh.
+            struct Clear;
+            impl Drop for Clear {
+                fn drop(&mut self) {
+                    STATE.with(|s| s.borrow_mut().take());
+                }
+            }
+            let _clear = Clear;
+            let status = handle(input.len() as i32, context.len() as i32);
+            let s = STATE.with(|s| s.borrow_mut().take()).unwrap_or_default();
+            let logs = s.logs.into_iter().map(|(l, m)| (level(l), m)).collect();
+            Outcome { status, output: s.output, error: s.error, logs }
+        }
+    }
+
+    /// Calls `handle` once on a host that grants nothing.
+    pub fn call(handle: extern "C" fn(i32, i32) -> i32, input: &[u8], context: &[u8]) -> Outcome {
+        Host::new().call(handle, input, context)
+    }
+
+    /// A context JSON like the worker's for a task of `step` in `flow`: first attempt,
+    /// task 0, fixed ids.
+    pub fn context(flow: &str, step: &str) -> String {
+        let run_id = "00000000-0000-4000-8000-000000000001";
+        format!(
+            r#"{{"run_id":"{run_id}","flow_slug":"{flow}","step_slug":"{step}","task_index":0,"attempt":1,"msg_id":1,"flow_input":null,"worker_id":"00000000-0000-4000-8000-000000000002","timeout_ms":60000,"idempotency_key":"{run_id}:{step}:0"}}"#
+        )
+    }
+
+    fn level(l: i32) -> Level {
+        match l {
+            0 => Level::Debug,
+            1 => Level::Info,
+            2 => Level::Warn,
+            _ => Level::Error,
+        }
+    }
+
+    #[derive(Default)]
+    pub(crate) struct State {
+        pub(crate) input: Vec<u8>,
+        pub(crate) context: Vec<u8>,
+        pub(crate) output: Option<Vec<u8>>,
+        pub(crate) error: Option<String>,
+        pub(crate) logs: Vec<(i32, String)>,
+        pub(crate) response: Option<Response>,
+        pub(crate) last_error: String,
+        host: Host,
+    }
+
+    impl State {
+        pub(crate) fn request(&mut self, req: Request) -> i32 {
+            self.response = None;
+            let got = match self.host.http.as_mut() {
+                None => Err(CapError {
+                    code: ERR_DENIED,
+                    message: "pgflow test host: HTTP is denied (grant it with Host::new().http(...), as a step's `http` key in flows.yaml does)".into(),
+                }),
+                Some(respond) => respond(&req),
+            };
+            match got {
+                Ok(r) if (100..=599).contains(&r.status) => {
+                    let status = r.status as i32;
+                    self.response = Some(r);
+                    status
+                }
+                Ok(r) => self.fail(ERR_NETWORK, format!("pgflow test host: the responder returned status {}", r.status)),
+                Err(e) => self.fail(e.code, e.message),
+            }
+        }
+
+        pub(crate) fn config_value(&mut self, name: &str) -> Result<String, i32> {
+            match self.host.config.get(name) {
+                Some(v) => Ok(v.clone()),
+                None => Err(self.fail(
+                    ERR_DENIED,
+                    format!("pgflow test host: {name} is not granted (Host::new().config(...); a step reads only the names of its `env` list)"),
+                )),
+            }
+        }
+
+        fn fail(&mut self, code: i32, message: String) -> i32 {
+            self.last_error = message;
+            code
+        }
+    }
+
+    thread_local! {
+        static STATE: RefCell<Option<State>> = RefCell::new(None);
+    }
+
+    /// Runs `f` on the state of the call in progress; `None` outside a call.
+    pub(crate) fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
+        STATE.with(|s| s.borrow_mut().as_mut().map(f))
+    }
+
+    /// What a capability call returns outside [`call`]: denied.
+    pub(crate) fn deny_outside_call() -> i32 {
+        ERR_DENIED
+    }
+
+    pub(crate) fn header_text(headers: &[(String, String)]) -> String {
+        headers.iter().map(|(n, v)| format!("{n}: {v}\n")).collect()
     }
 }
 
@@ -250,6 +491,16 @@ static PANIC_HOOK: Once = Once::new();
 /// after the hook, and the host reports the message as the reason the task failed.
 fn install_panic_hook() {
     PANIC_HOOK.call_once(|| {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            // In native tests, keep the default report too: a failing assert must still print.
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                set_error(&info.to_string());
+                previous(info);
+            }));
+        }
+        #[cfg(target_arch = "wasm32")]
         std::panic::set_hook(Box::new(|info| set_error(&info.to_string())));
     });
 }
@@ -327,6 +578,70 @@ mod tests {
     fn calls_off_wasm_are_denied() {
         assert_eq!(config("X").unwrap_err().code, ERR_DENIED);
         assert_eq!(http::get("http://example.com/").unwrap_err().code, ERR_DENIED);
+    }
+
+    mod through_the_abi {
+        use crate::testing::{self, Host, Request};
+        use crate::{http, CapError, Level, ERR_HOST_NOT_ALLOWED};
+
+        fn echo(input: &[u8], context: &[u8]) -> Result<Vec<u8>, String> {
+            crate::log(Level::Info, "echoing");
+            if input.is_empty() {
+                return Err("empty input".into());
+            }
+            let mut out = input.to_vec();
+            out.extend_from_slice(&context[..1]);
+            Ok(out)
+        }
+        crate::handler!(echo);
+
+        #[test]
+        fn call_records_output_error_and_logs() {
+            let got = testing::call(pgflow_handle, b"[1", b"]");
+            assert_eq!((got.status, got.output_str(), got.error.as_deref()), (0, Some("[1]"), None));
+            assert_eq!(got.logs, vec![(Level::Info, "echoing".to_string())]);
+            let got = testing::call(pgflow_handle, b"", b"{}");
+            assert_eq!((got.status, got.output, got.error.as_deref()), (1, None, Some("empty input")));
+        }
+
+        #[test]
+        fn host_grants_config_and_http() {
+            let host = Host::new().config("TOKEN", "t0k").http(|req: &Request| {
+                if req.url.contains("refused") {
+                    return Err(CapError { code: ERR_HOST_NOT_ALLOWED, message: "not in http.allow".into() });
+                }
+                Ok(http::Response {
+                    status: 201,
+                    headers: vec![("Content-Type".into(), "text/plain".into())],
+                    body: format!("{} {}", req.method, req.headers[0].1).into_bytes(),
+                })
+            });
+            // The host functions are called as a handler would, inside the call.
+            fn caps(_: &[u8], _: &[u8]) -> Result<String, CapError> {
+                let token = crate::config("TOKEN")?;
+                assert_eq!(crate::config("OTHER").unwrap_err().code, crate::ERR_DENIED);
+                let r = http::request("POST", "https://api.example/", &[("Authorization", &token)], b"x")?;
+                let refused = http::get("https://refused.example/").unwrap_err();
+                Ok(format!(
+                    "{} {} {} {}",
+                    r.status,
+                    r.header("content-type").unwrap_or(""),
+                    String::from_utf8_lossy(&r.body),
+                    refused
+                ))
+            }
+            extern "C" fn handle(i: i32, c: i32) -> i32 {
+                crate::run(i, c, caps)
+            }
+            let got = host.call(handle, b"{}", b"{}");
+            assert_eq!(got.output_str(), Some("201 text/plain POST t0k not in http.allow"), "{got:?}");
+        }
+
+        #[test]
+        fn context_is_json_with_the_step() {
+            let c = testing::context("f", "s");
+            assert!(c.contains(r#""step_slug":"s""#) && c.contains(r#""idempotency_key":"00000000-0000-4000-8000-000000000001:s:0""#));
+        }
     }
 
     #[test]
