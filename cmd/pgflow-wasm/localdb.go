@@ -13,9 +13,9 @@ import (
 
 func localdbCommand() *cli.Command {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "dir", Usage: "the cluster's folder (default: <repo>/.pgdata of the checkout around the working directory)"},
-		&cli.StringFlag{Name: "extensions", Usage: "up: copy the extension files (*.control, *.sql) of this folder into the cluster's\n" +
-			"\tprivate extension folder, e.g. a real pgmq's, so its CREATE EXTENSION works there"},
+		&cli.StringFlag{Name: "dir", Usage: "the cluster's folder `DIR` (default: <repo>/.pgdata of the checkout around the working directory)"},
+		&cli.StringFlag{Name: "extensions", Usage: "copy the extension files (*.control, *.sql) of `DIR` into the cluster's private\n" +
+			"\textension folder, e.g. a real pgmq's, so its CREATE EXTENSION works there"},
 	}
 	return &cli.Command{
 		Name:            "localdb",
