@@ -13,12 +13,12 @@ all: build
 
 include $(wildcard mk/*.mk)
 
-build:
+build: $(PGFLOW_SQL)
 	$(GO) build -tags '$(TAGS)' -o $(BIN) ./cmd/pgflow-wasm
 
 # Everything a test or a run needs that is built from source or fetched by a registry:
 # toolchains (mk/toolchains.mk), the pinned pgflow schema (mk/db.mk), example and test modules.
-deps: toolchains node_modules
+deps: toolchains node_modules $(PGFLOW_SQL)
 modules: examples testmodules sandbox-testdata
 
 # The worker's suites run again on databases that plan like aged ones: a statement whose

@@ -17,6 +17,15 @@ node_modules: package-lock.json package.json
 	$(NPM) ci --no-audit --no-fund
 	@touch node_modules
 
+# pgflow's SQL, built into the binary (schema/pgflowsql): the pinned release's migrations and
+# version, copied from npm. Generated, never committed; `build` and `test` need it.
+PGFLOW_SQL := schema/pgflowsql/migrations/VERSION
+PGFLOW_NPM := node_modules/@pgflow/core
+$(PGFLOW_SQL): node_modules
+	rm -f schema/pgflowsql/migrations/*.sql
+	cp $(PGFLOW_NPM)/dist/supabase/migrations/*.sql schema/pgflowsql/migrations/
+	node -p 'require("./$(PGFLOW_NPM)/package.json").version' > $@
+
 # The server binaries live in /usr/lib/postgresql/<major>/bin on Debian; any major >= 14 will do.
 postgres-server:
 	@found=; for p in /usr/lib/postgresql/*/bin/postgres; do \

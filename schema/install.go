@@ -38,9 +38,9 @@ func ParseLayerMode(s string) (LayerMode, error) {
 	return "", fmt.Errorf("unknown pgmq mode %q: use auto, extension or schema", s)
 }
 
-// Options tune Install. The zero value installs from DefaultMigrationsDir in auto mode.
+// Options tune Install. The zero value installs the built-in pgflow in auto mode.
 type Options struct {
-	MigrationsDir string    // pgflow's migrations; default DefaultMigrationsDir
+	MigrationsDir string    // pgflow's migrations folder; BuiltIn ("") for the pgflow embedded in the binary
 	Layer         LayerMode // default LayerAuto
 	ExtensionDir  string    // where our extension files go; default the server's own folder
 }
@@ -66,9 +66,6 @@ const installLockKey int64 = 0x7067_6677_6173_6d01 // "pgfwasm" + 1
 // connected to. It holds an advisory lock for its whole run.
 func Install(ctx context.Context, conn *pgx.Conn, opts Options) (Report, error) {
 	var rep Report
-	if opts.MigrationsDir == "" {
-		opts.MigrationsDir = DefaultMigrationsDir
-	}
 	if opts.Layer == "" {
 		opts.Layer = LayerAuto
 	}

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/pgflow-wasm/pgflow-wasm/schema/pgflowsql"
 )
 
 // DefaultMigrationsDir is where `npm ci` puts pgflow's migrations, relative to the repository.
@@ -37,37 +39,62 @@ type Migrations struct {
 type MissingMigrationsError struct{ Dir string }
 
 func (e *MissingMigrationsError) Error() string {
-	return fmt.Sprintf("pgflow migrations folder %s not found: run `npm ci` in the repository (or `make node_modules`), "+
-		"or point --migrations / %s at @pgflow/core's dist/supabase/migrations", e.Dir, MigrationsDirEnv)
+	return fmt.Sprintf("pgflow migrations folder %s not found: give --migrations (or %s) the folder of pgflow's migrations, "+
+		"or leave it out to install the pgflow built into this binary", e.Dir, MigrationsDirEnv)
 }
 
-// LoadMigrations reads every *.sql file of dir, sorted by name.
+// BuiltIn names the migrations embedded in the binary (package pgflowsql): the pinned
+// @pgflow/core release, copied from npm at build time.
+const BuiltIn = ""
+
+// LoadMigrations reads every *.sql file of dir, sorted by name; dir BuiltIn reads the
+// migrations embedded in the binary.
 func LoadMigrations(dir string) (*Migrations, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
+	if dir == BuiltIn {
+		fsys, version, ok := pgflowsql.Migrations()
+		if !ok {
+			return nil, errors.New("this pgflow-wasm binary was built without pgflow's SQL: build it with `make build` " +
+				"(which copies @pgflow/core's migrations from npm into it), or give --migrations DIR")
+		}
+		m, err := loadMigrations(fsys, "(built in: @pgflow/core "+version+")")
+		if m != nil {
+			m.PgflowVersion = version
+		}
+		return m, err
+	}
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil, &MissingMigrationsError{Dir: dir}
 	}
+	m, err := loadMigrations(os.DirFS(dir), dir)
+	if m == nil {
+		return nil, err
+	}
+	m.PgflowVersion = pgflowPackageVersion(dir)
+	if m.PgflowVersion == "unknown" {
+		m.PgflowVersion = releaseOf(m.Files[len(m.Files)-1].Name)
+	}
+	return m, err
+}
+
+// loadMigrations reads the *.sql files of fsys; dir names it in messages.
+func loadMigrations(fsys fs.FS, dir string) (*Migrations, error) {
+	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
 		return nil, fmt.Errorf("reading pgflow migrations folder: %w", err)
 	}
-	m := &Migrations{Dir: dir, PgflowVersion: pgflowPackageVersion(dir)}
-	defer func() {
-		if m != nil && m.PgflowVersion == "unknown" && len(m.Files) > 0 {
-			m.PgflowVersion = releaseOf(m.Files[len(m.Files)-1].Name)
-		}
-	}()
+	m := &Migrations{Dir: dir}
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
 			continue
 		}
-		body, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		body, err := fs.ReadFile(fsys, e.Name())
 		if err != nil {
 			return nil, fmt.Errorf("reading pgflow migration: %w", err)
 		}
 		m.Files = append(m.Files, Migration{Name: e.Name(), SQL: string(body), SHA256: sha256Hex(string(body))})
 	}
 	if len(m.Files) == 0 {
-		return nil, fmt.Errorf("pgflow migrations folder %s holds no .sql files: run `npm ci` in the repository (or `make node_modules`)", dir)
+		return nil, fmt.Errorf("pgflow migrations folder %s holds no .sql files: give the folder of pgflow's migrations (its pkgs/core/supabase/migrations, or the copy in your supabase/migrations)", dir)
 	}
 	sort.Slice(m.Files, func(i, j int) bool { return m.Files[i].Name < m.Files[j].Name })
 	return m, nil

@@ -58,7 +58,7 @@ func TestRealPgmq(t *testing.T) {
 		if !errors.As(err, &old) || !strings.HasPrefix(err.Error(), want) {
 			t.Fatalf("Install: %v\nwant: %s", err, want)
 		}
-		st, err := schema.Status(ctx, conn, "")
+		st, err := schema.Status(ctx, conn, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func TestRealPgmq(t *testing.T) {
 		if rep.PgmqAction != "created" || rep.Pgmq.Kind != schema.PgmqReal || rep.Pgmq.Version != "1.5.0" || len(rep.Applied) != 12 {
 			t.Fatalf("install: %s %s, %d migrations", rep.PgmqAction, rep.Pgmq, len(rep.Applied))
 		}
-		st, err := schema.Status(ctx, conn, "")
+		st, err := schema.Status(ctx, conn, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

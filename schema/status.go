@@ -23,9 +23,9 @@ type State struct {
 	Changed []string // applied files whose content differs now
 }
 
-// Status inspects the database conn is connected to. migrationsDir is optional: when
-// given (and present), State.Pending and State.Changed compare it with the database.
-func Status(ctx context.Context, conn *pgx.Conn, migrationsDir string) (*State, error) {
+// Status inspects the database conn is connected to. m is optional: when given, State.Pending
+// and State.Changed compare its files with the database.
+func Status(ctx context.Context, conn *pgx.Conn, m *Migrations) (*State, error) {
 	s := &State{}
 	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_database()`).Scan(&s.Server, &s.Database); err != nil {
 		return nil, fmt.Errorf("reading the server identity: %w", err)
@@ -56,11 +56,7 @@ func Status(ctx context.Context, conn *pgx.Conn, migrationsDir string) (*State, 
 	if s.Protocol, err = DetectPgflow(ctx, conn); err != nil {
 		return nil, err
 	}
-	if migrationsDir != "" {
-		m, err := LoadMigrations(migrationsDir)
-		if err != nil {
-			return nil, err
-		}
+	if m != nil {
 		applied := map[string]string{}
 		for _, a := range s.Migrations {
 			applied[a.Name] = a.SHA256

@@ -1,23 +1,25 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
+	"github.com/pgflow-wasm/pgflow-wasm/schema/pgflowsql"
 )
 
 func dbCommand() *cli.Command {
+	builtIn := "pgflow's SQL is not built into this binary (build it with make)"
+	if _, version, ok := pgflowsql.Migrations(); ok {
+		builtIn = "pgflow " + version + ", built into this binary"
+	}
 	migrations := &cli.StringFlag{
 		Name:    "migrations",
-		Value:   schema.DefaultMigrationsDir,
 		EnvVars: []string{schema.MigrationsDirEnv},
-		Usage:   "the `DIR` of pgflow's SQL migrations: @pgflow/core 0.8.1's dist/supabase/migrations (npm ci fetches it into a checkout)",
+		Usage: "the `DIR` of pgflow's SQL migrations, e.g. pgflow 0.14.1's (pgflow's pkgs/core/supabase/migrations, or the\n" +
+			"\tcopy in your supabase/migrations); default: " + builtIn,
 	}
 	return &cli.Command{
 		Name:            "db",
@@ -97,12 +99,13 @@ func dbStatus(c *cli.Context) error {
 		return cli.Exit(err.Error(), 1)
 	}
 	defer conn.Close(c.Context)
-	// The folder only adds "pending" counts: a missing default folder is not an error here.
-	dir := c.String("migrations")
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && !c.IsSet("migrations") {
-		dir = ""
+	// The migrations only add "pending" counts: a binary built without pgflow's SQL can still
+	// say what the database has.
+	m, err := schema.LoadMigrations(c.String("migrations"))
+	if err != nil && c.IsSet("migrations") {
+		return cli.Exit(err.Error(), 1)
 	}
-	st, err := schema.Status(c.Context, conn, dir)
+	st, err := schema.Status(c.Context, conn, m)
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
 	}
@@ -118,7 +121,7 @@ func dbStatus(c *cli.Context) error {
 	}
 	fmt.Fprintf(w, "realtime.send: %s\n", st.Realtime)
 	pending := ""
-	if dir != "" {
+	if m != nil {
 		pending = fmt.Sprintf(", %d pending", len(st.Pending))
 	}
 	switch {

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/localpg"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
+	"github.com/pgflow-wasm/pgflow-wasm/schema/pgflowsql"
 )
 
 // cliMu serializes in-process runs: urfave/cli v2 writes package-level state (its global
@@ -135,8 +138,9 @@ func TestDBCommandsOnBadInput(t *testing.T) {
 	}
 	url := pgtest.NewDB(t, pgtest.Empty()).URL
 	_, err := runCLI(t, "db", "install", "--database-url", url, "--migrations", "/nonexistent/migrations")
-	if err == nil || !strings.Contains(err.Error(), "run `npm ci` in the repository (or `make node_modules`)") {
-		t.Fatalf("db install without migrations: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "pgflow migrations folder /nonexistent/migrations not found") ||
+		!strings.Contains(err.Error(), "leave it out to install the pgflow built into this binary") {
+		t.Fatalf("db install with a missing migrations folder: %v", err)
 	}
 }
 
@@ -162,5 +166,31 @@ func TestLocalDBUpPrintsAWorkingURL(t *testing.T) {
 	status, err := runCLI(t, "localdb", "status")
 	if err != nil || !strings.Contains(status, "state:      running") || !strings.Contains(status, "fsync:") {
 		t.Fatalf("localdb status: %v\n%s", err, status)
+	}
+}
+
+// The binary alone, in an empty folder: db install has pgflow's SQL built in.
+func TestDBInstallFromAnEmptyFolderWithOnlyTheBinary(t *testing.T) {
+	t.Parallel()
+	if _, _, ok := pgflowsql.Migrations(); !ok {
+		t.Skip("this build has no pgflow SQL built in: `make` copies it from npm before building")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "pgflow-wasm")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	url := pgtest.NewDB(t, pgtest.Empty()).URL
+	cmd := exec.Command(bin, "db", "install", "--database-url", url)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), schema.MigrationsDirEnv+"=") // nothing but what the binary carries
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "migrations:    12 applied, 0 already applied (pgflow 0.8.1)") {
+		t.Fatalf("db install in an empty folder: %v\n%s", err, out)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("db install left files in its folder: %v", entries)
 	}
 }

@@ -30,7 +30,7 @@ func TestNewDBIsMigratedAndIsolated(t *testing.T) {
 		t.Fatalf("a flow created in %s is visible in %s", a.Name, b.Name)
 	}
 	conn := a.Conn(t)
-	st, err := schema.Status(ctx, conn, "")
+	st, err := schema.Status(ctx, conn, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestLayerVariants(t *testing.T) {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			t.Parallel()
 			db := pgtest.NewDB(t, pgtest.Layer(tc.mode))
-			st, err := schema.Status(context.Background(), db.Conn(t), "")
+			st, err := schema.Status(context.Background(), db.Conn(t), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,7 +65,7 @@ func TestLayerVariants(t *testing.T) {
 func TestEmptyHasNothingInstalled(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t, pgtest.Empty())
-	st, err := schema.Status(context.Background(), db.Conn(t), "")
+	st, err := schema.Status(context.Background(), db.Conn(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
