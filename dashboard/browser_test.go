@@ -191,7 +191,7 @@ func examplePages(t *testing.T, browser context.Context) {
 		t.Fatalf("hello without a name: %s, want failed", r.Status)
 	}
 	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog(), Actions: true,
-		Flows: file, Modules: w.ModuleInfo, PollInterval: 200 * time.Millisecond})
+		Flows: func() *flowfile.File { return file }, Modules: w.ModuleInfo, PollInterval: 200 * time.Millisecond})
 	ctx := tab(t, browser)
 	base := strings.TrimSuffix(srv.URL(), "/")
 

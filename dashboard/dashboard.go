@@ -42,9 +42,10 @@ type Config struct {
 	Token string
 	// Actions enables starting runs and deprecating workers (each is logged).
 	Actions bool
-	// Flows is the flows file the worker serves, when known: the flows page shows each
-	// step's module from it. Modules describes a step's loaded module (sha256, ABI).
-	Flows   *flowfile.File
+	// Flows returns the flows file the worker serves now, when known (nil: unknown): the
+	// flows page shows each step's module from it. Modules describes a step's loaded module
+	// (sha256, ABI). Both follow a worker that reloads its flows (`serve --ui-addr`).
+	Flows   func() *flowfile.File
 	Modules ModuleInfo
 	// PollInterval is how often a page showing something still running is re-read even
 	// without events (map tasks send none); settled pages are re-read 10 times less often.

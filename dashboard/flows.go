@@ -71,7 +71,10 @@ func (s *Server) renderFlows(w http.ResponseWriter, r *http.Request, form *start
 		return
 	}
 	v := flowsView{Window: "last hour", Statuses: store.RunStatuses, Form: form}
-	var file *flowfile.File = s.cfg.Flows
+	var file *flowfile.File
+	if s.cfg.Flows != nil {
+		file = s.cfg.Flows()
+	}
 	if file != nil {
 		v.FlowsFile = file.Path
 	}

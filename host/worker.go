@@ -165,6 +165,7 @@ type Worker struct {
 
 	stopOnce sync.Once
 	stop     chan struct{} // closed to stop on the worker's own account
+	started  chan struct{} // closed once the worker serves (Started)
 	restart  atomic.Bool
 }
 
@@ -203,7 +204,8 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 	if cfg.Flows == nil || cfg.Pool == nil || cfg.Engine == nil {
 		return nil, errors.New("host.New: Flows, Pool and Engine are required")
 	}
-	w := &Worker{cfg: cfg, log: cfg.Log, byFlow: map[string]*flowState{}, byWorker: map[string]*flowState{}, stop: make(chan struct{})}
+	w := &Worker{cfg: cfg, log: cfg.Log, byFlow: map[string]*flowState{}, byWorker: map[string]*flowState{}, stop: make(chan struct{}),
+		started: make(chan struct{})}
 	w.global = &slots{max: cfg.Concurrency, onFree: w.wakeStarved}
 	w.runCtx, w.cancelRun = context.WithCancel(context.Background())
 	for _, fl := range cfg.Flows.Flows {
@@ -258,6 +260,9 @@ func (w *Worker) ModuleInfo(flow, step string) (sandbox.Info, bool) {
 	return fs.steps[step].module.Info(), true
 }
 
+// Started is closed once Run serves: registered, its flows fetching.
+func (w *Worker) Started() <-chan struct{} { return w.started }
+
 // Stop asks a running worker to drain and return, as a shutdown signal does.
 func (w *Worker) Stop() { w.stopOnce.Do(func() { close(w.stop) }) }
 
@@ -307,6 +312,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		go func() { defer loops.Done(); w.flowLoop(fetchCtx, fs, listen) }()
 	}
 	w.cfg.Health.SetStarted()
+	close(w.started)
 	for _, fs := range w.flows {
 		w.log.Info("serving flow", "flow", fs.def.Slug, "worker_id", fs.workerID)
 	}

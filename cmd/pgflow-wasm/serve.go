@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"runtime/pprof"
+	"sync"
 	"syscall"
 	"time"
 
@@ -70,6 +71,8 @@ func serveCommand() *cli.Command {
 			Usage: "serve /metrics, /livez and /readyz on this address, e.g. :9090"}),
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "update-options", EnvVars: env("update-options"),
 			Usage: "write changed flow and step options (attempts, delays, timeouts) to the database"}),
+		durationFlag("watch-interval", 500*time.Millisecond, "how often flows.yaml and its modules are checked for changes (a changed file\n"+
+			"\tis reloaded: new tasks use it, running ones finish on the old); 0 turns watching off (SIGHUP still reloads)"),
 	)
 	flags = append(flags, uiFlags("")...)
 	flags = append(flags, logFlags()...)
@@ -111,9 +114,9 @@ func serve(c *cli.Context) error {
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 
-	file, engine, err := flowsAndEngine(c)
+	engine, err := sandbox.New(c.String("engine"), sandbox.Config{CacheDir: c.String("cache-dir")})
 	if err != nil {
-		return err
+		return cli.Exit(err.Error(), 2)
 	}
 	defer engine.Close(context.Background())
 	signalName := host.Signal(c.String("signal"))
@@ -124,6 +127,11 @@ func serve(c *cli.Context) error {
 		extraConn = 1
 	default:
 		return cli.Exit(fmt.Sprintf("--signal %q: use polling or notify", signalName), 2)
+	}
+	// The flows file is read before the database: a broken file is a usage error (exit 2)
+	// whether or not the database is up.
+	if _, err := flowfile.Load(c.String("flows")); err != nil {
+		return cli.Exit(err.Error(), 2)
 	}
 	pool, err := openPgflow(ctx, c, int32(c.Int("max-connections"))+extraConn)
 	if err != nil {
@@ -141,31 +149,51 @@ func serve(c *cli.Context) error {
 		defer srv.Close(context.Background())
 		log.Info("serving metrics and health", "addr", srv.Addr())
 	}
-	w, err := host.New(ctx, host.Config{
-		Flows: file, Pool: pool, Engine: engine, Log: log, Metrics: metrics, Health: health,
-		Concurrency: c.Int("concurrency"), BatchSize: c.Int("batch-size"), Signal: signalName,
-		MinPollInterval: c.Duration("min-poll-interval"), MaxPollInterval: c.Duration("max-poll-interval"),
-		NotifyFallback: c.Duration("notify-fallback"), HeartbeatInterval: c.Duration("heartbeat-interval"),
-		WorkerStaleAfter: c.Duration("worker-stale-after"), RecoveryInterval: c.Duration("recovery-interval"),
-		LivenessGrace: c.Duration("liveness-grace"), ForeignStaleAfter: foreignStaleAfter(c.Duration("foreign-worker-stale-after")),
-		StalledMargin: c.Duration("stalled-margin"), DrainTimeout: c.Duration("drain-timeout"),
-		CompletionBatch: c.Int("completion-batch"), CompletionWriters: c.Int("completion-writers"),
-	})
-	if err != nil {
-		return cli.Exit(err.Error(), 2)
-	}
-	// Loading compiles modules (a standard Go guest is megabytes of code), which leaves
-	// garbage the collector would keep mapped for a while: hand it back before serving.
-	debug.FreeOSMemory()
-	reports, err := compileFlows(ctx, c, pool, file)
-	if err != nil {
-		return err
-	}
-	for _, r := range reports {
-		log.Info("flow "+string(r.Action), "flow", r.Slug)
-		for _, d := range r.Options {
-			log.Warn("flow option differs from the database", "flow", r.Slug, "difference", d)
-		}
+	// The worker serving now: it is replaced when flows.yaml or a module changes.
+	var mu sync.Mutex
+	var current *host.Worker
+	var currentFile *flowfile.File
+	reload := make(chan os.Signal, 1)
+	signal.Notify(reload, syscall.SIGHUP)
+	defer signal.Stop(reload)
+	first := true
+	cfg := host.ServeConfig{
+		FlowsPath: c.String("flows"),
+		Worker: host.Config{
+			Pool: pool, Engine: engine, Log: log, Metrics: metrics, Health: health,
+			Concurrency: c.Int("concurrency"), BatchSize: c.Int("batch-size"), Signal: signalName,
+			MinPollInterval: c.Duration("min-poll-interval"), MaxPollInterval: c.Duration("max-poll-interval"),
+			NotifyFallback: c.Duration("notify-fallback"), HeartbeatInterval: c.Duration("heartbeat-interval"),
+			WorkerStaleAfter: c.Duration("worker-stale-after"), RecoveryInterval: c.Duration("recovery-interval"),
+			LivenessGrace: c.Duration("liveness-grace"), ForeignStaleAfter: foreignStaleAfter(c.Duration("foreign-worker-stale-after")),
+			StalledMargin: c.Duration("stalled-margin"), DrainTimeout: c.Duration("drain-timeout"),
+			CompletionBatch: c.Int("completion-batch"), CompletionWriters: c.Int("completion-writers"),
+		},
+		Compile: func(ctx context.Context, file *flowfile.File) error {
+			// Loading compiles modules (a standard Go guest is megabytes of code), which leaves
+			// garbage the collector would keep mapped for a while: hand it back before serving.
+			debug.FreeOSMemory()
+			reports, err := compile.Compile(ctx, pool, file, compile.Options{UpdateOptions: c.Bool("update-options")})
+			if err != nil {
+				return err
+			}
+			for _, r := range reports {
+				if first || r.Action != compile.Unchanged {
+					log.Info("flow "+string(r.Action), "flow", r.Slug)
+				}
+				for _, d := range r.Options {
+					log.Warn("flow option differs from the database", "flow", r.Slug, "difference", d)
+				}
+			}
+			return nil
+		},
+		WatchInterval: watchInterval(c.Duration("watch-interval")),
+		Reload:        reload,
+		OnServe: func(w *host.Worker, file *flowfile.File) {
+			mu.Lock()
+			current, currentFile, first = w, file, false
+			mu.Unlock()
+		},
 	}
 	if c.String("ui-addr") != "" {
 		// The dashboard gets its own small pool: its page queries never wait behind tasks.
@@ -174,22 +202,51 @@ func serve(c *cli.Context) error {
 			return err
 		}
 		defer uiPool.Close()
-		cfg, err := dashboardConfig(c, log)
+		ui, err := dashboardConfig(c, log)
 		if err != nil {
 			return err
 		}
-		cfg.Flows, cfg.Modules, cfg.WorkerStaleAfter = file, w.ModuleInfo, c.Duration("worker-stale-after")
-		stopUI, err := serveDashboard(ctx, c, uiPool, cfg, log)
+		ui.WorkerStaleAfter = c.Duration("worker-stale-after")
+		ui.Flows = func() *flowfile.File {
+			mu.Lock()
+			defer mu.Unlock()
+			return currentFile
+		}
+		ui.Modules = func(flow, step string) (sandbox.Info, bool) {
+			mu.Lock()
+			w := current
+			mu.Unlock()
+			if w == nil {
+				return sandbox.Info{}, false
+			}
+			return w.ModuleInfo(flow, step)
+		}
+		stopUI, err := serveDashboard(ctx, c, uiPool, ui, log)
 		if err != nil {
 			return err
 		}
 		defer stopUI()
 	}
-	err = w.Run(ctx)
-	if errors.Is(err, host.ErrRestart) {
+	err = host.Serve(ctx, cfg)
+	var shape *compile.ShapeError
+	var ferr flowfile.Errors
+	var serr *sandbox.Error
+	switch {
+	case errors.Is(err, host.ErrRestart):
 		return restartSelf(log)
+	case errors.As(err, &shape), errors.As(err, &ferr), errors.As(err, &serr):
+		// A problem of the flows file or its modules: a usage error, as for `compile`.
+		return cli.Exit(err.Error(), 2)
 	}
 	return err
+}
+
+// watchInterval maps the flag's 0 ("off") to Serve's negative.
+func watchInterval(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }
 
 // foreignStaleAfter maps the flag's 0 ("never") to the worker's negative.

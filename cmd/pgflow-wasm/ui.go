@@ -82,15 +82,17 @@ func uiAction(c *cli.Context) error {
 		return err
 	}
 	cfg.WorkerStaleAfter = c.Duration("worker-stale-after")
-	if cfg.Flows, err = loadOptionalFlows(c, log); err != nil {
+	file, err := loadOptionalFlows(c, log)
+	if err != nil {
 		return err
 	}
-	if cfg.Flows != nil {
+	if file != nil {
+		cfg.Flows = func() *flowfile.File { return file }
 		engine, err := sandbox.New(c.String("engine"), sandbox.Config{CacheDir: c.String("cache-dir")})
 		if err != nil {
 			return cli.Exit(err.Error(), 2)
 		}
-		cfg.Modules, err = dashboard.LoadModules(ctx, cfg.Flows, engine)
+		cfg.Modules, err = dashboard.LoadModules(ctx, file, engine)
 		engine.Close(context.Background())
 		if err != nil {
 			return cli.Exit(err.Error(), 2)
