@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
+	"golang.org/x/sys/unix"
 
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
@@ -134,13 +135,15 @@ func durationsAsText(_ []string, a slog.Attr) slog.Attr {
 	return a
 }
 
-func isTerminal(w io.Writer) bool {
+// isTerminal tells an interactive terminal from a file, a pipe or /dev/null (which is a
+// character device too: only a terminal answers the terminal-attributes call).
+func isTerminal(w any) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // readInput reads a JSON argument: inline text, @file, or - for stdin.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,8 +34,8 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 	app := newApp()
 	var out bytes.Buffer
 	app.Writer, app.ErrWriter = &out, &out
-	app.ExitErrHandler = func(*cli.Context, error) {} // return the error instead of exiting
-	err := app.Run(append([]string{"pgflow-wasm"}, args...))
+	app.ExitErrHandler = func(*cli.Context, error) {}                         // return the error instead of exiting
+	err := app.Run(flagsFirst(app, append([]string{"pgflow-wasm"}, args...))) // as main does
 	return out.String(), err
 }
 
@@ -193,4 +194,63 @@ func TestDBInstallFromAnEmptyFolderWithOnlyTheBinary(t *testing.T) {
 	if len(entries) != 1 {
 		t.Errorf("db install left files in its folder: %v", entries)
 	}
+}
+
+// While a flow is being written: compile --dry-run says what would change and changes
+// nothing; flow drop frees a slug, refusing while runs are in progress unless --force.
+func TestCompileDryRunAndFlowDrop(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	echo := filepath.Join(repoRootDir(t), "modules/testdata/echo.wasm")
+	flows := filepath.Join(t.TempDir(), "flows.yaml")
+	write := func(yaml string) {
+		t.Helper()
+		if err := os.WriteFile(flows, []byte(fmt.Sprintf(yaml, echo)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("flows:\n  - slug: draft\n    steps:\n      - {slug: a, module: %q}\n")
+	out, err := runCLI(t, "compile", "--flows", flows, "--database-url", db.URL, "--dry-run")
+	if err != nil || !strings.Contains(out, "draft: would be created") || !strings.Contains(out, "dry run: nothing was written") {
+		t.Fatalf("compile --dry-run: %v\n%s", err, out)
+	}
+	var n int
+	if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.flows where flow_slug = 'draft'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("a dry run created the flow (%d, %v)", n, err)
+	}
+	if out, err = runCLI(t, "compile", "--flows", flows, "--database-url", db.URL); err != nil || !strings.Contains(out, "draft: created") {
+		t.Fatalf("compile: %v\n%s", err, out)
+	}
+	// A new step: a changed shape, refused; the dry run says so too.
+	write("flows:\n  - slug: draft\n    steps:\n      - {slug: a, module: %[1]q}\n      - {slug: b, depends_on: [a], module: %[1]q}\n")
+	if _, err = runCLI(t, "compile", "--flows", flows, "--database-url", db.URL, "--dry-run"); err == nil ||
+		!strings.Contains(err.Error(), `step "b" is in the file but not in the database`) {
+		t.Fatalf("compile --dry-run of a changed shape: %v", err)
+	}
+	if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('draft', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = runCLI(t, "flow", "drop", "draft", "--database-url", db.URL); err == nil || !strings.Contains(err.Error(), "1 runs in progress") {
+		t.Fatalf("flow drop with a run in progress: %v", err)
+	}
+	out, err = runCLI(t, "flow", "drop", "draft", "--database-url", db.URL, "--force")
+	if err != nil || !strings.Contains(out, "dropped flow draft: 1 runs deleted") {
+		t.Fatalf("flow drop --force: %v\n%s", err, out)
+	}
+	if out, err = runCLI(t, "compile", "--flows", flows, "--database-url", db.URL); err != nil || !strings.Contains(out, "draft: created") {
+		t.Fatalf("compile after the drop: %v\n%s", err, out)
+	}
+	if _, err = runCLI(t, "flow", "drop", "nowhere", "--database-url", db.URL); err == nil || !strings.Contains(err.Error(), `no flow "nowhere"`) {
+		t.Fatalf("flow drop of a flow that does not exist: %v", err)
+	}
+}
+
+func repoRootDir(t *testing.T) string {
+	t.Helper()
+	root, err := localpg.RepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
 }

@@ -52,6 +52,7 @@ func commands() []*cli.Command {
 		dbCommand(), localdbCommand(),
 		moduleCommand(),
 		newCommand(),
+		flowCommand(),
 	}
 }
 

@@ -299,7 +299,7 @@ func restartSelf(log *slog.Logger) error {
 
 // compileFlows runs compile with --update-options; a changed shape is a usage error (exit 2).
 func compileFlows(ctx context.Context, c *cli.Context, pool *pgxpool.Pool, file *flowfile.File) ([]compile.FlowReport, error) {
-	reports, err := compile.Compile(ctx, pool, file, compile.Options{UpdateOptions: c.Bool("update-options")})
+	reports, err := compile.Compile(ctx, pool, file, compile.Options{UpdateOptions: c.Bool("update-options"), DryRun: c.Bool("dry-run")})
 	var shape *compile.ShapeError
 	switch {
 	case errors.As(err, &shape):
@@ -351,12 +351,14 @@ func compileCommand() *cli.Command {
 	return withConfigFile(&cli.Command{
 		Name:  "compile",
 		Usage: "create the flows of flows.yaml in pgflow (create_flow, add_step); a no-op when they exist",
-		Description: "pgflow flows are immutable: a flow whose steps, dependencies or step types differ from\n" +
-			"the database is refused (give it a new slug). Differing options are reported, and\n" +
-			"written only with --update-options.",
+		Description: "pgflow flows are immutable: a flow whose steps, dependencies, step types or conditions\n" +
+			"differ from the database is refused (give it a new slug, or, while developing, remove the\n" +
+			"old one with `pgflow-wasm flow drop SLUG`). Differing options are reported, and written\n" +
+			"only with --update-options. --dry-run shows what would change and changes nothing.",
 		Flags: []cli.Flag{flowsFlag(), dbFlag(),
 			altsrc.NewBoolFlag(&cli.BoolFlag{Name: "update-options", EnvVars: env("update-options"),
-				Usage: "write changed flow and step options (attempts, delays, timeouts) to the database"})},
+				Usage: "write changed flow and step options (attempts, delays, timeouts) to the database"}),
+			&cli.BoolFlag{Name: "dry-run", Usage: "show what would change; write nothing"}},
 		Action: func(c *cli.Context) error {
 			file, err := flowfile.Load(c.String("flows"))
 			if err != nil {
@@ -372,10 +374,13 @@ func compileCommand() *cli.Command {
 				return err
 			}
 			for _, r := range reports {
-				fmt.Printf("%s: %s\n", r.Slug, r.Action)
+				fmt.Fprintf(c.App.Writer, "%s: %s\n", r.Slug, r.Action)
 				for _, d := range r.Options {
-					fmt.Printf("  %s\n", d)
+					fmt.Fprintf(c.App.Writer, "  %s\n", d)
 				}
+			}
+			if c.Bool("dry-run") {
+				fmt.Fprintln(c.App.Writer, "(dry run: nothing was written)")
 			}
 			return nil
 		},

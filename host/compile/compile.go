@@ -11,6 +11,7 @@ package compile
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -29,7 +30,13 @@ type Options struct {
 	// UpdateOptions writes option differences (max_attempts, base_delay, timeout,
 	// start_delay) into pgflow.flows and pgflow.steps instead of only reporting them.
 	UpdateOptions bool
+	// DryRun does everything in a transaction that is rolled back: the reports say what
+	// would change, nothing does.
+	DryRun bool
 }
+
+// errDryRun rolls a dry run's transaction back.
+var errDryRun = errors.New("dry run")
 
 // Action is what Compile did with one flow.
 type Action string
@@ -41,6 +48,14 @@ const (
 	OptionsDiffer  Action = "options differ (not updated: pass --update-options)"
 	OptionsUpdated Action = "options updated"
 )
+
+// wouldBe says each action of a dry run.
+var wouldBe = map[Action]Action{
+	Created:        "would be created",
+	Unchanged:      Unchanged,
+	OptionsDiffer:  OptionsDiffer,
+	OptionsUpdated: "options would be updated",
+}
 
 // FlowReport tells what happened to one flow.
 type FlowReport struct {
@@ -88,10 +103,18 @@ func Compile(ctx context.Context, pool *pgxpool.Pool, file *flowfile.File, opts 
 			}
 			reports = append(reports, r)
 		}
+		if opts.DryRun {
+			return errDryRun
+		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errDryRun) {
 		return nil, err
+	}
+	if opts.DryRun {
+		for i := range reports {
+			reports[i].Action = wouldBe[reports[i].Action]
+		}
 	}
 	return reports, nil
 }
