@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -97,8 +98,14 @@ func TestServeReloadsChangedModulesAndFlows(t *testing.T) {
 	}
 	streamUntil(func() bool { return len(ids) > 10 && strings.Contains(output(ids[5]), `"context"`) }, 30*time.Second)
 
-	// Rebuilt: the echo handler returns input.run.value, or the whole input.
-	copyFile(t, workertest.Module(t, "modules/testdata/echo.wasm"), handler)
+	// Rebuilt from source by the C compiler, writing the file in place as builds do: the echo
+	// handler, which returns input.run.value, or the whole input.
+	root := workertest.RepoRoot(t)
+	build := exec.Command("clang", "--target=wasm32-wasi", "-mexec-model=reactor", "-O2", "-Wl,--strip-all",
+		"-I", filepath.Join(root, "abi/c"), "-o", handler, filepath.Join(root, "modules/testdata/echo.c"))
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("rebuilding the handler: %v\n%s", err, out)
+	}
 	swapped := time.Now()
 	var firstNew time.Time
 	streamUntil(func() bool {
