@@ -35,6 +35,7 @@ test: deps modules
 	PGTEST_PLAN=aged,noindex $(GO) test -tags '$(TAGS)' -timeout 15m $(PLAN_SUITES)
 	$(MAKE) test-real-pgmq
 	$(MAKE) test-pgflow-014
+	@echo "make test: passed. The tests' PostgreSQL in .pgdata is left running for the next run; bin/pgflow-wasm localdb down stops it."
 
 # The worker's suites once more on pgflow 0.14.1 (its migrations are test data beside the
 # repository, in ../shared: npm serves only 0.8.1): every test database is then 0.14.1.
