@@ -61,6 +61,14 @@ cat bin/demoapi.log
 step "worker: pgflow-wasm serve (log in bin/serve.log)"
 "$BIN" serve --flows flows.yaml --signal notify --log-format text --log-level warn >bin/serve.log 2>&1 &
 worker=$!
+# Runs are started once the worker serves every flow (its rows in pgflow.workers).
+flows=$(grep -c '^  - slug:' flows.yaml)
+for _ in $(seq 300); do
+	live=$(psql "$DATABASE_URL" -Atqc "select count(*) from pgflow.workers where deprecated_at is null and last_heartbeat_at > now() - interval '1 minute'" 2>/dev/null || echo 0)
+	[ "${live:-0}" -ge "$flows" ] && break
+	if ! kill -0 "$worker" 2>/dev/null; then cat bin/serve.log; exit 1; fi
+	sleep 0.1
+done
 
 status=0
 run() {
