@@ -192,19 +192,24 @@ flows:
 		return code == http.StatusOK, body
 	})
 	waitRun(t, db.Pool, startRun(t, db.Pool, "observed", `{"value": 1}`), 30*time.Second)
-	code, body := get("/metrics")
-	for _, want := range []string{
-		`pgflow_wasm_tasks_completed_total{flow="observed",step="e"} 1`,
-		`pgflow_wasm_tasks_started_total{flow="observed",step="e"} 1`,
-		`pgflow_wasm_task_duration_seconds_count{flow="observed",step="e"} 1`,
-		`pgflow_wasm_polls_total{flow="observed",result="tasks"}`,
-		`pgflow_wasm_queue_read_seconds_count{flow="observed"}`,
-		`pgflow_wasm_tasks_in_flight{flow="observed"} 0`,
-	} {
-		if code != http.StatusOK || !strings.Contains(body, want) {
-			t.Errorf("/metrics lacks %s", want)
+	// The counters move after the outcome's transaction commits, so a reader that saw the
+	// run completed may be a moment ahead of them: wait for them rather than race.
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		code, body := get("/metrics")
+		for _, want := range []string{
+			`pgflow_wasm_tasks_completed_total{flow="observed",step="e"} 1`,
+			`pgflow_wasm_tasks_started_total{flow="observed",step="e"} 1`,
+			`pgflow_wasm_task_duration_seconds_count{flow="observed",step="e"} 1`,
+			`pgflow_wasm_polls_total{flow="observed",result="tasks"}`,
+			`pgflow_wasm_queue_read_seconds_count{flow="observed"}`,
+			`pgflow_wasm_tasks_in_flight{flow="observed"} 0`,
+		} {
+			if code != http.StatusOK || !strings.Contains(body, want) {
+				return false, "/metrics lacks " + want
+			}
 		}
-	}
+		return true, ""
+	})
 	if code, _ := get("/livez"); code != http.StatusOK {
 		t.Errorf("/livez = %d", code)
 	}

@@ -256,14 +256,16 @@ flows:
 	if r, err := db.Audit(ctx); err != nil || r.OracleTasks != 1000 || len(r.Problems()) > 0 {
 		t.Fatalf("audit: %d oracle tasks checked (want 1000), problems %v, %v", r.OracleTasks, r.Problems(), err)
 	}
-	var started, written float64
-	for _, w := range workers {
-		started += testutil.ToFloat64(w.Metrics.TasksStarted.WithLabelValues("many", "e"))
-		written += testutil.ToFloat64(w.Metrics.TasksCompleted.WithLabelValues("many", "e"))
-	}
-	if started != 1000 || written != 1000 {
-		t.Errorf("workers started %v and completed %v handler calls, want exactly 1000 each", started, written)
-	}
+	// The counters move just after each outcome's commit: wait for the last of them.
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		var started, written float64
+		for _, w := range workers {
+			started += testutil.ToFloat64(w.Metrics.TasksStarted.WithLabelValues("many", "e"))
+			written += testutil.ToFloat64(w.Metrics.TasksCompleted.WithLabelValues("many", "e"))
+		}
+		return started == 1000 && written == 1000,
+			fmt.Sprintf("workers started %v and completed %v handler calls, want exactly 1000 each", started, written)
+	})
 }
 
 func TestRecoveryRequeuesTasksOfADeadWorker(t *testing.T) {
