@@ -42,9 +42,9 @@ func (m *module) Run(ctx context.Context, t Task) (Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	o, abandoned := m.eng.supervise(ctx, func() outcome {
+	o, abandoned := m.eng.supervise(ctx, func(stopped func()) outcome {
 		defer m.life.done()
-		return m.execute(ctx, t, timeout)
+		return m.execute(ctx, t, timeout, stopped)
 	})
 	if abandoned {
 		// The guest is still running on the abandoned goroutine, which owns its state:
@@ -57,24 +57,31 @@ func (m *module) Run(ctx context.Context, t Task) (Result, error) {
 }
 
 // execute runs one task on a reused or fresh instance and classifies what happened. It
-// runs on the supervised goroutine and disposes of the instance itself.
-func (m *module) execute(ctx context.Context, t Task, timeout time.Duration) outcome {
+// runs on the supervised goroutine and disposes of the instance itself. stopped is called
+// once no guest code of the task can run any more: what follows (classifying, closing the
+// instance, giving its memory back) is the host's own work, which the watchdog waits for.
+func (m *module) execute(ctx context.Context, t Task, timeout time.Duration, stopped func()) outcome {
 	inst := m.takeIdle()
 	if inst != nil {
 		inst.st.beginTask(ctx, t.Input, t.Context, timeout)
+		inst.st.seed = t.Seed
 	} else {
 		st := newCallState(&m.lim, &m.caps, m.info.Mode == ModeCommand)
 		st.beginTask(ctx, t.Input, t.Context, timeout)
+		st.seed = t.Seed
 		g, err := m.compiled.instantiate(ctx, st)
 		if err != nil {
+			stopped()
 			st.endTask()
 			return m.classifyFailure(ctx, st, nil, err, "instantiating the module")
 		}
 		inst = &instance{g: g, st: st}
 		if m.hasInit {
 			if _, err := g.call(ctx, abi.ExportInitialize); err != nil {
+				stopped()
 				st.endTask()
 				o := m.classifyFailure(ctx, st, g, err, "calling "+abi.ExportInitialize)
+				o.res.FuelUsed = st.fuelUsed
 				g.close(context.Background())
 				return o
 			}
@@ -87,7 +94,9 @@ func (m *module) execute(ctx context.Context, t Task, timeout time.Duration) out
 	} else {
 		status, err = inst.g.call(ctx, abi.ExportHandle, uint64(len(t.Input)), uint64(len(t.Context)))
 	}
+	stopped()
 	o := m.classify(ctx, inst, status, err)
+	o.res.FuelUsed = inst.st.fuelUsed
 	// Before the instance can go to another task: the state is then that task's.
 	inst.st.endTask()
 	if o.err == nil && m.reuse {

@@ -48,6 +48,13 @@ type Config struct {
 	// WatchdogGrace is how long after a task's deadline Run waits for the engine to stop
 	// the guest before it returns a timeout anyway and abandons the call (see Abandoned).
 	WatchdogGrace time.Duration
+	// Limits on what Load accepts, so compiling cannot take unbounded time and memory:
+	// functions a module defines, bytes of one function body, and how long compiling may
+	// take (a compile still running then is left to finish in the background, its
+	// result thrown away).
+	MaxFunctions     int
+	MaxFunctionBytes int
+	CompileTimeout   time.Duration
 }
 
 // Defaults for Config and ModuleConfig.
@@ -59,7 +66,12 @@ const (
 	DefaultMemoryLimit    = 64 << 20
 	DefaultTimeout        = 60 * time.Second
 	DefaultLoadTimeout    = 10 * time.Second
-	DefaultWatchdogGrace  = 100 * time.Millisecond
+	DefaultWatchdogGrace  = time.Second
+	// The largest example module (standard Go) defines about 4,000 functions, its largest
+	// body is about 60 KiB (docs/sandbox.md, "Limits and defaults").
+	DefaultMaxFunctions     = 100_000
+	DefaultMaxFunctionBytes = 1 << 20
+	DefaultCompileTimeout   = 60 * time.Second
 )
 
 // ModuleConfig holds the per-step settings of a loaded module.
@@ -69,6 +81,9 @@ type ModuleConfig struct {
 	// Capabilities grant outbound HTTP and named values (flows.yaml `http` and `env`);
 	// the zero value grants nothing.
 	Capabilities Capabilities
+	// Fuel is the work one task may do, in units of about one WebAssembly instruction
+	// (flows.yaml `fuel`); past it the task fails with KindFuelExhausted. 0: unlimited.
+	Fuel int64
 }
 
 // Task is one handler call.
@@ -76,6 +91,10 @@ type Task struct {
 	Input   []byte        // step input JSON, exactly as pgflow delivered it
 	Context []byte        // context JSON (abi.Context)
 	Timeout time.Duration // the step timeout; the call is stopped when it expires
+	// Seed makes random_get reproducible: a task with the same seed draws the same bytes
+	// (flows.yaml `deterministic: true` seeds it with the task's identity). nil: every task
+	// draws unpredictable bytes.
+	Seed []byte
 }
 
 // Result is what a call produced.
@@ -84,6 +103,9 @@ type Result struct {
 	Logs        []LogLine
 	LogsDropped int // lines dropped over MaxLogBytes
 	Duration    time.Duration
+	// FuelUsed is the work the task did, in fuel units: always counted on wazero, on
+	// wasmtime only for modules loaded with Fuel (0 otherwise).
+	FuelUsed int64
 }
 
 // LogLine is one call of the guest's log import.
@@ -107,6 +129,8 @@ const (
 	KindProtocolError  Kind = "protocol_error"
 	// KindCanceled: the caller's context was canceled (not its deadline) before the call ended.
 	KindCanceled Kind = "canceled"
+	// KindFuelExhausted: the task used more work than its step's fuel (ModuleConfig.Fuel).
+	KindFuelExhausted Kind = "fuel_exhausted"
 )
 
 // Error is the typed failure of Load or Run.

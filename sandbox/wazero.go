@@ -14,17 +14,25 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/instrument"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
 )
 
 // wazeroCacheDir is the cache subfolder for wazero. wazero's own cache key covers its
-// version, the CPU and the module, but not WithCloseOnContextDone (which changes the
-// generated code): this folder is only ever filled with it on.
-const wazeroCacheDir = "wazero-closeondone"
+// version, the CPU and the module it is given (here the instrumented one), but not the
+// runtime configuration: the folder names the instrumentation's version and the settings
+// that change the generated code.
+var wazeroCacheDir = fmt.Sprintf("wazero-instrumented-v%d", instrument.Version)
 
 // wazeroBackend is the default engine: pure Go, one runtime for every module. The memory
 // limit is per step, so it is not a runtime setting here: each instance gets a
 // cappedMemory that refuses to grow past the step's limit and remembers that it did.
+//
+// wazero's machine code cannot be preempted by the Go runtime, so every module is
+// instrumented before it is compiled (package instrument): its checkpoints call the
+// host's tick often enough that deadlines, fuel, the scheduler and the collector never wait
+// for guest code for long. wazero's own WithCloseOnContextDone is off: it only checks at
+// loop back-edges, where it costs a call into Go per iteration.
 type wazeroBackend struct {
 	rt       wazero.Runtime
 	cache    wazero.CompilationCache
@@ -36,8 +44,7 @@ type stateKey struct{}
 
 func newWazero(cfg Config) (backend, error) {
 	ctx := context.Background()
-	// CloseOnContextDone is what makes a task's deadline stop a running loop.
-	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true).WithCoreFeatures(api.CoreFeaturesV2)
+	rc := wazero.NewRuntimeConfig().WithCoreFeatures(api.CoreFeaturesV2)
 	b := &wazeroBackend{}
 	if cfg.CacheDir != "" {
 		b.cacheDir = filepath.Join(cfg.CacheDir, wazeroCacheDir)
@@ -56,8 +63,7 @@ func newWazero(cfg Config) (backend, error) {
 	b.mcfg = wazero.NewModuleConfig().WithName("").WithStartFunctions().WithRandSource(unusedReader{})
 
 	builders := map[string]wazero.HostModuleBuilder{}
-	for i := range hostFuncs {
-		f := &hostFuncs[i]
+	for _, f := range append(hostFuncPtrs(), &meterFunc) {
 		hb, ok := builders[f.module]
 		if !ok {
 			hb = b.rt.NewHostModuleBuilder(f.module)
@@ -109,7 +115,12 @@ func wazeroHostFunc(f *hostFunc) api.GoModuleFunc {
 	}
 }
 
-func (b *wazeroBackend) compile(ctx context.Context, wasm []byte, _ string) (compiledModule, error) {
+func (b *wazeroBackend) compile(ctx context.Context, wasm []byte, _ string, _ compileOptions) (compiledModule, error) {
+	ins, err := instrument.Rewrite(wasm)
+	if err != nil {
+		return nil, err
+	}
+	wasm = ins.Wasm
 	cm, err := b.rt.CompileModule(ctx, wasm)
 	if err != nil && b.cacheDir != "" && strings.HasPrefix(err.Error(), "compilationcache") {
 		// wazero fails on a damaged cache entry instead of recompiling: its entries are
@@ -149,15 +160,22 @@ func (c *wazeroCompiled) instantiate(ctx context.Context, st *callState) (guestI
 	if err != nil {
 		return nil, wazeroError(err)
 	}
-	return &wazeroInstance{mod: mod, st: st, fns: map[string]api.Function{}}, nil
+	counter, ok := mod.ExportedGlobal(instrument.CounterExport).(api.MutableGlobal)
+	if !ok {
+		_ = mod.Close(ctx)
+		return nil, errors.New("the instrumented module has no counter")
+	}
+	st.settle(int64(counter.Get())) // the start function ran here
+	return &wazeroInstance{mod: mod, st: st, fns: map[string]api.Function{}, counter: counter}, nil
 }
 
 func (c *wazeroCompiled) close(ctx context.Context) error { return c.cm.Close(ctx) }
 
 type wazeroInstance struct {
-	mod api.Module
-	st  *callState
-	fns map[string]api.Function
+	mod     api.Module
+	st      *callState
+	fns     map[string]api.Function
+	counter api.MutableGlobal // the instrumentation's work counter
 }
 
 func (i *wazeroInstance) call(ctx context.Context, name string, args ...uint64) (uint64, error) {
@@ -168,7 +186,11 @@ func (i *wazeroInstance) call(ctx context.Context, name string, args ...uint64) 
 		}
 		i.fns[name] = fn
 	}
+	// Each call starts with an empty slice: its first checkpoint asks the host for one.
+	i.counter.Set(0)
+	i.st.sliceStart = 0
 	res, err := fn.Call(context.WithValue(ctx, stateKey{}, i.st), args...)
+	i.st.settle(int64(i.counter.Get()))
 	if err != nil {
 		return 0, wazeroError(err)
 	}
@@ -185,6 +207,9 @@ func (i *wazeroInstance) close(ctx context.Context) { _ = i.mod.Close(ctx) }
 
 // wazeroError maps wazero's errors to errInterrupted or a one-line trap reason.
 func wazeroError(err error) error {
+	if errors.Is(err, errInterrupted) {
+		return errInterrupted
+	}
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {
 		switch exit.ExitCode() {
