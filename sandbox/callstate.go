@@ -62,6 +62,7 @@ type callState struct {
 	fuelLimit  int64 // units of work the task may use; 0: unlimited
 	fuelUsed   int64 // units used before the current slice
 	sliceStart int64 // the counter's value when the current slice began
+	lastYield  time.Time
 
 	// Capabilities, per task.
 	ctx        context.Context  // the task's: its deadline ends HTTP requests

@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"fmt"
+	"runtime"
+	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/instrument"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
@@ -14,6 +16,11 @@ import (
 // docs/sandbox.md ("Preemption"): about 0.1 ms of loop-free recursion, a few ms at worst.
 const tickSlice = 200_000
 
+// yieldEvery is how much guest time passes before tick lets other goroutines run (the
+// Go scheduler's own preemption comes only after 10 ms): with more runaway guests than
+// cores, a cheap task or the collector waits for a few guests' yields, not their time slices.
+const yieldEvery = time.Millisecond
+
 // tickFunc is the host side of the instrumentation's checkpoints: the counter of work left
 // in the slice ran out. It accounts the slice, stops a guest whose task is over (deadline,
 // cancellation, fuel) and hands out the next slice. Being a call into Go, it is also where
@@ -23,6 +30,12 @@ func (s *callState) tick(counter int64) (int64, error) {
 	s.sliceStart = 0
 	if s.ctx != nil && s.ctx.Err() != nil {
 		return 0, errInterrupted
+	}
+	if now := time.Now(); now.Sub(s.lastYield) >= yieldEvery {
+		if !s.lastYield.IsZero() {
+			runtime.Gosched()
+		}
+		s.lastYield = now
 	}
 	next := int64(tickSlice)
 	if s.fuelLimit > 0 {

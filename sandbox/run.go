@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -46,7 +47,11 @@ func (m *module) Run(ctx context.Context, t Task) (Result, error) {
 		defer m.life.done()
 		return m.execute(ctx, t, timeout, stopped)
 	})
-	if abandoned {
+	switch {
+	case abandoned && errors.Is(ctx.Err(), context.Canceled):
+		// wasmtime cannot interrupt a guest before its deadline, where it stops it.
+		o = outcome{err: &Error{Kind: KindCanceled, Message: "the call was canceled (the guest runs on until its deadline)"}}
+	case abandoned:
 		// The guest is still running on the abandoned goroutine, which owns its state:
 		// nothing of it can be read here.
 		o = outcome{err: &Error{Kind: KindTimeout, Message: timeoutMessage(timeout) +

@@ -40,8 +40,8 @@ func (e *engine) pooled(fn func()) {
 // supervise runs fn on a pooled goroutine and waits for it. fn calls stopped once no guest
 // code can run any more (it may be called more than once). When ctx ends, the engine is
 // expected to stop the guest promptly: if the guest has not stopped WatchdogGrace later,
-// the call is abandoned: supervise returns (zero, true) and the goroutine keeps running,
-// counted by Abandoned until it really ends. A call whose guest stopped in time is waited
+// supervise returns (zero, true) and the goroutine keeps running; it is counted by
+// Abandoned while its guest runs past its deadline + WatchdogGrace. A call whose guest stopped in time is waited
 // for: what is left is the host's own work (closing the instance, freeing its memory),
 // which can be slow on a loaded machine without anything being out of control.
 func (e *engine) supervise(ctx context.Context, fn func(stopped func()) outcome) (outcome, bool) {
@@ -70,18 +70,33 @@ func (e *engine) supervise(ctx context.Context, fn func(stopped func()) outcome)
 		return <-c.done, false
 	case <-t.C:
 	}
-	// The call is abandoned unless its guest stopped meanwhile (checked under the lock the
-	// goroutine takes after stopping, so the count cannot go wrong).
-	c.mu.Lock()
+	// Run gives up waiting. The call counts as abandoned if its guest is still running at
+	// its deadline + grace: a canceled call (wasmtime cannot be interrupted before its
+	// deadline) is stopped by the engine at the deadline and is not abandoned.
+	countAt := time.Now()
+	if d, ok := ctx.Deadline(); ok {
+		countAt = d.Add(e.cfg.WatchdogGrace)
+	}
+	count := func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		select {
+		case <-c.stoppedCh:
+		default:
+			c.abandoned = true
+			e.abandoned.Add(1)
+		}
+	}
 	select {
 	case <-c.stoppedCh:
-		c.mu.Unlock()
 		return <-c.done, false
 	default:
 	}
-	c.abandoned = true
-	e.abandoned.Add(1)
-	c.mu.Unlock()
+	if wait := time.Until(countAt); wait > 0 {
+		time.AfterFunc(wait, count)
+	} else {
+		count()
+	}
 	return outcome{}, true
 }
 

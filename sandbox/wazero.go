@@ -225,10 +225,12 @@ func wazeroError(err error) error {
 
 // cappedMemory backs one instance's linear memory and refuses to grow it past the
 // step's memory limit, recording the refusal so the failure that usually follows is
-// reported as memory_limit rather than as an anonymous trap.
+// reported as memory_limit rather than as an anonymous trap. Small memories come from the
+// pool, large ones are mapped from the operating system (mempool.go).
 type cappedMemory struct {
-	st  *callState
-	buf []byte
+	st     *callState
+	buf    []byte
+	mapped bool // buf is a mapping of the whole limit
 }
 
 func (m *cappedMemory) Reallocate(size uint64) []byte {
@@ -242,7 +244,15 @@ func (m *cappedMemory) Reallocate(size uint64) []byte {
 		m.buf = m.buf[:size]
 		return m.buf
 	}
-	nb := linearMemories.get(size, min(2*uint64(cap(m.buf)), limit))
+	if size > pooledMax {
+		if nb, ok := mapMemory(limit); ok {
+			copy(nb, m.buf)
+			linearMemories.put(m.buf)
+			m.buf, m.mapped = nb[:size], true
+			return m.buf
+		}
+	}
+	nb := linearMemories.get(size, min(2*uint64(cap(m.buf)), limit, max(size, pooledMax)))
 	copy(nb, m.buf)
 	linearMemories.put(m.buf)
 	m.buf = nb
@@ -252,7 +262,11 @@ func (m *cappedMemory) Reallocate(size uint64) []byte {
 // Free runs when the instance is closed, which the sandbox does only after its last call
 // returned (abandoned calls included), so no guest code can touch the buffer any more.
 func (m *cappedMemory) Free() {
-	linearMemories.put(m.buf)
+	if m.mapped {
+		unmapMemory(m.buf)
+	} else {
+		linearMemories.put(m.buf)
+	}
 	m.buf = nil
 }
 
