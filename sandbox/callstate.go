@@ -55,7 +55,7 @@ type callState struct {
 	logBytes       int
 	logsDropped    int
 	abort          *hostAbort
-	memRefused     bool // a memory.grow past the memory limit was refused during this task
+	memRefused     bool   // a memory.grow past the memory limit was refused during this task
 	seed           []byte // the task's random seed (Task.Seed); nil: unpredictable bytes
 
 	// Work metering (wazero's instrumentation; wasmtime counts fuel natively), per task.

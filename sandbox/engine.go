@@ -82,6 +82,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxLogBytes <= 0 {
 		c.MaxLogBytes = DefaultMaxLogBytes
 	}
+	if c.MaxInputBytes <= 0 {
+		c.MaxInputBytes = DefaultMaxInputBytes
+	}
 	if c.LoadTimeout <= 0 {
 		c.LoadTimeout = DefaultLoadTimeout
 	}

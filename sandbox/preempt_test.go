@@ -323,3 +323,20 @@ func TestLoadLimits(t *testing.T) {
 		runEcho(t, e)
 	})
 }
+
+// A task input over MaxInputBytes fails before any guest code runs, with the sizes.
+func TestInputTooLarge(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, engine string) {
+		t.Parallel()
+		e := newEngine(t, engine, sandbox.Config{MaxInputBytes: 1 << 10})
+		m := load(t, e, testModule(t, "echo"), sandbox.ModuleConfig{})
+		in := `"` + strings.Repeat("a", 1<<10) + `"`
+		_, err := m.Run(context.Background(), task(in, 5*time.Second))
+		wantKind(t, err, sandbox.KindInputTooLarge, "1.0 KiB, over the limit of 1 KiB", "--max-input-size")
+		in = `"` + strings.Repeat("a", 1<<10-2) + `"` // exactly the limit
+		if res, err := m.Run(context.Background(), task(in, 5*time.Second)); err != nil || string(res.Output) != in {
+			t.Errorf("an input of exactly the limit: %v", err)
+		}
+	})
+}

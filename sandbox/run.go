@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -37,6 +38,10 @@ func (m *module) Run(ctx context.Context, t Task) (Result, error) {
 	timeout := t.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
+	}
+	if max := m.eng.cfg.MaxInputBytes; len(t.Input) > max {
+		return Result{}, &Error{Kind: KindInputTooLarge, Message: fmt.Sprintf(
+			"the task input is %s, over the limit of %s (the worker's --max-input-size)", bytesText(uint64(len(t.Input))), bytesText(uint64(max)))}
 	}
 	if !m.life.acquire() {
 		return Result{}, ErrClosed

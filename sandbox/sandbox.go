@@ -42,6 +42,7 @@ type Config struct {
 	MaxOutputBytes int    // largest output_write accepted
 	MaxErrorBytes  int    // error_write and captured stdout and stderr are truncated here
 	MaxLogBytes    int    // per task; further log lines are dropped and counted
+	MaxInputBytes  int    // largest Task.Input; a larger one fails with KindInputTooLarge
 	// LoadTimeout bounds the calls Load makes into a module (start function, _initialize,
 	// pgflow_abi_version).
 	LoadTimeout time.Duration
@@ -63,6 +64,7 @@ const (
 	DefaultMaxOutputBytes = 1 << 20
 	DefaultMaxErrorBytes  = 16 << 10
 	DefaultMaxLogBytes    = 64 << 10
+	DefaultMaxInputBytes  = 16 << 20
 	DefaultMemoryLimit    = 64 << 20
 	DefaultTimeout        = 60 * time.Second
 	DefaultLoadTimeout    = 10 * time.Second
@@ -129,6 +131,8 @@ const (
 	KindProtocolError  Kind = "protocol_error"
 	// KindCanceled: the caller's context was canceled (not its deadline) before the call ended.
 	KindCanceled Kind = "canceled"
+	// KindInputTooLarge: the task's input is over Config.MaxInputBytes; the guest never ran.
+	KindInputTooLarge Kind = "input_too_large"
 	// KindFuelExhausted: the task used more work than its step's fuel (ModuleConfig.Fuel).
 	KindFuelExhausted Kind = "fuel_exhausted"
 )
