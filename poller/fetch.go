@@ -66,7 +66,7 @@ func NewFetcher(pool *pgxpool.Pool, cfg FetcherConfig) *Fetcher {
 		cfg.ReadVT = 30
 	}
 	return &Fetcher{pool: pool, flow: cfg.Flow, workerID: cfg.WorkerID, visibility: cfg.Visibility,
-		readVT: cfg.ReadVT, inputs: newRunInputCache(256)}
+		readVT: cfg.ReadVT, inputs: newRunInputCache(runInputCacheBytes)}
 }
 
 // fetchTimeout bounds one fetch, which its caller's context does not interrupt (Fetch).
@@ -140,6 +140,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32, missingRuns []string) ([]Task, error) {
 	var tasks []Task
 	attempts := map[int64]int{}
+	fetched := map[string][]byte{}
 	b := &pgx.Batch{}
 	b.Queue(`select run_id::text, step_slug, task_index, msg_id, input from pgflow.start_tasks($1, $2::bigint[], $3::text::uuid)`,
 		f.flow, ids, f.workerID).Query(func(rows pgx.Rows) error {
@@ -184,6 +185,7 @@ func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32
 					if err := rows.Scan(&id, &input); err != nil {
 						return err
 					}
+					fetched[id] = input // the cache may refuse an input larger than its budget
 					f.inputs.put(id, input)
 				}
 				return rows.Err()
@@ -203,7 +205,9 @@ func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32
 		}
 		t.Attempt = n
 		t.WorkerID = f.workerID
-		t.FlowInput = f.inputs.get(t.RunID)
+		if t.FlowInput = fetched[t.RunID]; t.FlowInput == nil {
+			t.FlowInput = f.inputs.get(t.RunID)
+		}
 		mine = append(mine, t)
 	}
 	slices.SortFunc(mine, func(a, b Task) int { return cmp.Compare(a.MsgID, b.MsgID) })
