@@ -280,13 +280,13 @@ func TestLargeGuestsGiveMemoryBack(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, err := m.Run(context.Background(), task(`{}`, time.Second))
+				_, err := m.Run(context.Background(), task(`{}`, 2*time.Second))
 				if se, ok := err.(*sandbox.Error); !ok || se.Kind != sandbox.KindTimeout || strings.Contains(se.Message, "abandoned") {
 					t.Errorf("memory_hog: %v, want a timeout that is not abandoned", err)
 				}
 			}()
 		}
-		time.Sleep(700 * time.Millisecond)
+		time.Sleep(1800 * time.Millisecond)
 		peak = rss(t)
 		wg.Wait()
 		deadline := time.Now().Add(5 * time.Second)
@@ -339,4 +339,44 @@ func TestInputTooLarge(t *testing.T) {
 			t.Errorf("an input of exactly the limit: %v", err)
 		}
 	})
+}
+
+// memory.fill and memory.copy run in chunks on instrumented wazero: the results (past
+// the chunk size, overlapping both ways, to the last byte) and the traps (out of bounds,
+// an end past 4 GiB) are the same as the engines' own instructions.
+func TestChunkedBulkMemory(t *testing.T) {
+	t.Parallel()
+	results := map[string][]string{}
+	for _, cfg := range []struct {
+		name   string
+		engine string
+		cfg    sandbox.Config
+	}{
+		{"wazero", sandbox.EngineWazero, sandbox.Config{}},
+		{"wazero uninstrumented", sandbox.EngineWazero, sandbox.Config{Uninstrumented: true}},
+		{"wasmtime", sandbox.EngineWasmtime, sandbox.Config{}},
+	} {
+		if !slices.Contains(sandbox.Engines(), cfg.engine) {
+			continue
+		}
+		e := newEngine(t, cfg.engine, cfg.cfg)
+		m := load(t, e, testModule(t, "bulk"), sandbox.ModuleConfig{})
+		for _, in := range []string{`""`, `"x"`, `"xx"`, `"xxx"`} {
+			res, err := m.Run(context.Background(), task(in, 10*time.Second))
+			got := string(res.Output)
+			if err != nil {
+				got = err.Error()
+			}
+			results[cfg.name] = append(results[cfg.name], got)
+		}
+	}
+	want := results["wazero uninstrumented"]
+	if !strings.HasPrefix(want[0], `"`) || !strings.Contains(want[1], "out of bounds") || !strings.Contains(want[2], "out of bounds") || !strings.Contains(want[3], "out of bounds") {
+		t.Fatalf("uninstrumented wazero: %q", want)
+	}
+	for name, got := range results {
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
 }

@@ -56,6 +56,11 @@ type Config struct {
 	MaxFunctions     int
 	MaxFunctionBytes int
 	CompileTimeout   time.Duration
+	// Uninstrumented runs wazero as it was before modules were instrumented: only loops
+	// check the deadline (WithCloseOnContextDone), so loop-free code runs on, abandoned,
+	// and can hold the Go runtime. Only for measuring what the instrumentation costs and for
+	// testing the worker's last resort against abandoned calls; never for serving.
+	Uninstrumented bool
 }
 
 // Defaults for Config and ModuleConfig.

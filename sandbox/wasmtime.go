@@ -19,6 +19,7 @@ import (
 	wasmtime "github.com/bytecodealliance/wasmtime-go/v39"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/instrument"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
 )
 
@@ -83,7 +84,7 @@ func newWasmtimeEngine(cfg Config, fuel bool) (*wasmtimeEngine, error) {
 	if cfg.CacheDir != "" {
 		// The folder names everything the compiled code depends on; wasmtime also refuses
 		// to deserialize code made by another version or configuration.
-		settings := fmt.Sprintf("epoch=1 stack=%d threads=0 memory64=0", wasmtimeMaxStack)
+		settings := fmt.Sprintf("epoch=1 stack=%d threads=0 memory64=0 bulk-chunks=%d", wasmtimeMaxStack, instrument.Version)
 		if fuel {
 			settings += " fuel=1"
 		}
@@ -199,7 +200,13 @@ func (b *wasmtimeBackend) compile(_ context.Context, wasm []byte, sum string, op
 			return &wasmtimeCompiled{e: e, m: m}, nil
 		}
 	}
-	m, err := wasmtime.NewModule(e.engine, wasm)
+	// Epochs stop loops and calls, not one long memory.fill or memory.copy: those run in
+	// chunks (package instrument).
+	chunked, err := instrument.ChunkBulkMemory(wasm)
+	if err != nil {
+		return nil, err
+	}
+	m, err := wasmtime.NewModule(e.engine, chunked.Wasm)
 	if err != nil {
 		return nil, err
 	}

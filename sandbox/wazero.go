@@ -38,6 +38,8 @@ type wazeroBackend struct {
 	cache    wazero.CompilationCache
 	cacheDir string // "" when the cache is off
 	mcfg     wazero.ModuleConfig
+	// instrumented is false only with Config.Uninstrumented.
+	instrumented bool
 }
 
 type stateKey struct{}
@@ -45,9 +47,14 @@ type stateKey struct{}
 func newWazero(cfg Config) (backend, error) {
 	ctx := context.Background()
 	rc := wazero.NewRuntimeConfig().WithCoreFeatures(api.CoreFeaturesV2)
-	b := &wazeroBackend{}
+	b := &wazeroBackend{instrumented: !cfg.Uninstrumented}
+	cacheDir := wazeroCacheDir
+	if !b.instrumented {
+		rc = rc.WithCloseOnContextDone(true)
+		cacheDir = "wazero-closeondone"
+	}
 	if cfg.CacheDir != "" {
-		b.cacheDir = filepath.Join(cfg.CacheDir, wazeroCacheDir)
+		b.cacheDir = filepath.Join(cfg.CacheDir, cacheDir)
 		cache, err := wazero.NewCompilationCacheWithDir(b.cacheDir)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: wazero compilation cache: %w", err)
@@ -116,11 +123,13 @@ func wazeroHostFunc(f *hostFunc) api.GoModuleFunc {
 }
 
 func (b *wazeroBackend) compile(ctx context.Context, wasm []byte, _ string, _ compileOptions) (compiledModule, error) {
-	ins, err := instrument.Rewrite(wasm)
-	if err != nil {
-		return nil, err
+	if b.instrumented {
+		ins, err := instrument.Rewrite(wasm)
+		if err != nil {
+			return nil, err
+		}
+		wasm = ins.Wasm
 	}
-	wasm = ins.Wasm
 	cm, err := b.rt.CompileModule(ctx, wasm)
 	if err != nil && b.cacheDir != "" && strings.HasPrefix(err.Error(), "compilationcache") {
 		// wazero fails on a damaged cache entry instead of recompiling: its entries are
@@ -160,13 +169,17 @@ func (c *wazeroCompiled) instantiate(ctx context.Context, st *callState) (guestI
 	if err != nil {
 		return nil, wazeroError(err)
 	}
-	counter, ok := mod.ExportedGlobal(instrument.CounterExport).(api.MutableGlobal)
-	if !ok {
-		_ = mod.Close(ctx)
-		return nil, errors.New("the instrumented module has no counter")
+	g := &wazeroInstance{mod: mod, st: st, fns: map[string]api.Function{}}
+	if c.b.instrumented {
+		counter, ok := mod.ExportedGlobal(instrument.CounterExport).(api.MutableGlobal)
+		if !ok {
+			_ = mod.Close(ctx)
+			return nil, errors.New("the instrumented module has no counter")
+		}
+		st.settle(int64(counter.Get())) // the start function ran here
+		g.counter = counter
 	}
-	st.settle(int64(counter.Get())) // the start function ran here
-	return &wazeroInstance{mod: mod, st: st, fns: map[string]api.Function{}, counter: counter}, nil
+	return g, nil
 }
 
 func (c *wazeroCompiled) close(ctx context.Context) error { return c.cm.Close(ctx) }
@@ -175,7 +188,7 @@ type wazeroInstance struct {
 	mod     api.Module
 	st      *callState
 	fns     map[string]api.Function
-	counter api.MutableGlobal // the instrumentation's work counter
+	counter api.MutableGlobal // the instrumentation's work counter (nil: uninstrumented)
 }
 
 func (i *wazeroInstance) call(ctx context.Context, name string, args ...uint64) (uint64, error) {
@@ -186,11 +199,15 @@ func (i *wazeroInstance) call(ctx context.Context, name string, args ...uint64) 
 		}
 		i.fns[name] = fn
 	}
-	// Each call starts with an empty slice: its first checkpoint asks the host for one.
-	i.counter.Set(0)
-	i.st.sliceStart = 0
+	if i.counter != nil {
+		// Each call starts with an empty slice: its first checkpoint asks the host for one.
+		i.counter.Set(0)
+		i.st.sliceStart = 0
+	}
 	res, err := fn.Call(context.WithValue(ctx, stateKey{}, i.st), args...)
-	i.st.settle(int64(i.counter.Get()))
+	if i.counter != nil {
+		i.st.settle(int64(i.counter.Get()))
+	}
 	if err != nil {
 		return 0, wazeroError(err)
 	}

@@ -24,6 +24,8 @@ const (
 	kindPlain     = iota
 	kindFuncIdx   // imm is a function index (call, ref.func)
 	kindGlobalIdx // imm is a global index (global.get, global.set)
+	kindFill      // memory.fill of memory 0
+	kindCopy      // memory.copy within memory 0
 )
 
 // instr is one decoded instruction: its bytes are b[start:end]; a function index to
@@ -91,7 +93,7 @@ func decode(r *reader) (instr, error) {
 		in.kind, in.immAt = kindFuncIdx, r.off
 		in.imm = r.u32()
 	case op == 0xfc:
-		decodeFC(r)
+		in.kind = decodeFC(r)
 	case op == 0xfd:
 		decodeSIMD(r)
 	default:
@@ -104,19 +106,22 @@ func decode(r *reader) (instr, error) {
 }
 
 // decodeFC reads the saturating conversions, bulk memory and table instructions.
-func decodeFC(r *reader) {
+func decodeFC(r *reader) int {
 	start := r.off
 	switch sub := r.u32(); {
+	case sub == 10: // memory.copy
+		if r.u32() == 0 && r.u32() == 0 {
+			return kindCopy
+		}
+	case sub == 11: // memory.fill
+		if r.u32() == 0 {
+			return kindFill
+		}
 	case sub <= 7: // trunc_sat
 	case sub == 8: // memory.init data, memory
 		r.u32()
 		r.u32()
 	case sub == 9: // data.drop
-		r.u32()
-	case sub == 10: // memory.copy
-		r.u32()
-		r.u32()
-	case sub == 11: // memory.fill
 		r.u32()
 	case sub == 12 || sub == 14: // table.init elem table, table.copy table table
 		r.u32()
@@ -126,6 +131,7 @@ func decodeFC(r *reader) {
 	default:
 		r.fail("unsupported instruction 0xfc %d at offset %d", sub, start-1)
 	}
+	return kindPlain
 }
 
 // decodeSIMD reads a 0xfd (fixed-width SIMD) instruction.

@@ -16,6 +16,12 @@
 // if, else, end, nop) from it to the next checkpoint in the code, both arms of an if
 // included: an upper bound of the instructions executed, deterministic for a given input.
 //
+// A single memory.fill or memory.copy can run for seconds (gigabytes, or pages the
+// operating system is slow to provide), and it is one instruction: the rewrite replaces
+// both with calls to two added functions that do the same in chunks of bulkChunk bytes,
+// with a checkpoint between chunks (bounds are checked first, so a failing operation still
+// traps before it writes anything).
+//
 // Function indices move up by one (the import comes after the module's own imports), so
 // every call, ref.func, export, element and start index is renumbered; custom sections
 // (names, producers, debug info) are dropped, since their function indices would be stale.
@@ -30,6 +36,9 @@ import (
 
 // Version changes whenever the rewrite produces different code: compiled-code caches key on it.
 const Version = 1
+
+// bulkChunk is the most memory.fill and memory.copy touch between two checkpoints.
+const bulkChunk = 1 << 20
 
 // The host import every checkpoint calls when the counter runs out, and the export that
 // gives the host the counter.
@@ -74,14 +83,35 @@ type module struct {
 	importGlobal int
 	funcs        int
 	globals      int
+	usesBulk     bool // the code has memory.fill or memory.copy: the chunked helpers are added
+	inHelper     bool // rewriting a helper: its bulk instructions stay
+	meter        bool // add the counter, the tick import and the checkpoints
 }
 
+// shift is how far the module's own functions move: past the tick import, if any.
+func (m *module) shift() uint32 {
+	if m.meter {
+		return 1
+	}
+	return 0
+}
+
+// helperType is the type index of the bulk helpers: after the tick's, if any.
+func (m *module) helperType() uint32 { return uint32(m.types) + m.shift() }
+
 // Rewrite instruments wasm. It never modifies its input.
-func Rewrite(wasm []byte) (Result, error) {
+func Rewrite(wasm []byte) (Result, error) { return rewrite(wasm, true) }
+
+// ChunkBulkMemory only replaces memory.fill and memory.copy with the chunked helpers: no
+// counter, no checkpoints, no import, function indices unchanged. For engines that
+// interrupt loops themselves (wasmtime's epochs), it bounds the longest instruction.
+func ChunkBulkMemory(wasm []byte) (Result, error) { return rewrite(wasm, false) }
+
+func rewrite(wasm []byte, meter bool) (Result, error) {
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" || string(wasm[4:8]) != "\x01\x00\x00\x00" {
 		return Result{}, errors.New("not a WebAssembly 1.0 module")
 	}
-	m := &module{sections: map[byte][]byte{}}
+	m := &module{sections: map[byte][]byte{}, meter: meter}
 	r := &reader{b: wasm, off: 8}
 	for !r.done() {
 		id := r.byte()
@@ -105,6 +135,16 @@ func Rewrite(wasm []byte) (Result, error) {
 		return Result{}, err
 	}
 	res := Result{Functions: m.funcs}
+	// The code first: it decides whether the bulk-memory helpers are needed.
+	code, hasCode := m.sections[secCode]
+	if hasCode {
+		var err error
+		if code, res.Checkpoints, err = m.codeSection(code); err != nil {
+			return Result{}, fmt.Errorf("code section: %w", err)
+		}
+	} else if m.funcs > 0 {
+		return Result{}, fmt.Errorf("%d functions but no code section", m.funcs)
+	}
 	out := append(make([]byte, 0, len(wasm)+len(wasm)/4+64), wasm[:8]...)
 	for _, id := range sectionOrder {
 		body, has := m.sections[id]
@@ -114,14 +154,24 @@ func Rewrite(wasm []byte) (Result, error) {
 			body, err = m.typeSection(body)
 			has = true
 		case secImport:
-			body, err = m.importSection(body)
-			has = true
+			if m.meter {
+				body, err = m.importSection(body)
+				has = true
+			}
+		case secFunction:
+			if m.usesBulk {
+				body, err = m.functionSection(body)
+			}
 		case secGlobal:
-			body, err = m.globalSection(body)
-			has = true
+			if has || m.meter {
+				body, err = m.globalSection(body)
+				has = true
+			}
 		case secExport:
-			body, err = m.exportSection(body)
-			has = true
+			if has || m.meter {
+				body, err = m.exportSection(body)
+				has = true
+			}
 		case secStart:
 			if has {
 				body, err = m.startSection(body)
@@ -131,9 +181,7 @@ func Rewrite(wasm []byte) (Result, error) {
 				body, err = m.elementSection(body)
 			}
 		case secCode:
-			if has {
-				body, res.Checkpoints, err = m.codeSection(body)
-			}
+			body = code
 		}
 		if err != nil {
 			return Result{}, fmt.Errorf("%s section: %w", sectionName(id), err)
@@ -210,6 +258,9 @@ func (m *module) count() error {
 // tickFunc is the index of the host import; the module's own functions move up past it.
 func (m *module) tickFunc() uint32 { return uint32(m.importFuncs) }
 
+// fillFunc is the index of the chunked memory.fill; the chunked memory.copy follows it.
+func (m *module) fillFunc() uint32 { return uint32(m.importFuncs+m.funcs) + m.shift() }
+
 // counterGlobal is the index of the added global: after every global the module has.
 func (m *module) counterGlobal() uint32 { return uint32(m.importGlobal + m.globals) }
 
@@ -220,20 +271,44 @@ func (m *module) remapFunc(idx uint32) (uint32, error) {
 	case idx < uint32(m.importFuncs):
 		return idx, nil
 	case uint64(idx) < uint64(m.importFuncs)+uint64(m.funcs):
-		return idx + 1, nil
+		return idx + m.shift(), nil
 	}
 	return 0, fmt.Errorf("function index %d is out of range (%d functions)", idx, m.importFuncs+m.funcs)
 }
 
-// typeSection appends the tick's type, (i64) -> i64.
+// typeSection appends the tick's type, (i64) -> i64, and the bulk helpers' type,
+// (i32, i32, i32) -> ().
 func (m *module) typeSection(body []byte) ([]byte, error) {
-	out := appendU32(nil, uint32(m.types+1))
+	n := m.types + int(m.shift())
+	if m.usesBulk {
+		n++
+	}
+	out := appendU32(nil, uint32(n))
 	if body != nil {
 		r := &reader{b: body}
 		r.u32()
 		out = append(out, body[r.off:]...)
 	}
-	return append(out, 0x60, 1, 0x7e, 1, 0x7e), nil
+	if m.meter {
+		out = append(out, 0x60, 1, 0x7e, 1, 0x7e)
+	}
+	if m.usesBulk {
+		out = append(out, 0x60, 3, 0x7f, 0x7f, 0x7f, 0)
+	}
+	return out, nil
+}
+
+// functionSection declares the two bulk helpers after the module's own functions.
+func (m *module) functionSection(body []byte) ([]byte, error) {
+	r := &reader{b: body}
+	r.u32()
+	if r.err != nil {
+		return nil, r.err
+	}
+	out := appendU32(nil, uint32(m.funcs+2))
+	out = append(out, body[r.off:]...)
+	out = appendU32(out, m.helperType())
+	return appendU32(out, m.helperType()), nil
 }
 
 // importSection appends the tick import after the module's own imports.
@@ -256,7 +331,7 @@ func (m *module) importSection(body []byte) ([]byte, error) {
 // globalSection renumbers ref.func in initializers and appends the counter (starting at 0,
 // so the first checkpoint calls the host, which fills it).
 func (m *module) globalSection(body []byte) ([]byte, error) {
-	out := appendU32(nil, uint32(m.globals+1))
+	out := appendU32(nil, uint32(m.globals)+m.shift())
 	if body != nil {
 		r := &reader{b: body}
 		n := r.u32()
@@ -271,6 +346,9 @@ func (m *module) globalSection(body []byte) ([]byte, error) {
 			return nil, r.err
 		}
 	}
+	if !m.meter {
+		return out, nil
+	}
 	return append(out, 0x7e, 0x01, 0x42, 0x00, 0x0b), nil
 }
 
@@ -281,7 +359,7 @@ func (m *module) exportSection(body []byte) ([]byte, error) {
 	if body != nil {
 		n = r.u32()
 	}
-	out := appendU32(nil, n+1)
+	out := appendU32(nil, n+m.shift())
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		name := r.name()
 		if name == CounterExport {
@@ -304,6 +382,9 @@ func (m *module) exportSection(body []byte) ([]byte, error) {
 	}
 	if r.err != nil {
 		return nil, r.err
+	}
+	if !m.meter {
+		return out, nil
 	}
 	out = appendName(out, CounterExport)
 	out = append(out, 0x03)
@@ -396,6 +477,15 @@ func (m *module) emit(b []byte, in instr, out []byte) ([]byte, error) {
 		if uint64(in.imm) >= uint64(m.counterGlobal()) {
 			return out, fmt.Errorf("at offset %d: global index %d is out of range (%d globals)", in.start, in.imm, m.counterGlobal())
 		}
+	case kindFill, kindCopy:
+		if m.inHelper {
+			break
+		}
+		out = append(out, opCall)
+		if in.kind == kindCopy {
+			return appendU32(out, m.fillFunc()+1), nil
+		}
+		return appendU32(out, m.fillFunc()), nil
 	}
 	return append(out, b[in.start:in.end]...), nil
 }
@@ -410,8 +500,8 @@ func (m *module) codeSection(body []byte) ([]byte, int, error) {
 	if int(n) != m.funcs {
 		return nil, 0, fmt.Errorf("%d bodies for %d functions", n, m.funcs)
 	}
-	out := appendU32(make([]byte, 0, len(body)+len(body)/4), n)
 	checkpoints := 0
+	var bodies []byte
 	var fn []byte
 	for i := uint32(0); i < n; i++ {
 		size := r.u32()
@@ -426,10 +516,25 @@ func (m *module) codeSection(body []byte) ([]byte, int, error) {
 			return nil, 0, fmt.Errorf("function %d: %w", uint32(m.importFuncs)+i, err)
 		}
 		checkpoints += cps
-		out = appendU32(out, uint32(len(fn)))
-		out = append(out, fn...)
+		bodies = appendU32(bodies, uint32(len(fn)))
+		bodies = append(bodies, fn...)
 	}
-	return out, checkpoints, nil
+	if m.usesBulk {
+		n += 2
+		m.inHelper = true
+		defer func() { m.inHelper = false }()
+		for _, helper := range [][]byte{fillHelper(), copyHelper()} {
+			var cps int
+			var err error
+			if fn, cps, err = m.function(helper, fn[:0]); err != nil {
+				return nil, 0, fmt.Errorf("bulk memory helper: %w", err)
+			}
+			checkpoints += cps
+			bodies = appendU32(bodies, uint32(len(fn)))
+			bodies = append(bodies, fn...)
+		}
+	}
+	return append(appendU32(make([]byte, 0, len(bodies)+5), n), bodies...), checkpoints, nil
 }
 
 // function rewrites one body: locals unchanged, checkpoints inserted, calls renumbered.
@@ -455,6 +560,9 @@ func (m *module) function(code []byte, out []byte) ([]byte, int, error) {
 			return nil, 0, err
 		}
 		ins = append(ins, in)
+		if in.kind == kindFill || in.kind == kindCopy {
+			m.usesBulk = true
+		}
 		switch in.op {
 		case opBlock, opLoop, opIf:
 			blocks = append(blocks, in.op)
@@ -479,6 +587,9 @@ func (m *module) function(code []byte, out []byte) ([]byte, int, error) {
 	// A checkpoint after the final end would never run.
 	if marks[len(marks)-1] == len(ins) {
 		marks = marks[:len(marks)-1]
+	}
+	if !m.meter {
+		marks = nil
 	}
 
 	// Second pass: emit.

@@ -226,3 +226,32 @@ func TestCheckpointShape(t *testing.T) {
 		t.Fatalf("instrumented module does not compile: %v", err)
 	}
 }
+
+// ChunkBulkMemory keeps every function index and adds no counter: only the helpers.
+func TestChunkBulkMemoryOnly(t *testing.T) {
+	ctx := context.Background()
+	rt := wazero.NewRuntime(ctx)
+	defer rt.Close(ctx)
+	for _, name := range []string{"bulk", "fib", "c_memory_bomb"} {
+		res, err := ChunkBulkMemory(built(t, name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if res.Checkpoints != 0 {
+			t.Errorf("%s: %d checkpoints, want none", name, res.Checkpoints)
+		}
+		cm, err := rt.CompileModule(ctx, res.Wasm)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, f := range cm.ImportedFunctions() {
+			if mod, _, _ := f.Import(); mod == Module {
+				t.Errorf("%s: imports %s", name, mod)
+			}
+		}
+		if strings.Contains(string(res.Wasm), CounterExport) {
+			t.Errorf("%s: exports the counter", name)
+		}
+		_ = cm.Close(ctx)
+	}
+}
