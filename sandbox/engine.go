@@ -233,7 +233,11 @@ func (e *engine) compile(ctx context.Context, wasm []byte, sum string, opts comp
 	done := make(chan result, 1)
 	var mu sync.Mutex
 	gaveUp := false
+	if !e.life.acquire() { // the backend must outlive a compile left running
+		return nil, ErrClosed
+	}
 	go func() {
+		defer e.life.done()
 		c, err := e.b.compile(ctx, wasm, sum, opts)
 		mu.Lock()
 		defer mu.Unlock()

@@ -78,7 +78,7 @@ const (
 	// body is about 60 KiB (docs/sandbox.md, "Limits and defaults").
 	DefaultMaxFunctions     = 100_000
 	DefaultMaxFunctionBytes = 1 << 20
-	DefaultCompileTimeout   = 60 * time.Second
+	DefaultCompileTimeout   = 3 * time.Minute
 )
 
 // ModuleConfig holds the per-step settings of a loaded module.

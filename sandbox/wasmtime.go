@@ -374,6 +374,10 @@ func (i *wasmtimeInstance) wasmtimeError(err error) error {
 			}
 		}
 	}
+	if i.fuel && strings.Contains(err.Error(), "all fuel consumed") {
+		// Out of fuel outside a function entry comes as a plain error, not a coded trap.
+		return i.st.fail(fuelExhausted(i.st.fuelLimit))
+	}
 	reason, _, _ := strings.Cut(err.Error(), "\n")
 	return &trapError{reason: strings.TrimPrefix(reason, "wasm trap: ")}
 }
