@@ -74,8 +74,8 @@ const (
 	DefaultTimeout        = 60 * time.Second
 	DefaultLoadTimeout    = 10 * time.Second
 	DefaultWatchdogGrace  = time.Second
-	// The largest example module (standard Go) defines about 4,000 functions, its largest
-	// body is about 60 KiB (docs/sandbox.md, "Limits and defaults").
+	// The largest example modules (standard Go) define about 2,150 functions, the largest
+	// body among all examples is under 30 KiB (docs/sandbox.md, "Limits and defaults").
 	DefaultMaxFunctions     = 100_000
 	DefaultMaxFunctionBytes = 1 << 20
 	DefaultCompileTimeout   = 3 * time.Minute
