@@ -328,6 +328,9 @@ func TestLoadLimits(t *testing.T) {
 		_, err = slow.Load(context.Background(), exampleModule(t, "go", "greet"), sandbox.ModuleConfig{})
 		wantKind(t, err, sandbox.KindInvalidModule, "took longer than 1ms")
 		runEcho(t, e)
+		// The compile goes on in the background; the engine is released after it.
+		_ = slow.Close(context.Background())
+		waitGoroutinesGone(t, "sandbox.(*engine).compile", 5*time.Minute)
 	})
 }
 
@@ -386,4 +389,16 @@ func TestChunkedBulkMemory(t *testing.T) {
 			t.Errorf("%s: %q, want %q", name, got, want)
 		}
 	}
+}
+
+// waitGoroutinesGone waits until no goroutine has fn in its stack.
+func waitGoroutinesGone(t *testing.T, fn string, within time.Duration) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if !strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn) {
+			return
+		}
+	}
+	t.Fatalf("goroutines running %s did not end within %s", fn, within)
 }
