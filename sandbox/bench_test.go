@@ -23,13 +23,19 @@ const greetInput = `{"run":{"name":"Ada"}}`
 // restart, so no in-memory code is reused): "cold" compiles into an empty cache,
 // "cached" reads the code compiled by a first Load.
 func BenchmarkLoad(b *testing.B) {
-	for _, engine := range sandbox.Engines() {
+	for _, engine := range benchEngines() {
+		name := engine.name
+		if engine.cfg.Uninstrumented {
+			name = "wazero-uninstrumented"
+		}
 		for _, lang := range exampleLangs {
 			path := exampleModule(b, lang, "greet")
-			b.Run(engine+"/"+lang+"/cold", func(b *testing.B) {
+			b.Run(name+"/"+lang+"/cold", func(b *testing.B) {
 				for b.Loop() {
 					b.StopTimer()
-					e := mustNew(b, engine, sandbox.Config{CacheDir: b.TempDir()})
+					cfg := engine.cfg
+					cfg.CacheDir = b.TempDir()
+					e := mustNew(b, engine.name, cfg)
 					b.StartTimer()
 					loadAndClose(b, e, path)
 					b.StopTimer()
@@ -37,14 +43,15 @@ func BenchmarkLoad(b *testing.B) {
 					b.StartTimer()
 				}
 			})
-			b.Run(engine+"/"+lang+"/cached", func(b *testing.B) {
-				dir := b.TempDir()
-				warm := mustNew(b, engine, sandbox.Config{CacheDir: dir})
+			b.Run(name+"/"+lang+"/cached", func(b *testing.B) {
+				cfg := engine.cfg
+				cfg.CacheDir = b.TempDir()
+				warm := mustNew(b, engine.name, cfg)
 				loadAndClose(b, warm, path)
 				_ = warm.Close(context.Background())
 				for b.Loop() {
 					b.StopTimer()
-					e := mustNew(b, engine, sandbox.Config{CacheDir: dir})
+					e := mustNew(b, engine.name, cfg)
 					b.StartTimer()
 					loadAndClose(b, e, path)
 					b.StopTimer()
