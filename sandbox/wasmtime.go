@@ -218,20 +218,6 @@ func (b *wasmtimeBackend) compile(_ context.Context, wasm []byte, sum string, op
 	return &wasmtimeCompiled{e: e, m: m}, nil
 }
 
-// writeFileAtomic writes through a temporary file and a rename, so a concurrent reader
-// (another worker process) never sees half a file. Errors only cost a recompile later.
-func writeFileAtomic(path string, data []byte) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if werr != nil || cerr != nil || os.Rename(tmp.Name(), path) != nil {
-		_ = os.Remove(tmp.Name())
-	}
-}
-
 func (b *wasmtimeBackend) close(context.Context) error {
 	close(b.stop)
 	b.ticker.Wait()

@@ -122,15 +122,24 @@ func wazeroHostFunc(f *hostFunc) api.GoModuleFunc {
 	}
 }
 
-func (b *wazeroBackend) compile(ctx context.Context, wasm []byte, _ string, _ compileOptions) (compiledModule, error) {
+func (b *wazeroBackend) compile(ctx context.Context, wasm []byte, sum string, _ compileOptions) (compiledModule, error) {
+	orig := wasm
+	fromCache := false
 	if b.instrumented {
-		ins, err := instrument.Rewrite(wasm)
-		if err != nil {
+		var err error
+		if wasm, fromCache, err = b.instrument(orig, sum); err != nil {
 			return nil, err
 		}
-		wasm = ins.Wasm
 	}
 	cm, err := b.rt.CompileModule(ctx, wasm)
+	if err != nil && fromCache {
+		// A damaged instrumented copy: make it again.
+		_ = os.Remove(b.instrumentedPath(sum))
+		if wasm, _, err = b.instrument(orig, sum); err != nil {
+			return nil, err
+		}
+		cm, err = b.rt.CompileModule(ctx, wasm)
+	}
 	if err != nil && b.cacheDir != "" && strings.HasPrefix(err.Error(), "compilationcache") {
 		// wazero fails on a damaged cache entry instead of recompiling: its entries are
 		// named by an internal key, so drop them all (the folders stay) and compile again.
@@ -146,6 +155,33 @@ func (b *wazeroBackend) compile(ctx context.Context, wasm []byte, _ string, _ co
 		return nil, err
 	}
 	return &wazeroCompiled{b: b, cm: cm}, nil
+}
+
+// instrument rewrites the module, through a copy in the cache folder when there is one (a
+// standard Go module takes about half a second to rewrite). The folder is private (0700):
+// a copy is trusted like wasmtime's compiled code. sum "" skips the cache.
+func (b *wazeroBackend) instrument(wasm []byte, sum string) ([]byte, bool, error) {
+	path := b.instrumentedPath(sum)
+	if path != "" {
+		if cached, err := os.ReadFile(path); err == nil {
+			return cached, true, nil
+		}
+	}
+	ins, err := instrument.Rewrite(wasm)
+	if err != nil {
+		return nil, false, err
+	}
+	if path != "" && os.MkdirAll(filepath.Dir(path), 0o700) == nil {
+		writeFileAtomic(path, ins.Wasm)
+	}
+	return ins.Wasm, false, nil
+}
+
+func (b *wazeroBackend) instrumentedPath(sum string) string {
+	if b.cacheDir == "" || sum == "" {
+		return ""
+	}
+	return filepath.Join(b.cacheDir, "instrumented", sum+".wasm")
 }
 
 func (b *wazeroBackend) close(ctx context.Context) error {
@@ -291,3 +327,17 @@ func (m *cappedMemory) Free() {
 type unusedReader struct{}
 
 func (unusedReader) Read(p []byte) (int, error) { return len(p), nil }
+
+// writeFileAtomic writes through a temporary file and a rename, so a concurrent reader
+// (another worker process) never sees half a file. Errors only cost a recompile later.
+func writeFileAtomic(path string, data []byte) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if werr != nil || cerr != nil || os.Rename(tmp.Name(), path) != nil {
+		_ = os.Remove(tmp.Name())
+	}
+}
