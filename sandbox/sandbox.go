@@ -19,8 +19,9 @@ type Engine interface {
 	// Load reads, validates and compiles the module at path. A module that would be
 	// rejected returns an *Error of KindInvalidModule that says why.
 	Load(ctx context.Context, path string, mc ModuleConfig) (Module, error)
-	// Abandoned counts calls the watchdog gave up on whose guest code is still running
-	// (loop-free runaway code on wazero). The worker restarts itself when they pile up.
+	// Abandoned counts calls whose guest code still runs past its deadline + WatchdogGrace.
+	// Both engines stop every known guest well before that (docs/sandbox.md), so it stays
+	// 0; the worker restarts itself when such calls pile up anyway.
 	Abandoned() int
 	// Close releases every module and instance of the engine.
 	Close(ctx context.Context) error
