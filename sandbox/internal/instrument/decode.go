@@ -39,7 +39,8 @@ type instr struct {
 }
 
 // decode reads one instruction of WebAssembly 2.0 (MVP, sign extension, saturating
-// conversions, multi-value, bulk memory, reference types, SIMD).
+// conversions, multi-value, bulk memory, reference types, SIMD) or of the tail-call
+// proposal.
 func decode(r *reader) (instr, error) {
 	in := instr{start: r.off}
 	in.op = r.byte()
@@ -58,7 +59,10 @@ func decode(r *reader) (instr, error) {
 	case op == opCall:
 		in.kind, in.immAt = kindFuncIdx, r.off
 		in.imm = r.u32()
-	case op == 0x11: // call_indirect: type, table
+	case op == 0x12: // return_call (tail calls: wasmtime has them, wazero refuses them)
+		in.kind, in.immAt = kindFuncIdx, r.off
+		in.imm = r.u32()
+	case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect: type, table
 		r.u32()
 		r.u32()
 	case op == 0x1c: // select with types
@@ -98,7 +102,7 @@ func decode(r *reader) (instr, error) {
 		decodeSIMD(r)
 	default:
 		if r.err == nil {
-			return in, fmt.Errorf("unsupported instruction 0x%02x at offset %d (WebAssembly 2.0 only: no tail calls, exceptions, threads or GC)", op, in.start)
+			return in, fmt.Errorf("unsupported instruction 0x%02x at offset %d (WebAssembly 2.0 and tail calls only: no exceptions, threads or GC)", op, in.start)
 		}
 	}
 	in.end = r.off

@@ -25,8 +25,9 @@
 // Function indices move up by one (the import comes after the module's own imports), so
 // every call, ref.func, export, element and start index is renumbered; custom sections
 // (names, producers, debug info) are dropped, since their function indices would be stale.
-// Only WebAssembly 2.0 (the features wazero's CoreFeaturesV2 enables) is understood:
-// anything else is refused with the offset of the first unknown byte.
+// Only WebAssembly 2.0 (the features wazero's CoreFeaturesV2 enables) and tail calls
+// (which wasmtime runs) are understood: anything else is refused with the offset of the
+// first unknown byte.
 package instrument
 
 import (
