@@ -87,6 +87,8 @@ type module struct {
 	usesBulk     bool // the code has memory.fill or memory.copy: the chunked helpers are added
 	inHelper     bool // rewriting a helper: its bulk instructions stay
 	meter        bool // add the counter, the tick import and the checkpoints
+	ins          []instr // scratch space of function, reused from body to body
+	marks        []int
 }
 
 // shift is how far the module's own functions move: past the tick import, if any.
@@ -502,7 +504,7 @@ func (m *module) codeSection(body []byte) ([]byte, int, error) {
 		return nil, 0, fmt.Errorf("%d bodies for %d functions", n, m.funcs)
 	}
 	checkpoints := 0
-	var bodies []byte
+	bodies := make([]byte, 0, len(body)+len(body)/2)
 	var fn []byte
 	for i := uint32(0); i < n; i++ {
 		size := r.u32()
@@ -552,8 +554,9 @@ func (m *module) function(code []byte, out []byte) ([]byte, int, error) {
 	out = append(out, code[:r.off]...)
 
 	// First pass: decode, find the checkpoints and the cost of the code after each.
-	var ins []instr
-	marks := []int{0} // instruction index each checkpoint goes before
+	ins := m.ins[:0]
+	marks := append(m.marks[:0], 0) // instruction index each checkpoint goes before
+	defer func() { m.ins, m.marks = ins, marks }()
 	var blocks []byte // the opcode that opened each enclosing block
 	for depth := 1; depth > 0; {
 		in, err := decode(r)
