@@ -84,9 +84,9 @@ type module struct {
 	importGlobal int
 	funcs        int
 	globals      int
-	usesBulk     bool // the code has memory.fill or memory.copy: the chunked helpers are added
-	inHelper     bool // rewriting a helper: its bulk instructions stay
-	meter        bool // add the counter, the tick import and the checkpoints
+	usesBulk     bool    // the code has memory.fill or memory.copy: the chunked helpers are added
+	inHelper     bool    // rewriting a helper: its bulk instructions stay
+	meter        bool    // add the counter, the tick import and the checkpoints
 	ins          []instr // scratch space of function, reused from body to body
 	marks        []int
 }
