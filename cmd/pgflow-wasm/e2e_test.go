@@ -230,6 +230,9 @@ func TestKillDashNineLosesNothingAndRerunsOnlyRunningTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = first.cmd.Wait()
+	// A COMMIT the worker sent just before it died is still applied by its server process:
+	// give such a commit time to land, so "started" below means started, not being completed.
+	time.Sleep(time.Second)
 	// What the database says at the moment of the kill.
 	atKill := map[string]map[taskKey]bool{"started": {}, "completed": {}}
 	rows, err := db.Pool.Query(ctx, `select run_id::text, step_slug, task_index, status from pgflow.step_tasks
