@@ -70,7 +70,7 @@ func TestConcurrencyLimits(t *testing.T) {
 			f := flows(t, "flows:\n  - slug: busy\n"+tc.flowLimit+"    steps:\n      - {slug: w, module: \"{{oracle}}\"}\n")
 			w := startWorker(t, db.Pool, f, host.Config{Concurrency: tc.concurrency, BatchSize: 10})
 			ctx := context.Background()
-			if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('busy', '{"iterations": 20000000}') from generate_series(1, 12)`); err != nil {
+			if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('busy', '{"iterations": 200000000}') from generate_series(1, 12)`); err != nil {
 				t.Fatal(err)
 			}
 			// Sample the handlers running now (the flow's in-flight gauge, one read, so exact);
