@@ -17,6 +17,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/host"
 	"github.com/pgflow-wasm/pgflow-wasm/host/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
 func init() {
@@ -69,7 +70,7 @@ func TestConcurrencyLimits(t *testing.T) {
 			f := flows(t, "flows:\n  - slug: busy\n"+tc.flowLimit+"    steps:\n      - {slug: w, module: \"{{oracle}}\"}\n")
 			w := startWorker(t, db.Pool, f, host.Config{Concurrency: tc.concurrency, BatchSize: 10})
 			ctx := context.Background()
-			if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('busy', '{"iterations": 20000000}') from generate_series(1, 12)`); err != nil {
+			if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('busy', '{"iterations": 200000000}') from generate_series(1, 12)`); err != nil {
 				t.Fatal(err)
 			}
 			// Sample the handlers running now (the flow's in-flight gauge, one read, so exact);
@@ -126,9 +127,14 @@ flows:
 	}
 }
 
-// Not parallel, garbage collector off: wazero's machine code cannot be preempted, so a
-// stop-the-world started by any goroutine would wait for the loop-free call to end (see
-// docs/sandbox.md), freezing every test of the package with it.
+// The last resort: when calls the sandbox could not stop pile up, the worker stops to be
+// restarted, handing every task it started back to pgflow first. No known module gets
+// there (the sandbox stops every guest at its deadline), so this test uses wazero as it
+// was before modules were instrumented (sandbox.Config.Uninstrumented), where loop-free
+// recursion runs on past its deadline.
+//
+// Not parallel, garbage collector off: uninstrumented wazero code cannot be preempted, so
+// a stop-the-world started by any goroutine would wait for the loop-free call to end.
 func TestWorkerRestartsWhenAbandonedCallsPileUp(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	db := pgtest.NewDB(t)
@@ -138,11 +144,27 @@ flows:
     max_attempts: 1
     steps:
       - {slug: fib, module: "{{fib}}", timeout: 1}
+  - slug: cheap
+    steps:
+      - {slug: e, module: "{{oracle}}"}
 `)
-	// fib's handler recurses input-length deep without loops, which wazero cannot interrupt:
-	// {"run": "<31 x>"} is 42 bytes, fib(42) runs for seconds.
-	w := startWorker(t, db.Pool, f, host.Config{MaxAbandoned: 1})
-	id := startRun(t, db.Pool, "recursion", `"`+strings.Repeat("x", 31)+`"`)
+	eng, err := sandbox.New("wazero", sandbox.Config{Uninstrumented: true, WatchdogGrace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close(context.Background()) })
+	// fib's handler recurses input-length deep without loops: {"run": "<34 x>"} is 45
+	// bytes, fib(45) runs for several seconds, well past the timeout + grace.
+	w := startWorker(t, db.Pool, f, host.Config{Engine: eng, MaxAbandoned: 1})
+	var cheap []string
+	for range 5 {
+		cheap = append(cheap, startRun(t, db.Pool, "cheap", `{"value": 1}`))
+	}
+	id := startRun(t, db.Pool, "recursion", `"`+strings.Repeat("x", 34)+`"`)
+	for range 5 {
+		cheap = append(cheap, startRun(t, db.Pool, "cheap", `{"value": 2}`))
+		time.Sleep(100 * time.Millisecond)
+	}
 	select {
 	case <-w.Stopped():
 		if !errors.Is(w.Err(), host.ErrRestart) {
@@ -154,6 +176,13 @@ flows:
 	r := waitRun(t, db.Pool, id, 10*time.Second)
 	if r.Status != "failed" || !strings.Contains(r.Error, "Task timed out after 1s") {
 		t.Errorf("run: %s %q, want failed with the timeout message", r.Status, r.Error)
+	}
+	// Run returned: every task the worker started has been completed or handed back.
+	noTaskLeftStarted(t, db.Pool)
+	// Let the abandoned call end (with the collector still off), so it cannot stall the
+	// tests that follow.
+	for deadline := time.Now().Add(2 * time.Minute); eng.Abandoned() > 0 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -50,7 +50,11 @@ func (w *Worker) execute(fs *flowState, t poller.Task) completer.Outcome {
 	if err != nil {
 		return completer.Outcome{Task: t, Failed: true, Error: err.Error()}
 	}
-	res, err := st.module.Run(w.runCtx, sandbox.Task{Input: t.Input, Context: ctxJSON, Timeout: st.timeout})
+	task := sandbox.Task{Input: t.Input, Context: ctxJSON, Timeout: st.timeout}
+	if st.def.Deterministic {
+		task.Seed = taskSeed(&t)
+	}
+	res, err := st.module.Run(w.runCtx, task)
 	for _, l := range res.Logs {
 		log.log(guestLevel(l.Level), l.Message, "source", "handler")
 	}
@@ -59,6 +63,7 @@ func (w *Worker) execute(fs *flowState, t poller.Task) completer.Outcome {
 	}
 	if st.metrics != nil {
 		st.metrics.duration.Observe(res.Duration.Seconds())
+		st.metrics.fuel.Add(float64(res.FuelUsed))
 	}
 	if err == nil {
 		log.log(slog.LevelDebug, "handler succeeded", "duration", res.Duration)
@@ -79,6 +84,12 @@ func (w *Worker) execute(fs *flowState, t poller.Task) completer.Outcome {
 		w.checkAbandoned()
 	}
 	return completer.Outcome{Task: t, Failed: true, Error: msg}
+}
+
+// taskSeed is the identity a deterministic step's random bytes are drawn from: the run,
+// the step and the task index (not the attempt: a retry draws what the first try drew).
+func taskSeed(t *poller.Task) []byte {
+	return []byte(t.RunID + "/" + t.FlowSlug + "/" + t.StepSlug + "/" + strconv.Itoa(t.TaskIndex))
 }
 
 // failMessage is the fail_task message: pgflow's wording for timeouts, "kind: message" else.

@@ -219,7 +219,7 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 		}
 		for _, s := range fl.Steps {
 			mod, err := cfg.Engine.Load(ctx, s.Module, sandbox.ModuleConfig{MemoryLimit: s.MemoryLimit, ReuseInstance: s.ReuseInstance,
-				Capabilities: stepCapabilities(cfg.Flows, fl, s, cfg.Metrics, cfg.Log)})
+				Fuel: s.Fuel, Capabilities: stepCapabilities(cfg.Flows, fl, s, cfg.Metrics, cfg.Log)})
 			if err != nil {
 				w.closeModules(ctx)
 				return nil, fmt.Errorf("%s:%d: flow %q step %q: %w", cfg.Flows.Path, s.ModuleLine, fl.Slug, s.Slug, err)
@@ -383,8 +383,8 @@ func (w *Worker) wakeStarved() {
 
 // stepMetrics are one step's metric series, looked up once: label lookups per task cost.
 type stepMetrics struct {
-	started, completed prometheus.Counter
-	duration           prometheus.Observer
+	started, completed, fuel prometheus.Counter
+	duration                 prometheus.Observer
 }
 
 func newStepMetrics(m *telemetry.Metrics, flow, step string) *stepMetrics {
@@ -395,5 +395,6 @@ func newStepMetrics(m *telemetry.Metrics, flow, step string) *stepMetrics {
 		started:   m.TasksStarted.WithLabelValues(flow, step),
 		completed: m.TasksCompleted.WithLabelValues(flow, step),
 		duration:  m.TaskDuration.WithLabelValues(flow, step),
+		fuel:      m.FuelUsed.WithLabelValues(flow, step),
 	}
 }

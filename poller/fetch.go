@@ -81,7 +81,7 @@ func NewFetcher(pool *pgxpool.Pool, cfg FetcherConfig) *Fetcher {
 		cfg.MapStep = func(string) bool { return false }
 	}
 	return &Fetcher{pool: pool, flow: cfg.Flow, workerID: cfg.WorkerID, visibility: cfg.Visibility,
-		readVT: cfg.ReadVT, flowInput: cfg.FlowInput, mapStep: cfg.MapStep, inputs: newRunInputCache(256)}
+		readVT: cfg.ReadVT, flowInput: cfg.FlowInput, mapStep: cfg.MapStep, inputs: newRunInputCache(runInputCacheBytes)}
 }
 
 // fetchTimeout bounds one fetch, which its caller's context does not interrupt (Fetch).
@@ -234,7 +234,7 @@ func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32
 					if err := rows.Scan(&id, &input); err != nil {
 						return err
 					}
-					runInputs[id] = input
+					runInputs[id] = input // the cache may refuse an input larger than its budget
 					f.inputs.put(id, input)
 				}
 				return rows.Err()

@@ -23,13 +23,19 @@ const greetInput = `{"run":{"name":"Ada"}}`
 // restart, so no in-memory code is reused): "cold" compiles into an empty cache,
 // "cached" reads the code compiled by a first Load.
 func BenchmarkLoad(b *testing.B) {
-	for _, engine := range sandbox.Engines() {
+	for _, engine := range benchEngines() {
+		name := engine.name
+		if engine.cfg.Uninstrumented {
+			name = "wazero-uninstrumented"
+		}
 		for _, lang := range exampleLangs {
 			path := exampleModule(b, lang, "greet")
-			b.Run(engine+"/"+lang+"/cold", func(b *testing.B) {
+			b.Run(name+"/"+lang+"/cold", func(b *testing.B) {
 				for b.Loop() {
 					b.StopTimer()
-					e := mustNew(b, engine, sandbox.Config{CacheDir: b.TempDir()})
+					cfg := engine.cfg
+					cfg.CacheDir = b.TempDir()
+					e := mustNew(b, engine.name, cfg)
 					b.StartTimer()
 					loadAndClose(b, e, path)
 					b.StopTimer()
@@ -37,14 +43,15 @@ func BenchmarkLoad(b *testing.B) {
 					b.StartTimer()
 				}
 			})
-			b.Run(engine+"/"+lang+"/cached", func(b *testing.B) {
-				dir := b.TempDir()
-				warm := mustNew(b, engine, sandbox.Config{CacheDir: dir})
+			b.Run(name+"/"+lang+"/cached", func(b *testing.B) {
+				cfg := engine.cfg
+				cfg.CacheDir = b.TempDir()
+				warm := mustNew(b, engine.name, cfg)
 				loadAndClose(b, warm, path)
 				_ = warm.Close(context.Background())
 				for b.Loop() {
 					b.StopTimer()
-					e := mustNew(b, engine, sandbox.Config{CacheDir: dir})
+					e := mustNew(b, engine.name, cfg)
 					b.StartTimer()
 					loadAndClose(b, e, path)
 					b.StopTimer()
@@ -58,16 +65,22 @@ func BenchmarkLoad(b *testing.B) {
 
 // BenchmarkRun measures one greet task, end to end through Run (instantiate, call,
 // output checks, watchdog), with a fresh instance per task and with a reused one.
+//
+// "wazero-uninstrumented" is wazero as it was before modules were instrumented
+// (Config.Uninstrumented): the instrumentation's cost is the difference.
 func BenchmarkRun(b *testing.B) {
-	for _, engine := range sandbox.Engines() {
-		e := mustNew(b, engine, sandbox.Config{CacheDir: sandbox.DefaultCacheDir()})
+	for _, engine := range benchEngines() {
+		e := mustNew(b, engine.name, engine.cfg)
 		// "wat" is the echo test module: a handler that does almost nothing, so its time
 		// is the sandbox's own cost per task.
 		for _, lang := range append([]string{"wat"}, exampleLangs...) {
 			for _, reuse := range []bool{false, true} {
-				name := engine + "/" + lang + "/fresh"
+				name := engine.name + "/" + lang + "/fresh"
 				if reuse {
-					name = engine + "/" + lang + "/reused"
+					name = engine.name + "/" + lang + "/reused"
+				}
+				if engine.cfg.Uninstrumented {
+					name = "wazero-uninstrumented/" + lang + "/" + name[strings.LastIndex(name, "/")+1:]
 				}
 				b.Run(name, func(b *testing.B) {
 					if lang == "tinygo" && reuse {
@@ -90,6 +103,56 @@ func BenchmarkRun(b *testing.B) {
 					}
 				})
 			}
+		}
+		_ = e.Close(context.Background())
+	}
+}
+
+type benchEngine struct {
+	name string
+	cfg  sandbox.Config
+}
+
+// benchEngines are the engines of this build, and wazero uninstrumented (for comparison).
+func benchEngines() []benchEngine {
+	out := []benchEngine{{sandbox.EngineWazero, sandbox.Config{CacheDir: sandbox.DefaultCacheDir()}},
+		{sandbox.EngineWazero, sandbox.Config{CacheDir: sandbox.DefaultCacheDir(), Uninstrumented: true}}}
+	if len(sandbox.Engines()) > 1 {
+		out = append(out, benchEngine{sandbox.EngineWasmtime, sandbox.Config{CacheDir: sandbox.DefaultCacheDir()}})
+	}
+	return out
+}
+
+// BenchmarkCompute measures guest code that only computes: count_loop (a loop of 13
+// instructions per iteration, 1,000,000 iterations), fib(27) (about 300,000 calls without
+// a loop) and a fill and copy of 10 MiB (bulk). What the instrumentation costs a
+// computing guest is the difference between wazero and wazero-uninstrumented.
+func BenchmarkCompute(b *testing.B) {
+	cases := []struct{ name, module, input string }{
+		{"loop", "count_loop", `"` + strings.Repeat("n", 1_000_000-2) + `"`},
+		{"recursion", "fib", fibInput(27)},
+		{"bulk", "bulk", `""`},
+	}
+	for _, engine := range benchEngines() {
+		e := mustNew(b, engine.name, engine.cfg)
+		name := engine.name
+		if engine.cfg.Uninstrumented {
+			name = "wazero-uninstrumented"
+		}
+		for _, c := range cases {
+			b.Run(name+"/"+c.name, func(b *testing.B) {
+				m, err := e.Load(context.Background(), testModule(b, c.module), sandbox.ModuleConfig{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer m.Close(context.Background())
+				t := task(c.input, time.Minute)
+				for b.Loop() {
+					if _, err := m.Run(context.Background(), t); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 		_ = e.Close(context.Background())
 	}

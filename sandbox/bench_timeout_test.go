@@ -10,18 +10,23 @@ import (
 )
 
 // BenchmarkTimeoutOverrun measures how long after its deadline Run returns a timeout:
-// "loop" is an infinite loop (both engines stop it themselves), "recursion" is loop-free
-// fib(38) (wasmtime stops it; on wazero the watchdog gives up after WatchdogGrace and the
-// abandoned call runs on: abandoned-ms is how long it kept running after Run returned).
+// "loop" is an infinite loop, "recursion" is loop-free fib(38). Every engine stops both,
+// except wazero-uninstrumented (as before the instrumentation), where the watchdog gives
+// up on the recursion after WatchdogGrace and the abandoned call runs on: abandoned-ms is
+// how long it kept running after Run returned.
 func BenchmarkTimeoutOverrun(b *testing.B) {
 	const timeout = 20 * time.Millisecond
-	for _, engine := range sandbox.Engines() {
+	for _, engine := range benchEngines() {
 		for _, c := range []struct{ name, module, input string }{
 			{"loop", "loop", `{}`},
 			{"recursion", "fib", fibInput(38)},
 		} {
-			b.Run(engine+"/"+c.name, func(b *testing.B) {
-				e := mustNew(b, engine, sandbox.Config{})
+			name := engine.name
+			if engine.cfg.Uninstrumented {
+				name = "wazero-uninstrumented"
+			}
+			b.Run(name+"/"+c.name, func(b *testing.B) {
+				e := mustNew(b, engine.name, engine.cfg)
 				defer e.Close(context.Background())
 				m, err := e.Load(context.Background(), testModule(b, c.module), sandbox.ModuleConfig{})
 				if err != nil {
@@ -53,19 +58,27 @@ func BenchmarkTimeoutOverrun(b *testing.B) {
 }
 
 // BenchmarkGCStall measures how long a garbage collection takes while another goroutine
-// runs loop-free guest code (fib(38)): wazero's machine code cannot be preempted, so the
-// collection's stop-the-world waits for the guest call to end; wasmtime's calls are cgo
-// calls, which do not hold up the collector.
+// runs loop-free guest code (fib(38)), and the longest stop-the-world pause among the
+// collections of the benchmark (max-stw-ms). Uninstrumented wazero code cannot be
+// preempted, so the collection's stop-the-world waited for the guest call to end; with the
+// instrumentation the guest returns to Go at every tick; wasmtime's calls are cgo calls,
+// which do not hold up the collector.
 func BenchmarkGCStall(b *testing.B) {
-	for _, engine := range sandbox.Engines() {
-		b.Run(engine, func(b *testing.B) {
-			e := mustNew(b, engine, sandbox.Config{})
+	for _, engine := range benchEngines() {
+		name := engine.name
+		if engine.cfg.Uninstrumented {
+			name = "wazero-uninstrumented"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := mustNew(b, engine.name, engine.cfg)
 			defer e.Close(context.Background())
 			m, err := e.Load(context.Background(), testModule(b, "fib"), sandbox.ModuleConfig{})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer m.Close(context.Background())
+			var before runtime.MemStats
+			runtime.ReadMemStats(&before)
 			var gc, call time.Duration
 			for b.Loop() {
 				done := make(chan time.Duration)
@@ -80,9 +93,16 @@ func BenchmarkGCStall(b *testing.B) {
 				gc += time.Since(start)
 				call += <-done
 			}
+			var after runtime.MemStats
+			runtime.ReadMemStats(&after)
+			var worst uint64
+			for i := before.NumGC; i < after.NumGC && after.NumGC-i <= 256; i++ {
+				worst = max(worst, after.PauseNs[(i+255)%256])
+			}
 			n := float64(b.N)
 			b.ReportMetric(float64(gc.Microseconds())/n/1000, "gc-ms/op")
 			b.ReportMetric(float64(call.Microseconds())/n/1000, "guest-call-ms/op")
+			b.ReportMetric(float64(worst)/1e6, "max-stw-ms")
 		})
 	}
 }

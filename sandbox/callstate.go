@@ -18,6 +18,7 @@ type limits struct {
 	maxError    int
 	maxLog      int
 	memoryLimit uint64 // bytes, a whole number of pages
+	fuel        int64  // units of work per task; 0: unlimited
 }
 
 // hostAbort is why a host function stopped the guest: proc_exit, a protocol violation or
@@ -32,8 +33,8 @@ type hostAbort struct {
 func (a *hostAbort) Error() string { return a.message }
 
 // callState is everything the host functions of one instance read and write. A fresh
-// instance gets a fresh state; a reused instance keeps its clock and random stream and
-// resets the rest with beginTask.
+// instance gets a fresh state; a reused instance keeps its clock and resets the rest
+// with beginTask.
 type callState struct {
 	lim     *limits
 	caps    *Capabilities // the step's grants; nil grants nothing
@@ -54,7 +55,14 @@ type callState struct {
 	logBytes       int
 	logsDropped    int
 	abort          *hostAbort
-	memRefused     bool // a memory.grow past the memory limit was refused during this task
+	memRefused     bool   // a memory.grow past the memory limit was refused during this task
+	seed           []byte // the task's random seed (Task.Seed); nil: unpredictable bytes
+
+	// Work metering (wazero's instrumentation; wasmtime counts fuel natively), per task.
+	fuelLimit  int64 // units of work the task may use; 0: unlimited
+	fuelUsed   int64 // units used before the current slice
+	sliceStart int64 // the counter's value when the current slice began
+	lastYield  time.Time
 
 	// Capabilities, per task.
 	ctx        context.Context  // the task's: its deadline ends HTTP requests
@@ -77,6 +85,8 @@ func newCallState(lim *limits, caps *Capabilities, command bool) *callState {
 // beginTask loads a task's data and clears what the previous task left behind.
 func (s *callState) beginTask(ctx context.Context, input, context []byte, timeout time.Duration) {
 	s.ctx, s.input, s.context, s.timeout = ctx, input, context, timeout
+	s.fuelUsed, s.sliceStart, s.fuelLimit = 0, 0, s.lim.fuel
+	s.rng, s.seed = nil, nil // each task draws its own stream (see randomGet)
 	s.stdin, s.stdinPos = nil, 0
 	if s.command {
 		s.stdin = commandEnvelope(input, context)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
@@ -81,11 +82,23 @@ func (c Config) withDefaults() Config {
 	if c.MaxLogBytes <= 0 {
 		c.MaxLogBytes = DefaultMaxLogBytes
 	}
+	if c.MaxInputBytes <= 0 {
+		c.MaxInputBytes = DefaultMaxInputBytes
+	}
 	if c.LoadTimeout <= 0 {
 		c.LoadTimeout = DefaultLoadTimeout
 	}
 	if c.WatchdogGrace <= 0 {
 		c.WatchdogGrace = DefaultWatchdogGrace
+	}
+	if c.MaxFunctions <= 0 {
+		c.MaxFunctions = DefaultMaxFunctions
+	}
+	if c.MaxFunctionBytes <= 0 {
+		c.MaxFunctionBytes = DefaultMaxFunctionBytes
+	}
+	if c.CompileTimeout <= 0 {
+		c.CompileTimeout = DefaultCompileTimeout
 	}
 	return c
 }
@@ -103,8 +116,13 @@ func (mc ModuleConfig) withDefaults() ModuleConfig {
 // backend is one WebAssembly engine behind the shared sandbox logic.
 type backend interface {
 	// compile turns a validated module into code, through the on-disk cache when enabled.
-	compile(ctx context.Context, wasm []byte, sha256 string) (compiledModule, error)
+	compile(ctx context.Context, wasm []byte, sha256 string, opts compileOptions) (compiledModule, error)
 	close(ctx context.Context) error
+}
+
+// compileOptions are the per-step settings that change the generated code.
+type compileOptions struct {
+	fuel bool // count fuel (wasmtime compiles fuel checks in; wazero always counts)
 }
 
 type compiledModule interface {
@@ -176,13 +194,13 @@ func (e *engine) load(ctx context.Context, path string, mc ModuleConfig) (*modul
 	if err != nil {
 		return nil, err
 	}
-	parsed, err := validate(wasm, &info, mc)
+	parsed, err := validate(wasm, &info, e.cfg, mc)
 	if err != nil {
 		return nil, err
 	}
-	compiled, err := e.b.compile(ctx, wasm, info.SHA256)
+	compiled, err := e.compile(ctx, wasm, info.SHA256, compileOptions{fuel: mc.Fuel > 0})
 	if err != nil {
-		return nil, invalid("%s could not compile the module: %v", e.name, err)
+		return nil, err
 	}
 	_, hasInit := parsed.Export(abi.ExportInitialize)
 	m := &module{
@@ -193,7 +211,7 @@ func (e *engine) load(ctx context.Context, path string, mc ModuleConfig) (*modul
 		caps:     mc.Capabilities,
 		hasInit:  hasInit,
 		lim: limits{maxOutput: e.cfg.MaxOutputBytes, maxError: e.cfg.MaxErrorBytes,
-			maxLog: e.cfg.MaxLogBytes, memoryLimit: mc.MemoryLimit},
+			maxLog: e.cfg.MaxLogBytes, memoryLimit: mc.MemoryLimit, fuel: mc.Fuel},
 	}
 	if info.Mode == ModeReactor {
 		if err := m.checkVersion(ctx); err != nil {
@@ -204,13 +222,65 @@ func (e *engine) load(ctx context.Context, path string, mc ModuleConfig) (*modul
 	return m, nil
 }
 
+// compile runs the backend's compile under CompileTimeout. Neither engine can stop a
+// compile halfway: one that runs over is left to finish on its goroutine, its result
+// released there, and Load fails at once.
+func (e *engine) compile(ctx context.Context, wasm []byte, sum string, opts compileOptions) (compiledModule, error) {
+	type result struct {
+		c   compiledModule
+		err error
+	}
+	done := make(chan result, 1)
+	var mu sync.Mutex
+	gaveUp := false
+	if !e.life.acquire() { // the backend must outlive a compile left running
+		return nil, ErrClosed
+	}
+	go func() {
+		defer e.life.done()
+		c, err := e.b.compile(ctx, wasm, sum, opts)
+		mu.Lock()
+		defer mu.Unlock()
+		if gaveUp {
+			if c != nil {
+				_ = c.close(context.Background())
+			}
+			return
+		}
+		done <- result{c, err}
+	}()
+	finish := func(r result) (compiledModule, error) {
+		if r.err != nil {
+			return nil, invalid("%s could not compile the module: %v", e.name, r.err)
+		}
+		return r.c, nil
+	}
+	t := time.NewTimer(e.cfg.CompileTimeout)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return finish(r)
+	case <-t.C:
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	select {
+	case r := <-done:
+		return finish(r)
+	default:
+	}
+	gaveUp = true
+	return nil, invalid("compiling the module took longer than %s (the compile timeout): split it or raise the limit", e.cfg.CompileTimeout)
+}
+
 // checkVersion instantiates the module once and asks it which ABI version it speaks.
 func (m *module) checkVersion(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, m.eng.cfg.LoadTimeout)
 	defer cancel()
 	m.life.acquire()
-	o, abandoned := m.eng.supervise(ctx, func() outcome {
+	o, abandoned := m.eng.supervise(ctx, func(stopped func()) outcome {
 		defer m.life.done()
+		defer stopped()
 		st := newCallState(&m.lim, nil, false) // nothing is granted while loading
 		st.beginTask(ctx, nil, nil, m.eng.cfg.LoadTimeout)
 		defer st.endTask()

@@ -2,9 +2,9 @@ package sandbox
 
 import "math/rand/v2"
 
-// FirstRandomBytes returns the first n bytes every fresh instance gets from random_get.
-func FirstRandomBytes(n int) []byte {
+// RandomBytesOf returns the first n bytes random_get gives a task with this seed.
+func RandomBytesOf(seed []byte, n int) []byte {
 	b := make([]byte, n)
-	_, _ = rand.NewChaCha8(randSeed).Read(b)
+	_, _ = rand.NewChaCha8(taskSeed(seed)).Read(b)
 	return b
 }

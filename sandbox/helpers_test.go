@@ -79,6 +79,9 @@ func forEachEngine(t *testing.T, f func(t *testing.T, engine string)) {
 
 var testContext = []byte(`{"run_id":"00000000-0000-0000-0000-000000000001","flow_slug":"f","step_slug":"s","task_index":0,"attempt":1,"msg_id":7,"flow_input":{"x":1},"worker_id":"00000000-0000-0000-0000-000000000002","timeout_ms":5000}`)
 
+// testSeed is a task identity for reproducible random bytes.
+var testSeed = []byte("run 1/step s/task 0")
+
 func task(input string, timeout time.Duration) sandbox.Task {
 	return sandbox.Task{Input: []byte(input), Context: testContext, Timeout: timeout}
 }

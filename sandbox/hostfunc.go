@@ -24,6 +24,14 @@ type hostFunc struct {
 // Validation accepts exactly these names and signatures.
 var hostFuncs = slices.Concat(pgflowFuncs(), capabilityFuncs(), wasiFuncs())
 
+func hostFuncPtrs() []*hostFunc {
+	out := make([]*hostFunc, len(hostFuncs))
+	for i := range hostFuncs {
+		out[i] = &hostFuncs[i]
+	}
+	return out
+}
+
 // hostFuncIndex finds a host function by module and name.
 var hostFuncIndex = func() map[[2]string]*hostFunc {
 	m := make(map[[2]string]*hostFunc, len(hostFuncs))

@@ -5,22 +5,36 @@ import (
 	"sync"
 )
 
-// linearMemories recycles the buffers behind wazero guests' linear memories. Every fresh
-// instance needs one (128 KiB for a small C guest, 1 MiB and more for Rust and Go); allocating
-// each from the Go heap made large-span allocation, zeroing, sweeping and returning pages to
-// the OS the largest cost of a task. A pooled buffer is handed out all zero, as a new linear
-// memory must be: buffers are cleared when they come back, and only the part a guest was
-// given can be dirty.
-var linearMemories memoryPool
+// Linear memories of wazero guests come from two places (docs/sandbox.md, "Memory"):
+//
+//   - Small ones (up to pooledMax) from linearMemories, a pool of zeroed Go buffers. Every
+//     fresh instance needs one (128 KiB for a small C guest, 1 MiB and more for Rust);
+//     allocating each from the Go heap made allocation, zeroing, sweeping and returning
+//     pages the largest cost of a task. The pool keeps at most poolBytes: what comes back
+//     beyond that is left to the garbage collector.
+//   - Larger ones from the operating system (memory_unix.go): the step's whole memory limit
+//     is reserved as address space when the guest first grows past pooledMax, pages are
+//     only backed once the guest touches them, growing never copies, and the mapping is
+//     returned to the operating system the moment the instance is closed. The Go heap, and
+//     so the collector, never sees them.
+var linearMemories = memoryPool{max: poolBytes}
 
-// Buffers are pooled by capacity class: 64 KiB (one page) << class, up to 64 MiB.
+const (
+	pooledMax = 4 << 20  // the largest linear memory served from the pool
+	poolBytes = 32 << 20 // the most the pool keeps
+)
+
+// Buffers are pooled by capacity class: 64 KiB (one page) << class, up to pooledMax.
 const (
 	memClassMin = 16 // 64 KiB
-	memClasses  = 11 // 64 KiB .. 64 MiB
+	memClasses  = 7  // 64 KiB .. 4 MiB
 )
 
 type memoryPool struct {
-	classes [memClasses]sync.Pool // of *[]byte, len 0, cap 64 KiB << class, all zero
+	mu    sync.Mutex
+	free  [memClasses][][]byte // len 0, cap 64 KiB << class, all zero
+	bytes uint64               // capacity held in free
+	max   uint64
 }
 
 // classOf returns the smallest class whose buffers hold n bytes, or -1 when none does.
@@ -42,13 +56,20 @@ func (p *memoryPool) get(size, capHint uint64) []byte {
 	if c < 0 {
 		return make([]byte, size, want)
 	}
-	if b, ok := p.classes[c].Get().(*[]byte); ok {
-		return (*b)[:size]
+	p.mu.Lock()
+	if n := len(p.free[c]); n > 0 {
+		b := p.free[c][n-1]
+		p.free[c] = p.free[c][:n-1]
+		p.bytes -= uint64(cap(b))
+		p.mu.Unlock()
+		return b[:size]
 	}
+	p.mu.Unlock()
 	return make([]byte, size, uint64(1)<<(memClassMin+c))
 }
 
-// put clears the part of b that was handed out and keeps it for another instance.
+// put clears the part of b that was handed out and keeps it for another instance, unless
+// the pool is full.
 func (p *memoryPool) put(b []byte) {
 	c := cap(b)
 	if c == 0 || c&(c-1) != 0 || c < 1<<memClassMin {
@@ -58,7 +79,24 @@ func (p *memoryPool) put(b []byte) {
 	if class >= memClasses {
 		return
 	}
+	p.mu.Lock()
+	full := p.bytes+uint64(c) > p.max
+	if !full {
+		p.bytes += uint64(c)
+	}
+	p.mu.Unlock()
+	if full {
+		return
+	}
 	clear(b)
-	b = b[:0]
-	p.classes[class].Put(&b)
+	p.mu.Lock()
+	p.free[class] = append(p.free[class], b[:0])
+	p.mu.Unlock()
+}
+
+// pooled is how many bytes the pool holds.
+func (p *memoryPool) pooled() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.bytes
 }

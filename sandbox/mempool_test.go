@@ -3,7 +3,7 @@ package sandbox
 import "testing"
 
 func TestMemoryPoolHandsOutZeroedBuffers(t *testing.T) {
-	var p memoryPool
+	p := memoryPool{max: 64 << 20}
 	for _, size := range []uint64{1 << 16, 2 << 16, 17 << 16, 3<<20 + 5} {
 		b := p.get(size, 0)
 		if uint64(len(b)) != size || uint64(cap(b)) < size {
@@ -26,16 +26,55 @@ func TestMemoryPoolHandsOutZeroedBuffers(t *testing.T) {
 }
 
 func TestMemoryClasses(t *testing.T) {
-	for n, want := range map[uint64]int{0: 0, 1: 0, 1 << 16: 0, 1<<16 + 1: 1, 1 << 17: 1, 17 << 16: 5, 64 << 20: 10, 64<<20 + 1: -1} {
+	for n, want := range map[uint64]int{0: 0, 1: 0, 1 << 16: 0, 1<<16 + 1: 1, 1 << 17: 1, 17 << 16: 5, 4 << 20: 6, 4<<20 + 1: -1} {
 		if got := classOf(n); got != want {
 			t.Errorf("classOf(%d) = %d, want %d", n, got, want)
 		}
 	}
-	var p memoryPool
+	p := memoryPool{max: 64 << 20}
 	odd := make([]byte, 10, 100) // not a pooled capacity: dropped, never handed out
 	odd[0] = 1
 	p.put(odd)
 	if b := p.get(10, 0); cap(b) == 100 {
 		t.Fatal("a buffer of a foreign capacity came back from the pool")
 	}
+}
+
+// The pool never holds more than its maximum: the rest goes to the garbage collector.
+func TestMemoryPoolIsBounded(t *testing.T) {
+	p := memoryPool{max: 8 << 20}
+	var bufs [][]byte
+	for range 10 {
+		bufs = append(bufs, p.get(4<<20, 0))
+	}
+	for _, b := range bufs {
+		p.put(b)
+	}
+	if got := p.pooled(); got != 8<<20 {
+		t.Errorf("the pool holds %d bytes after ten 4 MiB buffers came back, want its maximum of 8 MiB", got)
+	}
+}
+
+// Large memories are mapped outside the Go heap, grow without moving, and are unmapped.
+func TestLargeMemoryIsMapped(t *testing.T) {
+	st := &callState{lim: &limits{memoryLimit: 64 << 20}}
+	m := &cappedMemory{st: st}
+	small := m.Reallocate(1 << 20)
+	small[0] = 7
+	big := m.Reallocate(8 << 20)
+	if !m.mapped {
+		t.Skip("this platform serves large memories from the Go heap")
+	}
+	if big[0] != 7 || len(big) != 8<<20 {
+		t.Fatalf("after growing: len %d, first byte %d", len(big), big[0])
+	}
+	big[len(big)-1] = 1
+	bigger := m.Reallocate(60 << 20)
+	if &bigger[0] != &big[0] || bigger[8<<20-1] != 1 || bigger[60<<20-1] != 0 {
+		t.Fatal("growing a mapped memory moved or lost its content")
+	}
+	if m.Reallocate(64<<20+1) != nil || !st.memRefused {
+		t.Fatal("growing past the limit was not refused")
+	}
+	m.Free()
 }

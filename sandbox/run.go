@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -37,16 +39,24 @@ func (m *module) Run(ctx context.Context, t Task) (Result, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
+	if max := m.eng.cfg.MaxInputBytes; len(t.Input) > max {
+		return Result{}, &Error{Kind: KindInputTooLarge, Message: fmt.Sprintf(
+			"the task input is %s, over the limit of %s (the worker's --max-input-size)", bytesText(uint64(len(t.Input))), bytesText(uint64(max)))}
+	}
 	if !m.life.acquire() {
 		return Result{}, ErrClosed
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	o, abandoned := m.eng.supervise(ctx, func() outcome {
+	o, abandoned := m.eng.supervise(ctx, func(stopped func()) outcome {
 		defer m.life.done()
-		return m.execute(ctx, t, timeout)
+		return m.execute(ctx, t, timeout, stopped)
 	})
-	if abandoned {
+	switch {
+	case abandoned && errors.Is(ctx.Err(), context.Canceled):
+		// wasmtime cannot interrupt a guest before its deadline, where it stops it.
+		o = outcome{err: &Error{Kind: KindCanceled, Message: "the call was canceled (the guest runs on until its deadline)"}}
+	case abandoned:
 		// The guest is still running on the abandoned goroutine, which owns its state:
 		// nothing of it can be read here.
 		o = outcome{err: &Error{Kind: KindTimeout, Message: timeoutMessage(timeout) +
@@ -57,24 +67,31 @@ func (m *module) Run(ctx context.Context, t Task) (Result, error) {
 }
 
 // execute runs one task on a reused or fresh instance and classifies what happened. It
-// runs on the supervised goroutine and disposes of the instance itself.
-func (m *module) execute(ctx context.Context, t Task, timeout time.Duration) outcome {
+// runs on the supervised goroutine and disposes of the instance itself. stopped is called
+// once no guest code of the task can run any more: what follows (classifying, closing the
+// instance, giving its memory back) is the host's own work, which the watchdog waits for.
+func (m *module) execute(ctx context.Context, t Task, timeout time.Duration, stopped func()) outcome {
 	inst := m.takeIdle()
 	if inst != nil {
 		inst.st.beginTask(ctx, t.Input, t.Context, timeout)
+		inst.st.seed = t.Seed
 	} else {
 		st := newCallState(&m.lim, &m.caps, m.info.Mode == ModeCommand)
 		st.beginTask(ctx, t.Input, t.Context, timeout)
+		st.seed = t.Seed
 		g, err := m.compiled.instantiate(ctx, st)
 		if err != nil {
+			stopped()
 			st.endTask()
 			return m.classifyFailure(ctx, st, nil, err, "instantiating the module")
 		}
 		inst = &instance{g: g, st: st}
 		if m.hasInit {
 			if _, err := g.call(ctx, abi.ExportInitialize); err != nil {
+				stopped()
 				st.endTask()
 				o := m.classifyFailure(ctx, st, g, err, "calling "+abi.ExportInitialize)
+				o.res.FuelUsed = st.fuelUsed
 				g.close(context.Background())
 				return o
 			}
@@ -87,7 +104,9 @@ func (m *module) execute(ctx context.Context, t Task, timeout time.Duration) out
 	} else {
 		status, err = inst.g.call(ctx, abi.ExportHandle, uint64(len(t.Input)), uint64(len(t.Context)))
 	}
+	stopped()
 	o := m.classify(ctx, inst, status, err)
+	o.res.FuelUsed = inst.st.fuelUsed
 	// Before the instance can go to another task: the state is then that task's.
 	inst.st.endTask()
 	if o.err == nil && m.reuse {

@@ -19,8 +19,9 @@ type Engine interface {
 	// Load reads, validates and compiles the module at path. A module that would be
 	// rejected returns an *Error of KindInvalidModule that says why.
 	Load(ctx context.Context, path string, mc ModuleConfig) (Module, error)
-	// Abandoned counts calls the watchdog gave up on whose guest code is still running
-	// (loop-free runaway code on wazero). The worker restarts itself when they pile up.
+	// Abandoned counts calls whose guest code still runs past its deadline + WatchdogGrace.
+	// Both engines stop every known guest well before that (docs/sandbox.md), so it stays
+	// 0; the worker restarts itself when such calls pile up anyway.
 	Abandoned() int
 	// Close releases every module and instance of the engine.
 	Close(ctx context.Context) error
@@ -42,12 +43,25 @@ type Config struct {
 	MaxOutputBytes int    // largest output_write accepted
 	MaxErrorBytes  int    // error_write and captured stdout and stderr are truncated here
 	MaxLogBytes    int    // per task; further log lines are dropped and counted
+	MaxInputBytes  int    // largest Task.Input; a larger one fails with KindInputTooLarge
 	// LoadTimeout bounds the calls Load makes into a module (start function, _initialize,
 	// pgflow_abi_version).
 	LoadTimeout time.Duration
 	// WatchdogGrace is how long after a task's deadline Run waits for the engine to stop
 	// the guest before it returns a timeout anyway and abandons the call (see Abandoned).
 	WatchdogGrace time.Duration
+	// Limits on what Load accepts, so compiling cannot take unbounded time and memory:
+	// functions a module defines, bytes of one function body, and how long compiling may
+	// take (a compile still running then is left to finish in the background, its
+	// result thrown away).
+	MaxFunctions     int
+	MaxFunctionBytes int
+	CompileTimeout   time.Duration
+	// Uninstrumented runs wazero as it was before modules were instrumented: only loops
+	// check the deadline (WithCloseOnContextDone), so loop-free code runs on, abandoned,
+	// and can hold the Go runtime. Only for measuring what the instrumentation costs and for
+	// testing the worker's last resort against abandoned calls; never for serving.
+	Uninstrumented bool
 }
 
 // Defaults for Config and ModuleConfig.
@@ -56,10 +70,16 @@ const (
 	DefaultMaxOutputBytes = 1 << 20
 	DefaultMaxErrorBytes  = 16 << 10
 	DefaultMaxLogBytes    = 64 << 10
+	DefaultMaxInputBytes  = 16 << 20
 	DefaultMemoryLimit    = 64 << 20
 	DefaultTimeout        = 60 * time.Second
 	DefaultLoadTimeout    = 10 * time.Second
-	DefaultWatchdogGrace  = 100 * time.Millisecond
+	DefaultWatchdogGrace  = time.Second
+	// The largest example modules (standard Go) define about 2,150 functions, the largest
+	// body among all examples is under 30 KiB (docs/sandbox.md, "Limits and defaults").
+	DefaultMaxFunctions     = 100_000
+	DefaultMaxFunctionBytes = 1 << 20
+	DefaultCompileTimeout   = 3 * time.Minute
 )
 
 // ModuleConfig holds the per-step settings of a loaded module.
@@ -69,6 +89,9 @@ type ModuleConfig struct {
 	// Capabilities grant outbound HTTP and named values (flows.yaml `http` and `env`);
 	// the zero value grants nothing.
 	Capabilities Capabilities
+	// Fuel is the work one task may do, in units of about one WebAssembly instruction
+	// (flows.yaml `fuel`); past it the task fails with KindFuelExhausted. 0: unlimited.
+	Fuel int64
 }
 
 // Task is one handler call.
@@ -76,6 +99,10 @@ type Task struct {
 	Input   []byte        // step input JSON, exactly as pgflow delivered it
 	Context []byte        // context JSON (abi.Context)
 	Timeout time.Duration // the step timeout; the call is stopped when it expires
+	// Seed makes random_get reproducible: a task with the same seed draws the same bytes
+	// (flows.yaml `deterministic: true` seeds it with the task's identity). nil: every task
+	// draws unpredictable bytes.
+	Seed []byte
 }
 
 // Result is what a call produced.
@@ -84,6 +111,9 @@ type Result struct {
 	Logs        []LogLine
 	LogsDropped int // lines dropped over MaxLogBytes
 	Duration    time.Duration
+	// FuelUsed is the work the task did, in fuel units: always counted on wazero, on
+	// wasmtime only for modules loaded with Fuel (0 otherwise).
+	FuelUsed int64
 }
 
 // LogLine is one call of the guest's log import.
@@ -107,6 +137,10 @@ const (
 	KindProtocolError  Kind = "protocol_error"
 	// KindCanceled: the caller's context was canceled (not its deadline) before the call ended.
 	KindCanceled Kind = "canceled"
+	// KindInputTooLarge: the task's input is over Config.MaxInputBytes; the guest never ran.
+	KindInputTooLarge Kind = "input_too_large"
+	// KindFuelExhausted: the task used more work than its step's fuel (ModuleConfig.Fuel).
+	KindFuelExhausted Kind = "fuel_exhausted"
 )
 
 // Error is the typed failure of Load or Run.

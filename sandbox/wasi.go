@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	crand "crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -13,7 +15,8 @@ import (
 // sees the same world on wazero and wasmtime: no arguments, no environment, no files (no
 // preopened directories, so every path call fails with EBADF), no sockets, fake clocks that
 // start at 2022-01-01T00:00:00Z and advance 1 ms per reading (sleeps return at once and
-// advance the clock), and a deterministic random stream. File descriptors 0, 1 and 2 are
+// advance the clock), and random bytes that are unpredictable, or reproducible per task
+// when the step asks for it (Task.Seed). File descriptors 0, 1 and 2 are
 // the only ones: stdin holds the command-mode envelope (empty for reactors), stdout is the
 // command-mode output, and stderr and the start of stdout are kept up to MaxErrorBytes each
 // for the message of a failed call.
@@ -33,8 +36,8 @@ const (
 	fakeTickNanos = 1e6              // each clock reading advances the fake clock by 1 ms
 )
 
-// randSeed makes random_get deterministic: the same task gets the same bytes.
-var randSeed = [32]byte{'p', 'g', 'f', 'l', 'o', 'w', '-', 'w', 'a', 's', 'm'}
+// seedDomain separates random_get's seeds from any other use of a task's identity.
+const seedDomain = "pgflow-wasm random_get v1\x00"
 
 func wasiFuncs() []hostFunc {
 	const (
@@ -370,8 +373,20 @@ func randomGet(s *callState, mem []byte, a []uint64) (uint64, error) {
 		return errnoFault, nil
 	}
 	if s.rng == nil {
-		s.rng = rand.NewChaCha8(randSeed)
+		s.rng = rand.NewChaCha8(taskSeed(s.seed))
 	}
 	_, _ = s.rng.Read(b)
 	return errnoSuccess, nil
+}
+
+// taskSeed is the ChaCha8 key of a task's random stream: derived from the task's seed
+// (the same task draws the same bytes), or from the operating system's random source when
+// the task has none, so no two tasks share a stream.
+func taskSeed(seed []byte) [32]byte {
+	if seed != nil {
+		return sha256.Sum256(append([]byte(seedDomain), seed...))
+	}
+	var k [32]byte
+	_, _ = crand.Read(k[:]) // never fails on supported platforms (crypto/rand panics instead)
+	return k
 }

@@ -19,6 +19,7 @@ import (
 	wasmtime "github.com/bytecodealliance/wasmtime-go/v39"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/instrument"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
 )
 
@@ -33,41 +34,74 @@ const (
 	wasmtimeModule   = "github.com/bytecodealliance/wasmtime-go/v39"
 )
 
+// wasmtimeBackend holds two wasmtime engines: fuel counting is an engine setting that
+// slows every call down, so modules of steps without `fuel` run on an engine without it.
 type wasmtimeBackend struct {
+	plain, fueled *wasmtimeEngine
+	stop          chan struct{}
+	ticker        sync.WaitGroup
+}
+
+// wasmtimeEngine is one wasmtime engine with its linker and cache folder.
+type wasmtimeEngine struct {
 	engine   *wasmtime.Engine
 	linker   *wasmtime.Linker
 	cacheDir string // "" when the cache is off
-	stop     chan struct{}
-	ticker   sync.WaitGroup
+	fuel     bool
 }
 
 func newWasmtime(cfg Config) (backend, error) {
+	b := &wasmtimeBackend{stop: make(chan struct{})}
+	var err error
+	if b.plain, err = newWasmtimeEngine(cfg, false); err != nil {
+		return nil, err
+	}
+	if b.fueled, err = newWasmtimeEngine(cfg, true); err != nil {
+		b.plain.close()
+		return nil, err
+	}
+	b.ticker.Add(1)
+	go b.tick()
+	return b, nil
+}
+
+func newWasmtimeEngine(cfg Config, fuel bool) (*wasmtimeEngine, error) {
 	c := wasmtime.NewConfig()
 	c.SetEpochInterruption(true)
+	c.SetConsumeFuel(fuel)
 	c.SetMaxWasmStack(wasmtimeMaxStack)
 	c.SetWasmThreads(false)
 	c.SetWasmMemory64(false)
-	b := &wasmtimeBackend{engine: wasmtime.NewEngineWithConfig(c), stop: make(chan struct{})}
-	b.linker = wasmtime.NewLinker(b.engine)
+	e := &wasmtimeEngine{engine: wasmtime.NewEngineWithConfig(c), fuel: fuel}
+	e.linker = wasmtime.NewLinker(e.engine)
 	for i := range hostFuncs {
 		f := &hostFuncs[i]
-		if err := b.linker.FuncNew(f.module, f.name, wasmtimeFuncType(f.sig), wasmtimeHostFunc(f)); err != nil {
+		if err := e.linker.FuncNew(f.module, f.name, wasmtimeFuncType(f.sig), wasmtimeHostFunc(f)); err != nil {
+			e.close()
 			return nil, fmt.Errorf("sandbox: wasmtime host function %s.%s: %w", f.module, f.name, err)
 		}
 	}
 	if cfg.CacheDir != "" {
 		// The folder names everything the compiled code depends on; wasmtime also refuses
 		// to deserialize code made by another version or configuration.
-		fp := sha256.Sum256([]byte(fmt.Sprintf("epoch=1 stack=%d threads=0 memory64=0", wasmtimeMaxStack)))
-		b.cacheDir = filepath.Join(cfg.CacheDir, fmt.Sprintf("wasmtime-%s-%s-%s-%s",
+		settings := fmt.Sprintf("epoch=1 stack=%d threads=0 memory64=0 bulk-chunks=%d", wasmtimeMaxStack, instrument.Version)
+		if fuel {
+			settings += " fuel=1"
+		}
+		fp := sha256.Sum256([]byte(settings))
+		e.cacheDir = filepath.Join(cfg.CacheDir, fmt.Sprintf("wasmtime-%s-%s-%s-%s",
 			wasmtimeVersion(), runtime.GOOS, runtime.GOARCH, hex.EncodeToString(fp[:4])))
-		if err := os.MkdirAll(b.cacheDir, 0o700); err != nil {
+		if err := os.MkdirAll(e.cacheDir, 0o700); err != nil {
+			e.close()
 			return nil, fmt.Errorf("sandbox: wasmtime compilation cache: %w", err)
 		}
 	}
-	b.ticker.Add(1)
-	go b.tick()
-	return b, nil
+	return e, nil
+}
+
+func (e *wasmtimeEngine) close() {
+	e.linker.Close()
+	e.engine.Close()
 }
 
 // tick advances the engine's epoch with the wall clock: ticks missed while this
@@ -81,7 +115,8 @@ func (b *wasmtimeBackend) tick() {
 		select {
 		case <-t.C:
 			for want := uint64(time.Since(start) / epochTick); epoch < want; epoch++ {
-				b.engine.IncrementEpoch()
+				b.plain.engine.IncrementEpoch()
+				b.fueled.engine.IncrementEpoch()
 			}
 		case <-b.stop:
 			return
@@ -152,16 +187,26 @@ func wasmtimeHostFunc(f *hostFunc) func(*wasmtime.Caller, []wasmtime.Val) ([]was
 	}
 }
 
-func (b *wasmtimeBackend) compile(_ context.Context, wasm []byte, sum string) (compiledModule, error) {
+func (b *wasmtimeBackend) compile(_ context.Context, wasm []byte, sum string, opts compileOptions) (compiledModule, error) {
+	e := b.plain
+	if opts.fuel {
+		e = b.fueled
+	}
 	var cached string
-	if b.cacheDir != "" {
-		cached = filepath.Join(b.cacheDir, sum+".cwasm")
+	if e.cacheDir != "" {
+		cached = filepath.Join(e.cacheDir, sum+".cwasm")
 		// The cache folder is private (0700): deserializing trusts its content.
-		if m, err := wasmtime.NewModuleDeserializeFile(b.engine, cached); err == nil {
-			return &wasmtimeCompiled{b: b, m: m}, nil
+		if m, err := wasmtime.NewModuleDeserializeFile(e.engine, cached); err == nil {
+			return &wasmtimeCompiled{e: e, m: m}, nil
 		}
 	}
-	m, err := wasmtime.NewModule(b.engine, wasm)
+	// Epochs stop loops and calls, not one long memory.fill or memory.copy: those run in
+	// chunks (package instrument).
+	chunked, err := instrument.ChunkBulkMemory(wasm)
+	if err != nil {
+		return nil, err
+	}
+	m, err := wasmtime.NewModule(e.engine, chunked.Wasm)
 	if err != nil {
 		return nil, err
 	}
@@ -170,47 +215,36 @@ func (b *wasmtimeBackend) compile(_ context.Context, wasm []byte, sum string) (c
 			writeFileAtomic(cached, data)
 		}
 	}
-	return &wasmtimeCompiled{b: b, m: m}, nil
-}
-
-// writeFileAtomic writes through a temporary file and a rename, so a concurrent reader
-// (another worker process) never sees half a file. Errors only cost a recompile later.
-func writeFileAtomic(path string, data []byte) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if werr != nil || cerr != nil || os.Rename(tmp.Name(), path) != nil {
-		_ = os.Remove(tmp.Name())
-	}
+	return &wasmtimeCompiled{e: e, m: m}, nil
 }
 
 func (b *wasmtimeBackend) close(context.Context) error {
 	close(b.stop)
 	b.ticker.Wait()
-	b.linker.Close()
-	b.engine.Close()
+	b.plain.close()
+	b.fueled.close()
 	return nil
 }
 
 type wasmtimeCompiled struct {
-	b *wasmtimeBackend
+	e *wasmtimeEngine
 	m *wasmtime.Module
 }
 
 func (c *wasmtimeCompiled) instantiate(ctx context.Context, st *callState) (guestInstance, error) {
-	store := wasmtime.NewStoreWithData(c.b.engine, st)
+	store := wasmtime.NewStoreWithData(c.e.engine, st)
 	// Linear memory is capped by the store: growing past it makes memory.grow return -1.
 	store.Limiter(int64(st.lim.memoryLimit), -1, -1, -1, -1)
 	setDeadline(ctx, store)
-	inst, err := c.b.linker.Instantiate(store, c.m)
+	g := &wasmtimeInstance{store: store, st: st, fns: map[string]*wasmtime.Func{}, fuel: c.e.fuel}
+	g.fillFuel()
+	inst, err := c.e.linker.Instantiate(store, c.m)
+	g.settleFuel()
 	if err != nil {
 		store.Close()
-		return nil, wasmtimeError(err)
+		return nil, g.wasmtimeError(err)
 	}
-	g := &wasmtimeInstance{store: store, inst: inst, st: st, fns: map[string]*wasmtime.Func{}}
+	g.inst = inst
 	if ext := inst.GetExport(store, abi.ExportMemory); ext != nil {
 		g.mem = ext.Memory()
 	}
@@ -233,6 +267,8 @@ func (c *wasmtimeCompiled) close(context.Context) error {
 }
 
 type wasmtimeInstance struct {
+	fuel        bool   // the engine counts fuel
+	fuelSet     uint64 // the store's fuel when the current call began
 	store       *wasmtime.Store
 	inst        *wasmtime.Instance
 	st          *callState
@@ -255,9 +291,11 @@ func (i *wasmtimeInstance) call(ctx context.Context, name string, args ...uint64
 	for j, a := range args {
 		params[j] = int32(uint32(a))
 	}
+	i.fillFuel()
 	res, err := fn.Call(i.store, params...)
+	i.settleFuel()
 	if err != nil {
-		return 0, wasmtimeError(err)
+		return 0, i.wasmtimeError(err)
 	}
 	if v, ok := res.(int32); ok {
 		return uint64(uint32(v)), nil
@@ -283,19 +321,48 @@ func (i *wasmtimeInstance) memorySize() uint64 {
 
 func (i *wasmtimeInstance) close(context.Context) { i.store.Close() }
 
-// wasmtimeError maps wasmtime traps to errInterrupted or the same one-line reasons
-// wazero gives, so messages do not depend on the engine.
-func wasmtimeError(err error) error {
+// fillFuel gives the store what is left of the task's fuel (without a limit, more than a
+// task can use) so that wasmtime's own count says what the call used.
+func (i *wasmtimeInstance) fillFuel() {
+	if !i.fuel {
+		return
+	}
+	i.fuelSet = 1 << 62
+	if lim := i.st.fuelLimit; lim > 0 {
+		i.fuelSet = uint64(max(lim-i.st.fuelUsed, 0))
+	}
+	_ = i.store.SetFuel(i.fuelSet)
+}
+
+func (i *wasmtimeInstance) settleFuel() {
+	if !i.fuel {
+		return
+	}
+	if left, err := i.store.GetFuel(); err == nil && left <= i.fuelSet {
+		i.st.fuelUsed += int64(i.fuelSet - left)
+	}
+}
+
+// wasmtimeError maps wasmtime traps to errInterrupted, a fuel abort or the same one-line
+// reasons wazero gives, so messages do not depend on the engine.
+func (i *wasmtimeInstance) wasmtimeError(err error) error {
 	var trap *wasmtime.Trap
 	if errors.As(err, &trap) {
 		if code := trap.Code(); code != nil {
 			if *code == wasmtime.Interrupt {
 				return errInterrupted
 			}
+			if *code == wasmtime.OutOfFuel {
+				return i.st.fail(fuelExhausted(i.st.fuelLimit))
+			}
 			if r, ok := trapReasons[*code]; ok {
 				return &trapError{reason: r}
 			}
 		}
+	}
+	if i.fuel && strings.Contains(err.Error(), "all fuel consumed") {
+		// Out of fuel outside a function entry comes as a plain error, not a coded trap.
+		return i.st.fail(fuelExhausted(i.st.fuelLimit))
 	}
 	reason, _, _ := strings.Cut(err.Error(), "\n")
 	return &trapError{reason: strings.TrimPrefix(reason, "wasm trap: ")}

@@ -37,14 +37,18 @@ func (e *engine) pooled(fn func()) {
 	}
 }
 
-// supervise runs fn on a pooled goroutine and waits for it. When ctx ends, the engine is
-// expected to stop the guest promptly; if fn has not returned WatchdogGrace later, the
-// call is abandoned: supervise returns (zero, true) and the goroutine keeps running,
-// counted by Abandoned until it really ends.
-func (e *engine) supervise(ctx context.Context, fn func() outcome) (outcome, bool) {
-	c := &supervised{done: make(chan outcome, 1)}
+// supervise runs fn on a pooled goroutine and waits for it. fn calls stopped once no guest
+// code can run any more (it may be called more than once). When ctx ends, the engine is
+// expected to stop the guest promptly: if the guest has not stopped WatchdogGrace later,
+// supervise returns (zero, true) and the goroutine keeps running; it is counted by
+// Abandoned while its guest runs past its deadline + WatchdogGrace. A call whose guest stopped in time is waited
+// for: what is left is the host's own work (closing the instance, freeing its memory),
+// which can be slow on a loaded machine without anything being out of control.
+func (e *engine) supervise(ctx context.Context, fn func(stopped func()) outcome) (outcome, bool) {
+	c := &supervised{done: make(chan outcome, 1), stoppedCh: make(chan struct{})}
 	e.spawn(func() {
-		o := fn()
+		o := fn(c.stop)
+		c.stop()
 		c.mu.Lock()
 		if c.abandoned {
 			e.abandoned.Add(-1)
@@ -62,25 +66,49 @@ func (e *engine) supervise(ctx context.Context, fn func() outcome) (outcome, boo
 	select {
 	case o := <-c.done:
 		return o, false
+	case <-c.stoppedCh:
+		return <-c.done, false
 	case <-t.C:
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	// Run gives up waiting. The call counts as abandoned if its guest is still running at
+	// its deadline + grace: a canceled call (wasmtime cannot be interrupted before its
+	// deadline) is stopped by the engine at the deadline and is not abandoned.
+	countAt := time.Now()
+	if d, ok := ctx.Deadline(); ok {
+		countAt = d.Add(e.cfg.WatchdogGrace)
+	}
+	count := func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		select {
+		case <-c.stoppedCh:
+		default:
+			c.abandoned = true
+			e.abandoned.Add(1)
+		}
+	}
 	select {
-	case o := <-c.done:
-		return o, false
+	case <-c.stoppedCh:
+		return <-c.done, false
 	default:
 	}
-	c.abandoned = true
-	e.abandoned.Add(1)
+	if wait := time.Until(countAt); wait > 0 {
+		time.AfterFunc(wait, count)
+	} else {
+		count()
+	}
 	return outcome{}, true
 }
 
 type supervised struct {
 	done      chan outcome
+	stoppedCh chan struct{} // closed when the guest can no longer run
+	stopOnce  sync.Once
 	mu        sync.Mutex
 	abandoned bool
 }
+
+func (c *supervised) stop() { c.stopOnce.Do(func() { close(c.stoppedCh) }) }
 
 // outcome is a finished call, already classified.
 type outcome struct {

@@ -14,33 +14,47 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/instrument"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
 )
 
 // wazeroCacheDir is the cache subfolder for wazero. wazero's own cache key covers its
-// version, the CPU and the module, but not WithCloseOnContextDone (which changes the
-// generated code): this folder is only ever filled with it on.
-const wazeroCacheDir = "wazero-closeondone"
+// version, the CPU and the module it is given (here the instrumented one), but not the
+// runtime configuration: the folder names the instrumentation's version and the settings
+// that change the generated code.
+var wazeroCacheDir = fmt.Sprintf("wazero-instrumented-v%d", instrument.Version)
 
 // wazeroBackend is the default engine: pure Go, one runtime for every module. The memory
 // limit is per step, so it is not a runtime setting here: each instance gets a
 // cappedMemory that refuses to grow past the step's limit and remembers that it did.
+//
+// wazero's machine code cannot be preempted by the Go runtime, so every module is
+// instrumented before it is compiled (package instrument): its checkpoints call the
+// host's tick often enough that deadlines, fuel, the scheduler and the collector never wait
+// for guest code for long. wazero's own WithCloseOnContextDone is off: it only checks at
+// loop back-edges, where it costs a call into Go per iteration.
 type wazeroBackend struct {
 	rt       wazero.Runtime
 	cache    wazero.CompilationCache
 	cacheDir string // "" when the cache is off
 	mcfg     wazero.ModuleConfig
+	// instrumented is false only with Config.Uninstrumented.
+	instrumented bool
 }
 
 type stateKey struct{}
 
 func newWazero(cfg Config) (backend, error) {
 	ctx := context.Background()
-	// CloseOnContextDone is what makes a task's deadline stop a running loop.
-	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true).WithCoreFeatures(api.CoreFeaturesV2)
-	b := &wazeroBackend{}
+	rc := wazero.NewRuntimeConfig().WithCoreFeatures(api.CoreFeaturesV2)
+	b := &wazeroBackend{instrumented: !cfg.Uninstrumented}
+	cacheDir := wazeroCacheDir
+	if !b.instrumented {
+		rc = rc.WithCloseOnContextDone(true)
+		cacheDir = "wazero-closeondone"
+	}
 	if cfg.CacheDir != "" {
-		b.cacheDir = filepath.Join(cfg.CacheDir, wazeroCacheDir)
+		b.cacheDir = filepath.Join(cfg.CacheDir, cacheDir)
 		cache, err := wazero.NewCompilationCacheWithDir(b.cacheDir)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: wazero compilation cache: %w", err)
@@ -56,8 +70,7 @@ func newWazero(cfg Config) (backend, error) {
 	b.mcfg = wazero.NewModuleConfig().WithName("").WithStartFunctions().WithRandSource(unusedReader{})
 
 	builders := map[string]wazero.HostModuleBuilder{}
-	for i := range hostFuncs {
-		f := &hostFuncs[i]
+	for _, f := range append(hostFuncPtrs(), &meterFunc) {
 		hb, ok := builders[f.module]
 		if !ok {
 			hb = b.rt.NewHostModuleBuilder(f.module)
@@ -109,8 +122,24 @@ func wazeroHostFunc(f *hostFunc) api.GoModuleFunc {
 	}
 }
 
-func (b *wazeroBackend) compile(ctx context.Context, wasm []byte, _ string) (compiledModule, error) {
+func (b *wazeroBackend) compile(ctx context.Context, wasm []byte, sum string, _ compileOptions) (compiledModule, error) {
+	orig := wasm
+	fromCache := false
+	if b.instrumented {
+		var err error
+		if wasm, fromCache, err = b.instrument(orig, sum); err != nil {
+			return nil, err
+		}
+	}
 	cm, err := b.rt.CompileModule(ctx, wasm)
+	if err != nil && fromCache {
+		// A damaged instrumented copy: make it again.
+		_ = os.Remove(b.instrumentedPath(sum))
+		if wasm, _, err = b.instrument(orig, sum); err != nil {
+			return nil, err
+		}
+		cm, err = b.rt.CompileModule(ctx, wasm)
+	}
 	if err != nil && b.cacheDir != "" && strings.HasPrefix(err.Error(), "compilationcache") {
 		// wazero fails on a damaged cache entry instead of recompiling: its entries are
 		// named by an internal key, so drop them all (the folders stay) and compile again.
@@ -126,6 +155,33 @@ func (b *wazeroBackend) compile(ctx context.Context, wasm []byte, _ string) (com
 		return nil, err
 	}
 	return &wazeroCompiled{b: b, cm: cm}, nil
+}
+
+// instrument rewrites the module, through a copy in the cache folder when there is one (a
+// standard Go module takes about half a second to rewrite). The folder is private (0700):
+// a copy is trusted like wasmtime's compiled code. sum "" skips the cache.
+func (b *wazeroBackend) instrument(wasm []byte, sum string) ([]byte, bool, error) {
+	path := b.instrumentedPath(sum)
+	if path != "" {
+		if cached, err := os.ReadFile(path); err == nil {
+			return cached, true, nil
+		}
+	}
+	ins, err := instrument.Rewrite(wasm)
+	if err != nil {
+		return nil, false, err
+	}
+	if path != "" && os.MkdirAll(filepath.Dir(path), 0o700) == nil {
+		writeFileAtomic(path, ins.Wasm)
+	}
+	return ins.Wasm, false, nil
+}
+
+func (b *wazeroBackend) instrumentedPath(sum string) string {
+	if b.cacheDir == "" || sum == "" {
+		return ""
+	}
+	return filepath.Join(b.cacheDir, "instrumented", sum+".wasm")
 }
 
 func (b *wazeroBackend) close(ctx context.Context) error {
@@ -149,15 +205,26 @@ func (c *wazeroCompiled) instantiate(ctx context.Context, st *callState) (guestI
 	if err != nil {
 		return nil, wazeroError(err)
 	}
-	return &wazeroInstance{mod: mod, st: st, fns: map[string]api.Function{}}, nil
+	g := &wazeroInstance{mod: mod, st: st, fns: map[string]api.Function{}}
+	if c.b.instrumented {
+		counter, ok := mod.ExportedGlobal(instrument.CounterExport).(api.MutableGlobal)
+		if !ok {
+			_ = mod.Close(ctx)
+			return nil, errors.New("the instrumented module has no counter")
+		}
+		st.settle(int64(counter.Get())) // the start function ran here
+		g.counter = counter
+	}
+	return g, nil
 }
 
 func (c *wazeroCompiled) close(ctx context.Context) error { return c.cm.Close(ctx) }
 
 type wazeroInstance struct {
-	mod api.Module
-	st  *callState
-	fns map[string]api.Function
+	mod     api.Module
+	st      *callState
+	fns     map[string]api.Function
+	counter api.MutableGlobal // the instrumentation's work counter (nil: uninstrumented)
 }
 
 func (i *wazeroInstance) call(ctx context.Context, name string, args ...uint64) (uint64, error) {
@@ -168,7 +235,15 @@ func (i *wazeroInstance) call(ctx context.Context, name string, args ...uint64) 
 		}
 		i.fns[name] = fn
 	}
+	if i.counter != nil {
+		// Each call starts with an empty slice: its first checkpoint asks the host for one.
+		i.counter.Set(0)
+		i.st.sliceStart = 0
+	}
 	res, err := fn.Call(context.WithValue(ctx, stateKey{}, i.st), args...)
+	if i.counter != nil {
+		i.st.settle(int64(i.counter.Get()))
+	}
 	if err != nil {
 		return 0, wazeroError(err)
 	}
@@ -185,6 +260,9 @@ func (i *wazeroInstance) close(ctx context.Context) { _ = i.mod.Close(ctx) }
 
 // wazeroError maps wazero's errors to errInterrupted or a one-line trap reason.
 func wazeroError(err error) error {
+	if errors.Is(err, errInterrupted) {
+		return errInterrupted
+	}
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {
 		switch exit.ExitCode() {
@@ -200,10 +278,12 @@ func wazeroError(err error) error {
 
 // cappedMemory backs one instance's linear memory and refuses to grow it past the
 // step's memory limit, recording the refusal so the failure that usually follows is
-// reported as memory_limit rather than as an anonymous trap.
+// reported as memory_limit rather than as an anonymous trap. Small memories come from the
+// pool, large ones are mapped from the operating system (mempool.go).
 type cappedMemory struct {
-	st  *callState
-	buf []byte
+	st     *callState
+	buf    []byte
+	mapped bool // buf is a mapping of the whole limit
 }
 
 func (m *cappedMemory) Reallocate(size uint64) []byte {
@@ -217,7 +297,15 @@ func (m *cappedMemory) Reallocate(size uint64) []byte {
 		m.buf = m.buf[:size]
 		return m.buf
 	}
-	nb := linearMemories.get(size, min(2*uint64(cap(m.buf)), limit))
+	if size > pooledMax {
+		if nb, ok := mapMemory(limit); ok {
+			copy(nb, m.buf)
+			linearMemories.put(m.buf)
+			m.buf, m.mapped = nb[:size], true
+			return m.buf
+		}
+	}
+	nb := linearMemories.get(size, min(2*uint64(cap(m.buf)), limit, max(size, pooledMax)))
 	copy(nb, m.buf)
 	linearMemories.put(m.buf)
 	m.buf = nb
@@ -227,7 +315,11 @@ func (m *cappedMemory) Reallocate(size uint64) []byte {
 // Free runs when the instance is closed, which the sandbox does only after its last call
 // returned (abandoned calls included), so no guest code can touch the buffer any more.
 func (m *cappedMemory) Free() {
-	linearMemories.put(m.buf)
+	if m.mapped {
+		unmapMemory(m.buf)
+	} else {
+		linearMemories.put(m.buf)
+	}
 	m.buf = nil
 }
 
@@ -235,3 +327,17 @@ func (m *cappedMemory) Free() {
 type unusedReader struct{}
 
 func (unusedReader) Read(p []byte) (int, error) { return len(p), nil }
+
+// writeFileAtomic writes through a temporary file and a rename, so a concurrent reader
+// (another worker process) never sees half a file. Errors only cost a recompile later.
+func writeFileAtomic(path string, data []byte) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if werr != nil || cerr != nil || os.Rename(tmp.Name(), path) != nil {
+		_ = os.Remove(tmp.Name())
+	}
+}

@@ -178,10 +178,11 @@ func waitRunsDone(t *testing.T, db *pgtest.DB, flow string, n int, within time.D
 	t.Fatalf("%d of %d runs completed within %s", done, n, within)
 }
 
-// startSlowRuns starts n runs of the slow flow, each task a few milliseconds of busy work.
+// startSlowRuns starts n runs of the slow flow, each task tens of milliseconds of busy work
+// (a loop of 90 million iterations: loops are cheap since the sandbox instruments modules).
 func startSlowRuns(t *testing.T, db *pgtest.DB, n int) {
 	t.Helper()
-	if _, err := db.Pool.Exec(context.Background(), `select pgflow.start_flow('slow', '{"iterations": 3000000}') from generate_series(1, $1)`, n); err != nil {
+	if _, err := db.Pool.Exec(context.Background(), `select pgflow.start_flow('slow', '{"iterations": 90000000}') from generate_series(1, $1)`, n); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -30,6 +30,8 @@ func engineFlags() []cli.Flag {
 			Usage: "WebAssembly engine: wazero (pure Go) or wasmtime (needs a binary built with -tags wasmtime)"}),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "cache-dir", Value: sandbox.DefaultCacheDir(), EnvVars: env("cache-dir"),
 			Usage: "on-disk cache of compiled modules (empty disables it)"}),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "max-input-size", Value: "16MiB", EnvVars: env("max-input-size"),
+			Usage: "largest task input a handler is given, e.g. 16MiB; a larger one fails its task with input_too_large"}),
 	}
 }
 
@@ -263,7 +265,11 @@ func flowsAndEngine(c *cli.Context) (*flowfile.File, sandbox.Engine, error) {
 	if err != nil {
 		return nil, nil, cli.Exit(err.Error(), 2)
 	}
-	engine, err := sandbox.New(c.String("engine"), sandbox.Config{CacheDir: c.String("cache-dir")})
+	maxInput, ok := flowfile.ParseSize(c.String("max-input-size"))
+	if !ok || maxInput == 0 || maxInput > 1<<30 {
+		return nil, nil, cli.Exit(fmt.Sprintf("--max-input-size: %q is not a size from 1 byte to 1GiB: write e.g. 16MiB or a number of bytes", c.String("max-input-size")), 2)
+	}
+	engine, err := sandbox.New(c.String("engine"), sandbox.Config{CacheDir: c.String("cache-dir"), MaxInputBytes: int(maxInput)})
 	if err != nil {
 		return nil, nil, cli.Exit(err.Error(), 2)
 	}

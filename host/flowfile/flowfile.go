@@ -63,6 +63,12 @@ type Step struct {
 	// ReuseInstance keeps handler instances between tasks (for heavy guests such as
 	// standard Go); tasks may then see memory left by earlier tasks of the same step.
 	ReuseInstance bool
+	// Fuel is the work one task may do, in units of about one WebAssembly instruction;
+	// 0 means unlimited (the timeout still applies).
+	Fuel int64
+	// Deterministic seeds the handler's random bytes with the task's identity, so a task
+	// (a retry included) draws the same bytes every time; otherwise they are unpredictable.
+	Deterministic bool
 	// HTTP is the outbound HTTP the handler may make: the step's `http`, else its flow's;
 	// nil allows none.
 	HTTP *HTTP

@@ -44,6 +44,8 @@ flows:
       - slug: validate
         module: m/validate.wasm
         reuse_instance: true
+        deterministic: true
+        fuel: 5000000
       - slug: price_items
         type: map
         depends_on: [validate]
@@ -75,13 +77,13 @@ flows:
 		t.Errorf("topological order = %s, want validate,price_items,total", got)
 	}
 	price := fl.Step("price_items")
-	if price.Type != StepMap || price.MemoryLimit != 32<<20 || *price.Timeout != 5 || price.EffectiveTimeout(fl) != 5 {
+	if price.Type != StepMap || price.MemoryLimit != 32<<20 || *price.Timeout != 5 || price.EffectiveTimeout(fl) != 5 || price.Deterministic || price.Fuel != 0 {
 		t.Errorf("price_items = %+v", price)
 	}
 	if !filepath.IsAbs(price.Module) || !strings.HasSuffix(price.Module, "m/price.wasm") {
 		t.Errorf("module path %q should be absolute and resolved against the file's folder", price.Module)
 	}
-	if v := fl.Step("validate"); !v.ReuseInstance || v.Timeout != nil || v.EffectiveTimeout(fl) != 30 {
+	if v := fl.Step("validate"); !v.ReuseInstance || v.Timeout != nil || v.EffectiveTimeout(fl) != 30 || !v.Deterministic || v.Fuel != 5_000_000 {
 		t.Errorf("validate = %+v", v)
 	}
 	if got := fl.Dependents("validate"); len(got) != 1 || got[0] != "price_items" {
@@ -197,10 +199,14 @@ flows:
         module: m.wasm
         base_delay: -1
         memory_limit: 32mb
+        fuel: 0
+        deterministic: yes
 `, []string{"flows.yaml:4: `timeout` is 0: it must be from 1 to 86400 (seconds)",
 			"flows.yaml:5: `max_attempts` must be a whole number from 1 to 100",
 			"flows.yaml:9: `base_delay` is -1",
-			"flows.yaml:10: `memory_limit` \"32mb\" is not a size"}},
+			"flows.yaml:10: `memory_limit` \"32mb\" is not a size",
+			"flows.yaml:11: `fuel` is 0: it must be from 1 to",
+			"flows.yaml:12: `deterministic` must be true or false"}},
 		{"missing module file", `
 flows:
   - slug: a

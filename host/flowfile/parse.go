@@ -37,7 +37,7 @@ var (
 	rootKeys = []string{"flows"}
 	flowKeys = []string{"slug", "max_attempts", "base_delay", "timeout", "max_concurrency", "http", "env", "steps"}
 	stepKeys = []string{"slug", "type", "depends_on", "module", "max_attempts", "base_delay",
-		"timeout", "start_delay", "memory_limit", "reuse_instance", "http", "env", "if", "if_not", "when_unmet", "when_exhausted"}
+		"timeout", "start_delay", "memory_limit", "reuse_instance", "fuel", "deterministic", "http", "env", "if", "if_not", "when_unmet", "when_exhausted"}
 )
 
 // parser collects every problem in the file rather than stopping at the first, so a user
@@ -211,11 +211,11 @@ func (p *parser) step(flow string, n *yaml.Node, defaults capabilityDefaults) *S
 		case "memory_limit":
 			s.MemoryLimit = p.memoryLimit(v)
 		case "reuse_instance":
-			if v.Kind != yaml.ScalarNode || (v.Value != "true" && v.Value != "false") {
-				p.errorf(v.Line, "`reuse_instance` must be true or false, not %s", kindName(v))
-				return
-			}
-			s.ReuseInstance = v.Value == "true"
+			s.ReuseInstance = p.boolean(v, key)
+		case "deterministic":
+			s.Deterministic = p.boolean(v, key)
+		case "fuel":
+			s.Fuel = p.fuel(v)
 		case "http":
 			s.HTTP = p.http(k, v, strings.Replace(where, "in ", "of ", 1))
 		case "env":
@@ -360,6 +360,30 @@ func (p *parser) optInt(v *yaml.Node, key string, r intRange) *int {
 		return nil
 	}
 	return &n
+}
+
+func (p *parser) boolean(v *yaml.Node, key string) bool {
+	if v.Kind != yaml.ScalarNode || (v.Value != "true" && v.Value != "false") {
+		p.errorf(v.Line, "`%s` must be true or false, not %s", key, kindName(v))
+		return false
+	}
+	return v.Value == "true"
+}
+
+// maxFuel keeps budgets far from the engines' 64-bit counters.
+const maxFuel = 1 << 60
+
+func (p *parser) fuel(v *yaml.Node) int64 {
+	if v.Kind != yaml.ScalarNode || v.Tag != "!!int" {
+		p.errorf(v.Line, "`fuel` must be a whole number of work units from 1 to %d (about one WebAssembly instruction each), not %s", int64(maxFuel), kindName(v))
+		return 0
+	}
+	n, err := strconv.ParseInt(v.Value, 0, 64)
+	if err != nil || n < 1 || n > maxFuel {
+		p.errorf(v.Line, "`fuel` is %s: it must be from 1 to %d units (about one WebAssembly instruction each)", v.Value, int64(maxFuel))
+		return 0
+	}
+	return n
 }
 
 func (p *parser) memoryLimit(v *yaml.Node) uint64 {

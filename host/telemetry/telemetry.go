@@ -24,6 +24,7 @@ type Metrics struct {
 	TasksFailed    *prometheus.CounterVec   // flow, step, kind
 	TasksTimedOut  *prometheus.CounterVec   // flow, step
 	TaskDuration   *prometheus.HistogramVec // flow, step: handler run time
+	FuelUsed       *prometheus.CounterVec   // flow, step: work units handlers used
 	InFlight       *prometheus.GaugeVec     // flow
 	Polls          *prometheus.CounterVec   // flow, result: tasks | empty | error
 	ReadLatency    *prometheus.HistogramVec // flow: read + start_tasks round trips
@@ -51,6 +52,8 @@ func NewMetrics(abandoned func() int) *Metrics {
 		TasksCompleted: f.counter("pgflow_wasm_tasks_completed_total", "Tasks whose output pgflow recorded.", flowStep),
 		TasksFailed:    f.counter("pgflow_wasm_tasks_failed_total", "Tasks that failed (pgflow retries them while attempts remain), by error kind.", []string{"flow", "step", "kind"}),
 		TasksTimedOut:  f.counter("pgflow_wasm_tasks_timed_out_total", "Tasks stopped at their step timeout.", flowStep),
+		FuelUsed: f.counter("pgflow_wasm_fuel_used_total", "Work handlers did, in fuel units (about one WebAssembly instruction each; "+
+			"always counted on wazero, on wasmtime for steps with `fuel`).", flowStep),
 		TaskDuration: f.histogram("pgflow_wasm_task_duration_seconds", "Handler run time per task.", flowStep,
 			prometheus.ExponentialBuckets(0.0001, 4, 12)),
 		InFlight: f.gauge("pgflow_wasm_tasks_in_flight", "Tasks running now.", []string{"flow"}),

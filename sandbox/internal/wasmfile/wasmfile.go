@@ -152,6 +152,11 @@ type Module struct {
 	// Start is the index of the start function when HasStart.
 	Start    uint32
 	HasStart bool
+	// Bodies counts the code section's function bodies; LargestBody is the size in bytes
+	// of the largest, and LargestBodyIndex its function index.
+	Bodies           int
+	LargestBody      int
+	LargestBodyIndex uint32
 }
 
 // FuncTypeOf returns the signature of function idx in the function index space.
@@ -185,6 +190,16 @@ func (m *Module) Export(name string) (Export, bool) {
 	return Export{}, false
 }
 
+func (m *Module) importedFuncs() int {
+	n := 0
+	for _, im := range m.Imports {
+		if im.Kind == KindFunc {
+			n++
+		}
+	}
+	return n
+}
+
 // ImportedMemories counts memory imports.
 func (m *Module) ImportedMemories() int {
 	n := 0
@@ -205,6 +220,7 @@ const (
 	secMemory   = 5
 	secExport   = 7
 	secStart    = 8
+	secCode     = 10
 	secMaxKnown = 13 // tag section (exception handling)
 )
 
@@ -306,6 +322,23 @@ func (m *Module) readSection(id byte, r *reader) error {
 		idx, err := r.u32()
 		m.Start, m.HasStart = idx, true
 		return err
+	case secCode:
+		// Only the sizes: compiling cost grows with them (the sandbox limits both).
+		return r.vec(func() error {
+			size, err := r.u32()
+			if err != nil {
+				return err
+			}
+			if uint64(size) > uint64(len(r.b)-r.off) {
+				return fmt.Errorf("function body of %d bytes at offset %d runs past its section", size, r.off)
+			}
+			if int(size) > m.LargestBody {
+				m.LargestBody, m.LargestBodyIndex = int(size), uint32(m.Bodies+m.importedFuncs())
+			}
+			m.Bodies++
+			r.off += int(size)
+			return nil
+		})
 	default:
 		// Custom, table, global, element, code, data, data count and tag sections carry
 		// nothing validation needs; the engine checks them when it compiles.

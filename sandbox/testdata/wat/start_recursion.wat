@@ -1,0 +1,14 @@
+;; Bad: the start function runs loop-free exponential recursion (fib(60)) that never ends
+;; in practice: loading must stop it at the load timeout.
+(module
+  (memory (export "memory") 1)
+  (func $fib (param $n i32) (result i32)
+    (if (result i32) (i32.lt_u (local.get $n) (i32.const 2))
+      (then (local.get $n))
+      (else (i32.add
+        (call $fib (i32.sub (local.get $n) (i32.const 1)))
+        (call $fib (i32.sub (local.get $n) (i32.const 2)))))))
+  (func $start (drop (call $fib (i32.const 60))))
+  (start $start)
+  (func (export "pgflow_abi_version") (result i32) (i32.const 1))
+  (func (export "pgflow_handle") (param i32 i32) (result i32) (i32.const 0)))
