@@ -18,6 +18,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/host/compile"
 	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/localpg"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/procstat"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
@@ -208,7 +209,7 @@ func (r *runner) openServer(ctx context.Context) error {
 			return err
 		}
 		url = c.URL("postgres")
-		if pid, err := postmasterPID(c.DataDir()); err == nil {
+		if pid, err := procstat.PostmasterPID(c.DataDir()); err == nil {
 			r.postmaster = pid
 		}
 	}

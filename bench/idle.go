@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/procstat"
 )
 
 // measureIdle serves the example flows.yaml with --signal notify and no work, and counts the
@@ -64,6 +65,6 @@ func (r *runner) measureIdleInto(ctx context.Context, idle *Idle) error {
 	idle.Seconds = time.Since(began).Seconds()
 	idle.Transactions = after - before
 	idle.PerSecPerFlow = float64(idle.Transactions) / idle.Seconds / float64(idle.Flows)
-	idle.RSS, _ = currentRSS(p.pid())
+	idle.RSS, _ = procstat.RSS(p.pid())
 	return nil
 }

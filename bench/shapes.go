@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/procstat"
 	"github.com/pgflow-wasm/pgflow-wasm/runs"
 )
 
@@ -107,7 +108,7 @@ func (r *runner) measureInto(ctx context.Context, c Contender, shape string, res
 		return err
 	}
 	defer p.stop()
-	cpu0, _ := processCPU(p.pid())
+	cpu0, _ := procstat.CPU(p.pid())
 	db0 := r.dbCPU()
 
 	if shape == ShapeChain {
@@ -127,9 +128,9 @@ func (r *runner) measureInto(ctx context.Context, c Contender, shape string, res
 	} else if err := waitCompleted(ctx, pool, flow, tasks, p); err != nil {
 		return err
 	}
-	cpu1, _ := processCPU(p.pid())
+	cpu1, _ := procstat.CPU(p.pid())
 	db1 := r.dbCPU()
-	res.PeakRSS, _ = peakRSS(p.pid())
+	res.PeakRSS, _ = procstat.PeakRSS(p.pid())
 	res.Tasks = tasks
 	res.WorkerCPU = cpu1 - cpu0
 	if db0 >= 0 && db1 >= 0 {
@@ -170,7 +171,7 @@ func (r *runner) dbCPU() time.Duration {
 	if r.postmaster == 0 {
 		return -1
 	}
-	d, err := serverCPU(r.postmaster)
+	d, err := procstat.ServerCPU(r.postmaster)
 	if err != nil {
 		return -1
 	}

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/host"
 	"github.com/pgflow-wasm/pgflow-wasm/host/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/procstat"
 )
 
 // The worker under pressure from guests that run into their deadlines (issue 11). These
@@ -164,23 +164,6 @@ flows:
 	noTaskLeftStarted(t, db.Pool)
 }
 
-// rssBytes reads this process's resident memory.
-func rssBytes(t *testing.T) uint64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Skip("no /proc/self/status here")
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmRSS in /proc/self/status")
-	return 0
-}
-
 // Sixteen guests that each fill 60 MiB and time out together, while cheap runs come and
 // go: no call is abandoned, the worker does not restart, every task ends (none is left
 // started), and resident memory is back within 64 MiB of where it was within seconds.
@@ -200,7 +183,7 @@ flows:
 	eng := engine(t, "wazero")
 	w := startWorker(t, db.Pool, f, host.Config{Engine: eng, Concurrency: 32})
 	waitRun(t, db.Pool, startRun(t, db.Pool, "cheap", `{"value": 0}`), 30*time.Second)
-	before := rssBytes(t)
+	before := selfRSS(t)
 	var hogs, cheap []string
 	for range 16 {
 		hogs = append(hogs, startRun(t, db.Pool, "hogs", `{}`))
@@ -211,7 +194,7 @@ flows:
 	go func() {
 		defer wg.Done()
 		for range 30 {
-			peak.Store(max(peak.Load(), rssBytes(t)))
+			peak.Store(max(peak.Load(), selfRSS(t)))
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
@@ -231,10 +214,10 @@ flows:
 		}
 	}
 	wg.Wait()
-	after := rssBytes(t)
+	after := selfRSS(t)
 	for deadline := time.Now().Add(5 * time.Second); after > before+memoryBound && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
-		after = rssBytes(t)
+		after = selfRSS(t)
 	}
 	t.Logf("RSS before %d MiB, peak %d MiB, after %d MiB", before>>20, peak.Load()>>20, after>>20)
 	if after > before+memoryBound {
@@ -249,4 +232,14 @@ flows:
 	default:
 	}
 	noTaskLeftStarted(t, db.Pool)
+}
+
+// selfRSS is this test process's resident memory.
+func selfRSS(t *testing.T) uint64 {
+	t.Helper()
+	n, err := procstat.RSS(os.Getpid())
+	if err != nil {
+		t.Skipf("resident memory unknown here: %v", err)
+	}
+	return uint64(n)
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/procstat"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
@@ -254,23 +255,6 @@ func TestRandomBytes(t *testing.T) {
 	})
 }
 
-// rss reads this process's resident memory.
-func rss(t *testing.T) uint64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Skip("no /proc/self/status on this platform")
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmRSS line")
-	return 0
-}
-
 // Guarantee 15: sixteen guests that each fill 60 MiB and run into their deadline together
 // are stopped (none abandoned), and their memory goes back to the operating system when
 // they end: resident memory returns to within memoryBound of where it was.
@@ -280,7 +264,7 @@ func TestLargeGuestsGiveMemoryBack(t *testing.T) {
 		e := newEngine(t, engine, sandbox.Config{})
 		m := load(t, e, testModule(t, "memory_hog"), sandbox.ModuleConfig{})
 		runtime.GC()
-		before := rss(t)
+		before := selfRSS(t)
 		var peak uint64
 		var wg sync.WaitGroup
 		for range 16 {
@@ -294,13 +278,13 @@ func TestLargeGuestsGiveMemoryBack(t *testing.T) {
 			}()
 		}
 		time.Sleep(1800 * time.Millisecond)
-		peak = rss(t)
+		peak = selfRSS(t)
 		wg.Wait()
 		deadline := time.Now().Add(5 * time.Second)
-		after := rss(t)
+		after := selfRSS(t)
 		for after > before+memoryBound && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
-			after = rss(t)
+			after = selfRSS(t)
 		}
 		t.Logf("%s: RSS before %d MiB, with 16 guests %d MiB, after %d MiB", engine, before>>20, peak>>20, after>>20)
 		if after > before+memoryBound {
@@ -401,4 +385,14 @@ func waitGoroutinesGone(t *testing.T, fn string, within time.Duration) {
 		}
 	}
 	t.Fatalf("goroutines running %s did not end within %s", fn, within)
+}
+
+// selfRSS is this test process's resident memory.
+func selfRSS(t *testing.T) uint64 {
+	t.Helper()
+	n, err := procstat.RSS(os.Getpid())
+	if err != nil {
+		t.Skipf("resident memory unknown here: %v", err)
+	}
+	return uint64(n)
 }

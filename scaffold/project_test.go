@@ -7,7 +7,6 @@ package scaffold_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -160,7 +159,7 @@ func serveAndStart(t *testing.T, bin, dir string, db *pgtest.DB, name string) {
 			t.Logf("serve log:\n%s", log.String())
 		}
 	})
-	waitServing(t, db, name)
+	db.WaitServing(t, name)
 
 	start := exec.Command(bin, "start", name, "--input", `{"name": "Ada"}`, "--wait", "--timeout", "2m", "--database-url", db.URL)
 	start.Dir = dir
@@ -183,24 +182,6 @@ func serveAndStart(t *testing.T, bin, dir string, db *pgtest.DB, name string) {
 		t.Errorf("serve did not stop cleanly on SIGTERM: %v\n%s", err, log.String())
 	}
 	stopped = true
-}
-
-// waitServing waits until a worker registered for the flow (it compiled the flows first).
-func waitServing(t *testing.T, db *pgtest.DB, flow string) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		var n int
-		if err := db.Pool.QueryRow(context.Background(),
-			`select count(*) from pgflow.workers where queue_name = $1 and deprecated_at is null`, flow).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no worker registered for flow %s within 60 s", flow)
 }
 
 func lastLines(s string, n int) string {

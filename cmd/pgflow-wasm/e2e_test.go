@@ -97,24 +97,6 @@ func startServe(t *testing.T, dbURL, flows string, extra ...string) *worker {
 	return w
 }
 
-// waitServing waits until a worker registered for the flow (it compiled the flows first).
-func waitServing(t *testing.T, db *pgtest.DB, flow string) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		var n int
-		if err := db.Pool.QueryRow(context.Background(),
-			`select count(*) from pgflow.workers where queue_name = $1 and deprecated_at is null`, flow).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no worker registered for flow %s within 60 s", flow)
-}
-
 func tail(s string, n int) string {
 	if len(s) > n {
 		return "..." + s[len(s)-n:]
@@ -212,7 +194,7 @@ func TestKillDashNineLosesNothingAndRerunsOnlyRunningTasks(t *testing.T) {
 	ctx := context.Background()
 	const runs = 40
 	first := startServe(t, db.URL, flows, "--concurrency", "4", "--batch-size", "4")
-	waitServing(t, db, "slow")
+	db.WaitServing(t, "slow")
 	startSlowRuns(t, db, runs)
 	// Let it complete a few tasks and be in the middle of others, then kill it outright.
 	deadline := time.Now().Add(60 * time.Second)
@@ -286,7 +268,7 @@ func TestSigtermDrainsAndExitsZero(t *testing.T) {
 	ctx := context.Background()
 	const runs = 20
 	w := startServe(t, db.URL, flows, "--concurrency", "4", "--drain-timeout", "30s")
-	waitServing(t, db, "slow")
+	db.WaitServing(t, "slow")
 	startSlowRuns(t, db, runs)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -414,7 +396,7 @@ flows:
       - {slug: f, module: %q}
 `, module(t, "modules/testdata/echo.wasm"), module(t, "modules/testdata/fail.wasm")))
 	startServe(t, db.URL, flows, "--signal", "notify")
-	waitServing(t, db, "echo")
+	db.WaitServing(t, "echo")
 	dbEnv := []string{"DATABASE_URL=" + db.URL}
 
 	out, errOut, code := runBinary(t, dbEnv, "start", "echo", "--input", `{"value": 0}`, "--wait", "--timeout", "1m")
@@ -496,7 +478,7 @@ flows:
       - {slug: b, depends_on: [a], module: %[1]q}
 `, module(t, "modules/testdata/oracle.wasm")))
 	w := startServe(t, db.URL, flows, "--signal", "notify", "--notify-fallback", "1h", "--min-poll-interval", "1h", "--max-poll-interval", "1h")
-	waitServing(t, db, "chain")
+	db.WaitServing(t, "chain")
 	began := time.Now()
 	out, errOut, code = runBinary(t, dbEnv, "start", "chain", "--input", `{"n": 1}`, "--wait", "--timeout", "1m")
 	if code != 0 || !strings.Contains(out, `"b"`) {

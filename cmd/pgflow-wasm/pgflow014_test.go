@@ -52,7 +52,7 @@ func TestAFlowWithAConditionOnPgflow014AndWithoutOn081(t *testing.T) {
 			}
 			flows := writeFile(t, "flows.yaml", c.flows)
 			startServe(t, db.URL, flows, "--signal", "notify")
-			waitServing(t, db, "plans")
+			db.WaitServing(t, "plans")
 			out, errOut, code := runBinary(t, env, "start", "plans", "--input", `{"plan": "free", "value": [1, 2, 3]}`, "--wait", "--timeout", "1m")
 			if code != 0 {
 				t.Fatalf("start --wait: exit %d, %s %s", code, out, errOut)

@@ -101,7 +101,7 @@ flows:
 		return cmd
 	}
 	workers := []*exec.Cmd{serve(), serve(), serve()}
-	waitServing(t, db, "soak_chain")
+	db.WaitServing(t, "soak_chain")
 
 	// The stream: every 100 ms a map run over four elements and a chain run, each task under a
 	// millisecond of work but, once a second, one map element of a few hundred milliseconds

@@ -137,7 +137,7 @@ func TestServeWithTheDashboard(t *testing.T) {
 	db := pgtest.NewDB(t)
 	w := startServe(t, db.URL, echoFlows(t), "--ui-addr", "127.0.0.1:0")
 	url := dashboardURL(t, w.log)
-	waitServing(t, db, "shown")
+	db.WaitServing(t, "shown")
 	code, body := httpGet(t, url+"flows", "")
 	if code != http.StatusOK || !strings.Contains(body, `id="flow-shown"`) || !strings.Contains(body, "ABI") {
 		t.Fatalf("flows page: %d\n%.2000s", code, body)

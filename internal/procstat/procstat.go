@@ -1,4 +1,7 @@
-package bench
+// Package procstat reads what Linux's /proc says about a process: CPU time (its own, its
+// reaped children's, a PostgreSQL server's with all its backends) and resident memory.
+// The benchmark and the tests that bound memory share it.
+package procstat
 
 import (
 	"fmt"
@@ -9,12 +12,12 @@ import (
 	"time"
 )
 
-// clockTick is the unit of /proc/<pid>/stat CPU times (USER_HZ, 100 on Linux).
-const clockTick = 10 * time.Millisecond
+// ClockTick is the unit of /proc/<pid>/stat CPU times (USER_HZ, 100 on Linux).
+const ClockTick = 10 * time.Millisecond
 
-// procTimes reads a process's CPU time from /proc/<pid>/stat: its own user+system time,
+// Times reads a process's CPU time from /proc/<pid>/stat: its own user+system time,
 // and separately that of its reaped children.
-func procTimes(pid int) (self, children time.Duration, err error) {
+func Times(pid int) (self, children time.Duration, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, 0, err
@@ -32,7 +35,7 @@ func procTimes(pid int) (self, children time.Duration, err error) {
 	}
 	n := func(k int) time.Duration {
 		v, _ := strconv.ParseInt(f[k-3], 10, 64)
-		return time.Duration(v) * clockTick
+		return time.Duration(v) * ClockTick
 	}
 	return n(14) + n(15), n(16) + n(17), nil
 }
@@ -52,16 +55,16 @@ func ppidOf(pid int) int {
 	return v
 }
 
-// processCPU is a process's CPU time including children it has reaped.
-func processCPU(pid int) (time.Duration, error) {
-	self, children, err := procTimes(pid)
+// CPU is a process's CPU time including children it has reaped.
+func CPU(pid int) (time.Duration, error) {
+	self, children, err := Times(pid)
 	return self + children, err
 }
 
-// serverCPU is the CPU time of a PostgreSQL server: the postmaster, its live children
+// ServerCPU is the CPU time of a PostgreSQL server: the postmaster, its live children
 // (backends, background workers) and the children it has reaped (backends that exited).
-func serverCPU(postmaster int) (time.Duration, error) {
-	total, err := processCPU(postmaster)
+func ServerCPU(postmaster int) (time.Duration, error) {
+	total, err := CPU(postmaster)
 	if err != nil {
 		return 0, err
 	}
@@ -74,15 +77,15 @@ func serverCPU(postmaster int) (time.Duration, error) {
 		if err != nil || ppidOf(pid) != postmaster {
 			continue
 		}
-		if self, _, err := procTimes(pid); err == nil {
+		if self, _, err := Times(pid); err == nil {
 			total += self
 		}
 	}
 	return total, nil
 }
 
-// postmasterPID reads the server's pid from its data folder.
-func postmasterPID(dataDir string) (int, error) {
+// PostmasterPID reads the server's pid from its data folder.
+func PostmasterPID(dataDir string) (int, error) {
 	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
 	if err != nil {
 		return 0, err
@@ -91,13 +94,13 @@ func postmasterPID(dataDir string) (int, error) {
 	return strconv.Atoi(strings.TrimSpace(line))
 }
 
-// peakRSS is a process's high-water resident set size (VmHWM), in bytes.
-func peakRSS(pid int) (int64, error) {
+// PeakRSS is a process's high-water resident set size (VmHWM), in bytes.
+func PeakRSS(pid int) (int64, error) {
 	return statusField(pid, "VmHWM:")
 }
 
-// currentRSS is a process's resident set size now (VmRSS), in bytes.
-func currentRSS(pid int) (int64, error) {
+// RSS is a process's resident set size now (VmRSS), in bytes.
+func RSS(pid int) (int64, error) {
 	return statusField(pid, "VmRSS:")
 }
 
