@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
 )
 
 // classify turns the end of a pgflow_handle or _start call into a Result and a typed error.
@@ -96,7 +98,7 @@ func (m *module) classifyFailure(ctx context.Context, st *callState, g guestInst
 		}
 	}
 	if g != nil && (st.memRefused || g.memoryExhausted()) {
-		return fail(KindMemoryLimit, withGuestMessage(fmt.Sprintf("memory limit of %s reached (%s)", bytesText(m.lim.memoryLimit), what), st))
+		return fail(KindMemoryLimit, withGuestMessage(fmt.Sprintf("memory limit of %s reached (%s)", bytesize.Text(m.lim.memoryLimit), what), st))
 	}
 	return fail(KindTrap, withGuestMessage(what, st))
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
+
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
 )
@@ -88,7 +90,7 @@ func pgflowFuncs() []hostFunc {
 			}
 			if n > uint64(s.lim.maxOutput) {
 				return 0, s.fail(&hostAbort{kind: KindOutputTooLarge, message: fmt.Sprintf(
-					"output_write of %s is over the output cap of %s", bytesText(n), bytesText(uint64(s.lim.maxOutput)))})
+					"output_write of %s is over the output cap of %s", bytesize.Text(n), bytesize.Text(uint64(s.lim.maxOutput)))})
 			}
 			s.output, s.hasOutput = append(s.output[:0], b...), true
 			return 0, nil
@@ -134,19 +136,4 @@ func (s *callState) copyIn(mem []byte, name string, ptr uint64, data []byte) err
 func (s *callState) badPointer(mem []byte, name string, ptr, n uint64) error {
 	return s.protocolError("%s: %d bytes at address %d are outside the guest memory (%d bytes)",
 		name, n, ptr, len(mem))
-}
-
-// bytesText renders a byte count for messages: "8 MiB", "1.5 KiB", "12 bytes".
-func bytesText(n uint64) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<20:
-		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d bytes", n)
 }

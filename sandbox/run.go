@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
+
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
 )
 
@@ -41,7 +43,7 @@ func (m *module) Run(ctx context.Context, t Task) (Result, error) {
 	}
 	if max := m.eng.cfg.MaxInputBytes; len(t.Input) > max {
 		return Result{}, &Error{Kind: KindInputTooLarge, Message: fmt.Sprintf(
-			"the task input is %s, over the limit of %s (the worker's --max-input-size)", bytesText(uint64(len(t.Input))), bytesText(uint64(max)))}
+			"the task input is %s, over the limit of %s (the worker's --max-input-size)", bytesize.Text(uint64(len(t.Input))), bytesize.Text(uint64(max)))}
 	}
 	if !m.life.acquire() {
 		return Result{}, ErrClosed

@@ -9,6 +9,8 @@ import (
 	"os"
 	"slices"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
+
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
 )
@@ -53,7 +55,7 @@ func readModule(path string, maxBytes int64) ([]byte, Info, error) {
 	}
 	info.Size = st.Size()
 	if st.Size() > maxBytes {
-		return nil, info, invalid("module is %s, over the size cap of %s", bytesText(uint64(st.Size())), bytesText(uint64(maxBytes)))
+		return nil, info, invalid("module is %s, over the size cap of %s", bytesize.Text(uint64(st.Size())), bytesize.Text(uint64(maxBytes)))
 	}
 	// Read one byte past the cap in case the file grew after Stat.
 	wasm, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
@@ -62,7 +64,7 @@ func readModule(path string, maxBytes int64) ([]byte, Info, error) {
 	}
 	info.Size = int64(len(wasm))
 	if info.Size > maxBytes {
-		return nil, info, invalid("module is over the size cap of %s", bytesText(uint64(maxBytes)))
+		return nil, info, invalid("module is over the size cap of %s", bytesize.Text(uint64(maxBytes)))
 	}
 	sum := sha256.Sum256(wasm)
 	info.SHA256 = hex.EncodeToString(sum[:])
@@ -105,7 +107,7 @@ func checkSize(m *wasmfile.Module, cfg Config) error {
 	}
 	if m.LargestBody > cfg.MaxFunctionBytes {
 		return invalid("function %d has a body of %s, over the limit of %s per function (Config.MaxFunctionBytes)",
-			m.LargestBodyIndex, bytesText(uint64(m.LargestBody)), bytesText(uint64(cfg.MaxFunctionBytes)))
+			m.LargestBodyIndex, bytesize.Text(uint64(m.LargestBody)), bytesize.Text(uint64(cfg.MaxFunctionBytes)))
 	}
 	return nil
 }
@@ -179,7 +181,7 @@ func checkMemory(m *wasmfile.Module, mc ModuleConfig) error {
 	}
 	if mem.Min*wasmfile.PageSize > mc.MemoryLimit {
 		return invalid("memory minimum of %d pages (%s) exceeds the step's memory_limit of %s",
-			mem.Min, bytesText(mem.Min*wasmfile.PageSize), bytesText(mc.MemoryLimit))
+			mem.Min, bytesize.Text(mem.Min*wasmfile.PageSize), bytesize.Text(mc.MemoryLimit))
 	}
 	e, ok := m.Export(abi.ExportMemory)
 	if !ok {

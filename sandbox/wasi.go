@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
+
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
 )
@@ -288,7 +290,7 @@ func fdWrite(s *callState, mem []byte, a []uint64) (uint64, error) {
 		if s.command {
 			if len(s.stdout)+len(buf) > s.lim.maxOutput {
 				abort = s.fail(&hostAbort{kind: KindOutputTooLarge, message: fmt.Sprintf(
-					"stdout of the command is over the output cap of %s", bytesText(uint64(s.lim.maxOutput)))})
+					"stdout of the command is over the output cap of %s", bytesize.Text(uint64(s.lim.maxOutput)))})
 				return false
 			}
 			s.stdout = append(s.stdout, buf...)

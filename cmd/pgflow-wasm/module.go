@@ -8,9 +8,10 @@ import (
 	"strconv"
 	"text/tabwriter"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
+
 	"github.com/urfave/cli/v2"
 
-	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
@@ -58,7 +59,7 @@ func moduleInspect(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return cli.Exit("module inspect: give exactly one module file", 2)
 	}
-	limit, ok := flowfile.ParseSize(c.String("memory-limit"))
+	limit, ok := bytesize.Parse(c.String("memory-limit"))
 	if !ok || limit == 0 {
 		return cli.Exit(fmt.Sprintf("--memory-limit: %q is not a size: write e.g. 64MiB, 512KiB, 1GiB or a number of bytes", c.String("memory-limit")), 2)
 	}
@@ -130,7 +131,7 @@ func printInspection(w io.Writer, in inspection) {
 	if in.MemoryMax != 0 {
 		max = fmt.Sprintf("max %d pages", in.MemoryMax)
 	}
-	fmt.Fprintf(tw, "memory:\tmin %d pages (%d KiB), %s; limit %s\n", in.MemoryMin, uint64(in.MemoryMin)*64, max, sizeText(in.MemoryLimit))
+	fmt.Fprintf(tw, "memory:\tmin %d pages (%d KiB), %s; limit %s\n", in.MemoryMin, uint64(in.MemoryMin)*64, max, bytesize.Flag(in.MemoryLimit))
 	fmt.Fprintf(tw, "engine:\t%s\n", in.Engine)
 	tw.Flush()
 	printFuncs(w, "imports", in.Imports, true)
@@ -160,17 +161,4 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// sizeText writes a byte count the way --memory-limit reads it.
-func sizeText(n uint64) string {
-	for _, u := range []struct {
-		suffix string
-		size   uint64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.size && n%u.size == 0 {
-			return fmt.Sprintf("%d%s", n/u.size, u.suffix)
-		}
-	}
-	return fmt.Sprintf("%d bytes", n)
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
@@ -265,7 +267,7 @@ func flowsAndEngine(c *cli.Context) (*flowfile.File, sandbox.Engine, error) {
 	if err != nil {
 		return nil, nil, cli.Exit(err.Error(), 2)
 	}
-	maxInput, ok := flowfile.ParseSize(c.String("max-input-size"))
+	maxInput, ok := bytesize.Parse(c.String("max-input-size"))
 	if !ok || maxInput == 0 || maxInput > 1<<30 {
 		return nil, nil, cli.Exit(fmt.Sprintf("--max-input-size: %q is not a size from 1 byte to 1GiB: write e.g. 16MiB or a number of bytes", c.String("max-input-size")), 2)
 	}

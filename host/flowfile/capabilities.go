@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/httpcap"
@@ -105,7 +107,7 @@ func (p *parser) httpSize(v *yaml.Node, key string) int64 {
 		p.errorf(v.Line, "`%s` must be a size: %s", key, want)
 		return 0
 	}
-	n, ok := ParseSize(v.Value)
+	n, ok := bytesize.Parse(v.Value)
 	if !ok || n < 1 || n > maxHTTPBytes {
 		p.errorf(v.Line, "`%s` %q is not a size from 1 byte to 1GiB: %s", key, v.Value, want)
 		return 0

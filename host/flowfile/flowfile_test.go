@@ -248,20 +248,6 @@ func TestLoadMissingFile(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]uint64{"65536": 65536, "512KiB": 512 << 10, "32MiB": 32 << 20, "1GiB": 1 << 30, "2 MiB": 2 << 20} {
-		if got, ok := ParseSize(in); !ok || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, ok, want)
-		}
-	}
-	for _, in := range []string{"", "32mb", "-1", "1.5MiB", "MiB"} {
-		if _, ok := ParseSize(in); ok {
-			t.Errorf("ParseSize(%q) accepted", in)
-		}
-	}
-}
-
 func TestStepConditions(t *testing.T) {
 	dir := t.TempDir()
 	mod := filepath.Join(dir, "h.wasm")

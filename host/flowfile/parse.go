@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
+
 	"gopkg.in/yaml.v3"
 )
 
@@ -392,7 +394,7 @@ func (p *parser) memoryLimit(v *yaml.Node) uint64 {
 		p.errorf(v.Line, "`memory_limit` must be a size: %s", want)
 		return 0
 	}
-	n, ok := ParseSize(v.Value)
+	n, ok := bytesize.Parse(v.Value)
 	if !ok {
 		p.errorf(v.Line, "`memory_limit` %q is not a size: %s", v.Value, want)
 		return 0
@@ -508,25 +510,4 @@ func fixSlug(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// ParseSize reads a size as flows.yaml writes it: "32MiB", "512KiB", "1GiB" or a plain
-// byte count.
-func ParseSize(s string) (uint64, bool) {
-	s = strings.TrimSpace(s)
-	mult := uint64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   uint64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || n > (1<<40)/mult {
-		return 0, false
-	}
-	return n * mult, true
 }

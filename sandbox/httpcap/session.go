@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
+
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
 )
 
@@ -88,7 +90,7 @@ func (s *Session) Do(ctx context.Context, r Request) (*Response, *Error) {
 	tooLarge := func() *Error {
 		s.obs.Denied(reasons[abi.ErrResponseTooLarge])
 		return newError(abi.ErrResponseTooLarge, "the response body from %s is over the %s of http.max_response_bytes of %s",
-			t, sizeText(limit), s.where)
+			t, bytesize.Text(uint64(limit)), s.where)
 	}
 	if resp.ContentLength > limit {
 		return nil, tooLarge()
@@ -116,7 +118,7 @@ func (s *Session) build(ctx context.Context, r Request) (*http.Request, *Error) 
 		return nil, newError(abi.ErrBadRequest, "the method CONNECT is not allowed")
 	}
 	if len(r.URL) > MaxURLBytes {
-		return nil, newError(abi.ErrRequestTooLarge, "the URL is %s long, over the cap of %s", sizeText(int64(len(r.URL))), sizeText(MaxURLBytes))
+		return nil, newError(abi.ErrRequestTooLarge, "the URL is %s long, over the cap of %s", bytesize.Text(uint64(len(r.URL))), bytesize.Text(uint64(MaxURLBytes)))
 	}
 	u, err := url.Parse(r.URL)
 	if err != nil {
@@ -135,7 +137,7 @@ func (s *Session) build(ctx context.Context, r Request) (*http.Request, *Error) 
 	}
 	if n := int64(len(r.Body)); n > s.p.maxRequestBytes() {
 		return nil, newError(abi.ErrRequestTooLarge, "the request body of %s is over the %s of http.max_request_bytes of %s",
-			sizeText(n), sizeText(s.p.maxRequestBytes()), s.where)
+			bytesize.Text(uint64(n)), bytesize.Text(uint64(s.p.maxRequestBytes())), s.where)
 	}
 	header, e := parseHeader(r.Header)
 	if e != nil {
@@ -383,7 +385,7 @@ var forbiddenHeaders = map[string]bool{
 // parseHeader reads "Name: value" lines. Messages name the header, never its value.
 func parseHeader(raw []byte) (http.Header, *Error) {
 	if len(raw) > MaxHeaderBytes {
-		return nil, newError(abi.ErrRequestTooLarge, "the request headers are %s, over the cap of %s", sizeText(int64(len(raw))), sizeText(MaxHeaderBytes))
+		return nil, newError(abi.ErrRequestTooLarge, "the request headers are %s, over the cap of %s", bytesize.Text(uint64(len(raw))), bytesize.Text(uint64(MaxHeaderBytes)))
 	}
 	h := http.Header{}
 	for i, line := range strings.Split(string(raw), "\n") {
