@@ -79,7 +79,9 @@ func runLatencies(t *testing.T, pool *pgxpool.Pool, flow string) []float64 {
 func noTaskLeftStarted(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
 	var n int
-	if err := pool.QueryRow(context.Background(), `select count(*) from pgflow.step_tasks where status = 'started'`).Scan(&n); err != nil {
+	// The aged template's warm flow keeps tasks started by a foreign worker on purpose.
+	if err := pool.QueryRow(context.Background(), `select count(*) from pgflow.step_tasks
+		where status = 'started' and flow_slug <> $1`, pgtest.WarmFlow).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {
