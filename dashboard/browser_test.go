@@ -344,8 +344,9 @@ func testFlows(t *testing.T, browser context.Context) {
 	})
 
 	t.Run("a running run updates live while its steps complete", func(t *testing.T) {
-		// Five elements of work, one at a time, each long enough to be seen.
-		elements := strings.TrimSuffix(strings.Repeat(`{"run": {"iterations": 25000000}}, `, 5), ", ")
+		// Five elements of work, one at a time, each long enough to be seen (about 0.5 s: the
+		// instrumented loop does about two iterations a nanosecond on wazero).
+		elements := strings.TrimSuffix(strings.Repeat(`{"run": {"iterations": 1000000000}}, `, 5), ", ")
 		id := workertest.StartRun(t, db.Pool, "live", "["+elements+"]")
 		navigate(t, ctx, base+"/runs/"+id)
 		waitFor(t, ctx, `document.querySelector('h1 .badge')?.textContent === 'started'`, 10*time.Second, "the run shows as started")

@@ -44,7 +44,7 @@ flows:
 `)
 			startWorker(t, db.Pool, f, host.Config{RequeueGuardInterval: 100 * time.Millisecond, RequeueGuardAfter: tc.guardAfter,
 				StalledMargin: 24 * time.Hour, DrainTimeout: time.Second}) // only upstream may take the task here
-			id := startRun(t, db.Pool, "long", `{"iterations": 150000000}`) // seconds of work
+			id := startRun(t, db.Pool, "long", `{"iterations": 10000000000}`) // about 5 s of work on wazero
 			waitFor(t, 30*time.Second, func() (bool, string) {
 				var started bool
 				_ = db.Pool.QueryRow(ctx, `select status = 'started' and started_at < now() - interval '1 second'

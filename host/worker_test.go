@@ -319,7 +319,7 @@ flows:
 `)
 	startWorker(t, db.Pool, f, host.Config{Concurrency: 4})
 	ctx := context.Background()
-	if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('steady', '{"iterations": 200000}') from generate_series(1, 200)`); err != nil {
+	if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('steady', '{"iterations": 12000000}') from generate_series(1, 200)`); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 60*time.Second, func() (bool, string) {
