@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
-
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
 )
 

@@ -7,9 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
-
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
 )
 
 // module is a loaded module of either engine; the engine-specific part is compiled.

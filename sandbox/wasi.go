@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
-
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
 )
 

@@ -8,10 +8,9 @@ import (
 	"strconv"
 	"text/tabwriter"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
-
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 

@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
@@ -23,6 +21,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/host/compile"
 	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/host/telemetry"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 

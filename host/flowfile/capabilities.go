@@ -6,10 +6,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
-
 	"gopkg.in/yaml.v3"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/httpcap"
 )
 

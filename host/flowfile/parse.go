@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
-
 	"gopkg.in/yaml.v3"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
 )
 
 // Option ranges. pgflow itself accepts wider values; these catch typos (a timeout of

@@ -15,9 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
-
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
 )
 
 // Request is what a handler asks for. Header holds "Name: value" lines separated by "\n"
