@@ -6,15 +6,21 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/pgflow-wasm/pgflow-wasm/bench"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/localpg"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testbin"
 )
+
+// TestMain removes the binary the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Remove()
+	os.Exit(code)
+}
 
 // TestQuickBenchMeasuresEveryShape runs the harness end to end with tiny counts: the floor
 // and pgflow-wasm on all three shapes, on the test server as it is configured. It checks
@@ -25,11 +31,9 @@ func TestQuickBenchMeasuresEveryShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "pgflow-wasm")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/pgflow-wasm")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the binary: %v\n%s", err, out)
+	bin, err := testbin.Path()
+	if err != nil {
+		t.Fatal(err)
 	}
 	// Any database of the test server gives its URL; the harness makes its own databases.
 	u, err := url.Parse(pgtest.NewDB(t).URL)
@@ -88,11 +92,9 @@ func TestBenchStopsTheClusterItStarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "pgflow-wasm")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/pgflow-wasm")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the binary: %v\n%s", err, out)
+	bin, err := testbin.Path()
+	if err != nil {
+		t.Fatal(err)
 	}
 	// Not t.TempDir(): its parents are closed to the postgres user when we run as root.
 	dir, err := os.MkdirTemp("", "pgflow-wasm-bench-cluster-")

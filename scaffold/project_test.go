@@ -8,54 +8,34 @@ package scaffold_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testbin"
 	"github.com/pgflow-wasm/pgflow-wasm/scaffold"
-)
-
-var (
-	binaryOnce sync.Once
-	binary     string
-	binaryErr  error
 )
 
 // TestMain removes the binary pgflowWasm built, if any.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binary != "" {
-		os.RemoveAll(filepath.Dir(binary))
-	}
+	testbin.Remove()
 	os.Exit(code)
 }
 
 // pgflowWasm builds the binary once for every test of this package.
 func pgflowWasm(t *testing.T) string {
 	t.Helper()
-	binaryOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "pgflow-wasm-new-bin-")
-		if err != nil {
-			binaryErr = err
-			return
-		}
-		binary = filepath.Join(dir, "pgflow-wasm")
-		out, err := exec.Command("go", "build", "-o", binary, "../cmd/pgflow-wasm").CombinedOutput()
-		if err != nil {
-			binaryErr = fmt.Errorf("building pgflow-wasm: %v\n%s", err, out)
-		}
-	})
-	if binaryErr != nil {
-		t.Fatal(binaryErr)
+	bin, err := testbin.Path()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return binary
+	return bin
 }
 
 // makeEnv is the environment of a project's make: without the make variables of a make

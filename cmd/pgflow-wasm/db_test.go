@@ -17,6 +17,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/localpg"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testbin"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 	"github.com/pgflow-wasm/pgflow-wasm/schema/pgflowsql"
 )
@@ -177,10 +178,13 @@ func TestDBInstallFromAnEmptyFolderWithOnlyTheBinary(t *testing.T) {
 		t.Skip("this build has no pgflow SQL built in: `make` copies it from npm before building")
 	}
 	dir := t.TempDir()
+	built, err := testbin.Path() // built once per test process (TestMain)
+	if err != nil {
+		t.Fatal(err)
+	}
 	bin := filepath.Join(dir, "pgflow-wasm")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := os.Link(built, bin); err != nil { // the binary alone in dir
+		t.Fatal(err)
 	}
 	url := pgtest.NewDB(t, pgtest.Empty()).URL
 	cmd := exec.Command(bin, "db", "install", "--database-url", url)

@@ -17,26 +17,20 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testbin"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 var binary string // built once by TestMain
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "pgflow-wasm-e2e-")
-	if err != nil {
+	var err error
+	if binary, err = testbin.Path(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "pgflow-wasm")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the binary:", err)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	testbin.Remove()
 	os.Exit(code)
 }
 
