@@ -28,7 +28,7 @@ func moduleCommand() *cli.Command {
 				"for its ABI version. Exits 1 when the module is rejected, 2 when it cannot be read or on bad usage.",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "engine", Value: sandbox.EngineWazero, Usage: "wazero or wasmtime (binaries built with -tags wasmtime)"},
-				&cli.StringFlag{Name: "memory-limit", Value: "64MiB", Usage: "the step's memory limit, e.g. 32MiB, 512KiB, 1GiB or bytes"},
+				&cli.StringFlag{Name: "memory-limit", Value: bytesize.Flag(sandbox.DefaultMemoryLimit), Usage: "the step's memory limit, e.g. 32MiB, 512KiB, 1GiB or bytes"},
 				&cli.StringFlag{Name: "cache-dir", Value: sandbox.DefaultCacheDir(), Usage: "compilation cache folder (\"\" disables it)"},
 				&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of text"},
 			},

@@ -31,7 +31,7 @@ func engineFlags() []cli.Flag {
 			Usage: "WebAssembly engine: wazero (pure Go) or wasmtime (needs a binary built with -tags wasmtime)"}),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "cache-dir", Value: sandbox.DefaultCacheDir(), EnvVars: env("cache-dir"),
 			Usage: "on-disk cache of compiled modules (empty disables it)"}),
-		altsrc.NewStringFlag(&cli.StringFlag{Name: "max-input-size", Value: "16MiB", EnvVars: env("max-input-size"),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "max-input-size", Value: bytesize.Flag(sandbox.DefaultMaxInputBytes), EnvVars: env("max-input-size"),
 			Usage: "largest task input a handler is given, e.g. 16MiB; a larger one fails its task with input_too_large"}),
 	}
 }
