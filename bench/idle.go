@@ -27,6 +27,11 @@ func (r *runner) measureIdleInto(ctx context.Context, idle *Idle) error {
 		return err
 	}
 	idle.Flows = len(file.Flows)
+	for _, fl := range file.Flows {
+		if fl.MaxConcurrency > 0 {
+			idle.LimitedFlows++
+		}
+	}
 	url, pool, drop, err := r.compiledDatabase(ctx, "pgflow_bench_idle", file)
 	if err != nil {
 		return err

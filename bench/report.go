@@ -66,6 +66,7 @@ func (r Result) summary() string {
 // Idle is what an idle worker costs.
 type Idle struct {
 	Flows          int
+	LimitedFlows   int // flows with max_concurrency (an idle one once polled thousands of times a second)
 	Seconds        float64
 	Transactions   int64   // committed + rolled back in the worker's database over the window
 	PerSecPerFlow  float64 // transactions per second per flow
@@ -144,7 +145,7 @@ func (rep *Report) WriteText(w io.Writer) {
 		}
 	}
 	if i := rep.Idle; i != nil {
-		fmt.Fprintf(w, "\n### idle worker (%s, %s, the example flows.yaml: %d flows)\n\n", i.Engine, i.Signal, i.Flows)
+		fmt.Fprintf(w, "\n### idle worker (%s, %s, the example flows.yaml: %d flows, %d with max_concurrency)\n\n", i.Engine, i.Signal, i.Flows, i.LimitedFlows)
 		if i.Err != "" {
 			fmt.Fprintf(w, "error: %s\n", i.Err)
 		} else {

@@ -28,7 +28,7 @@ func (w *Worker) launch(fs *flowState, t poller.Task) {
 	}
 	go func() {
 		defer w.running.Done()
-		defer w.unreserve(fs, 1)
+		defer w.finished(fs)
 		if fs.inFlight != nil {
 			defer fs.inFlight.Dec()
 		}

@@ -100,8 +100,17 @@ func (w *Worker) reserve(fs *flowState, want int) int {
 	return f
 }
 
+// finished frees the slot of a task whose handler ended and wakes the loops waiting for one.
+func (w *Worker) finished(fs *flowState) {
+	fs.slots.release(1)
+	w.global.release(1)
+}
+
+// unreserve gives back slots a fetch reserved and did not fill. The flow's own slots are
+// given back quietly (its loop is the only one that waits for them, and it just found the
+// queue empty); the global ones wake other flows that found none free.
 func (w *Worker) unreserve(fs *flowState, n int) {
-	fs.slots.release(n)
+	fs.slots.giveBack(n)
 	w.global.release(n)
 }
 

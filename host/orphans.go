@@ -98,7 +98,7 @@ func (w *Worker) handBackOrphans(ctx context.Context, own []recovery.Started, be
 				"during the fetch), so it never ran; returned to pgflow by pgflow-wasm", o.WorkerID)}
 		res := make([]taskwrite.Result, 1)
 		b := &pgx.Batch{}
-		taskwrite.Queue(b, taskwrite.Fail, []taskwrite.Call{c}, res)
+		taskwrite.Queue(b, taskwrite.Fail, []taskwrite.Call{c}, res, taskwrite.Options{AttemptHistory: w.history})
 		if err := w.cfg.Pool.SendBatch(ctx, b).Close(); err != nil {
 			if ctx.Err() == nil {
 				w.log.Warn("handing back a task of a lost fetch reply failed; next round retries", "run_id", o.RunID, "error", err)

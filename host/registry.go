@@ -298,7 +298,7 @@ func (w *Worker) deprecate() {
 func (w *Worker) recoveryLoop(ctx context.Context) {
 	cfg := recovery.Config{WorkerStaleAfter: w.cfg.WorkerStaleAfter, StartedMargin: w.cfg.StalledMargin,
 		LivenessGrace: w.cfg.LivenessGrace, ForeignStaleAfter: max(w.cfg.ForeignStaleAfter, 0), Self: w.workerIDs(),
-		PermanentlyStalled: w.proto.Requeue}
+		PermanentlyStalled: w.proto.Requeue, AttemptHistory: w.history}
 	for _, fs := range w.flows {
 		cfg.Flows = append(cfg.Flows, fs.def.Slug)
 	}
@@ -311,6 +311,7 @@ func (w *Worker) recoveryLoop(ctx context.Context) {
 		case <-time.After(next):
 		}
 		next = w.cfg.RecoveryInterval
+		w.pruneAttemptHistory(ctx)
 		gens := w.fetchGenerations()
 		got, own, err := sweeper.SweepOwn(ctx)
 		w.handBackOrphans(ctx, own, gens)
@@ -331,6 +332,18 @@ func (w *Worker) recoveryLoop(ctx context.Context) {
 				w.wakeAfterRetry(fs, r.StepSlug, r.Attempts)
 			}
 		}
+	}
+}
+
+// pruneAttemptHistory deletes failed attempts older than AttemptHistory, at most once a
+// minute and a bounded number of rows at a time (the next sweeps take the rest).
+func (w *Worker) pruneAttemptHistory(ctx context.Context) {
+	if !w.history || time.Since(w.prunedAt) < time.Minute {
+		return
+	}
+	w.prunedAt = time.Now()
+	if _, err := schema.PruneAttemptHistory(ctx, w.cfg.Pool, w.cfg.AttemptHistory, 10000); err != nil && ctx.Err() == nil {
+		w.log.Warn("pruning the attempt history failed", "error", err)
 	}
 }
 

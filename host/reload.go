@@ -58,7 +58,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if cfg.WatchInterval == 0 {
 		cfg.WatchInterval = 500 * time.Millisecond
 	}
-	log := cfg.Worker.withDefaults().Log
+	log := cfg.Worker.WithDefaults().Log
 	cur, err := startGeneration(ctx, cfg, nil)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -151,7 +151,7 @@ func startGeneration(ctx context.Context, cfg ServeConfig, prev *generation) (*g
 
 // logReload says what changed: flows added and removed, modules with their old and new sha256.
 func logReload(cfg ServeConfig, old, next *generation, why string) {
-	log := cfg.Worker.withDefaults().Log
+	log := cfg.Worker.WithDefaults().Log
 	log.Info("reloaded: new tasks run on the new flows and modules; tasks already running finish on the old", "why", why)
 	for _, fl := range next.file.Flows {
 		if old.file.Flow(fl.Slug) == nil {

@@ -30,15 +30,28 @@ func (s *slots) tryAcquire(n int) int {
 	return n
 }
 
+// release frees the slots of tasks that ended, and wakes whoever waits for one.
 func (s *slots) release(n int) {
-	if s == nil || n == 0 {
-		return
-	}
-	s.mu.Lock()
-	wasFull := s.max > 0 && s.used >= s.max
-	s.used -= n
-	s.mu.Unlock()
-	if wasFull && s.onFree != nil {
+	if s.give(n) && s.onFree != nil {
 		s.onFree()
 	}
+}
+
+// giveBack returns reserved slots that a fetch did not fill, without ringing onFree: the
+// fetch found fewer tasks than it reserved for, so polling again at once would find none
+// either. (It did ring once: an idle flow with max_concurrency reserved every slot, the
+// empty fetch gave them back, the give-back rang the flow's own wake, and the loop read the
+// empty queue again at once, thousands of times a second.)
+func (s *slots) giveBack(n int) { s.give(n) }
+
+// give returns n slots and reports whether the counter was full before.
+func (s *slots) give(n int) (wasFull bool) {
+	if s == nil || n == 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	wasFull = s.max > 0 && s.used >= s.max
+	s.used -= n
+	return wasFull
 }

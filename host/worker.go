@@ -87,6 +87,9 @@ type Config struct {
 	MaxUnwritten int
 
 	DrainTimeout    time.Duration // how long shutdown waits for running tasks [30s]
+	// AttemptHistory is how long failed attempts are kept in pgflow_wasm.task_attempts
+	// (pgflow keeps only a task's last error) [168h]; negative keeps none.
+	AttemptHistory time.Duration
 	MaxAbandoned    int           // abandoned sandbox calls that make the worker restart itself [4]
 	CompletionBatch int           // outcomes per write transaction [100]
 	// CompletionWriters is how many write transactions may be in flight at once [2]:
@@ -94,7 +97,9 @@ type Config struct {
 	CompletionWriters int
 }
 
-func (c Config) withDefaults() Config {
+// WithDefaults returns the config with every unset option at its default (the values in
+// brackets above).
+func (c Config) WithDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -131,6 +136,7 @@ func (c Config) withDefaults() Config {
 		c.ForeignStaleAfter = 10 * time.Minute
 	}
 	def(&c.DrainTimeout, 30*time.Second)
+	def(&c.AttemptHistory, 7*24*time.Hour)
 	if c.MaxAbandoned <= 0 {
 		c.MaxAbandoned = 4
 	}
@@ -171,6 +177,9 @@ type Worker struct {
 	stop     chan struct{} // closed to stop on the worker's own account
 	started  chan struct{} // closed once the worker serves (Started)
 	restart  atomic.Bool
+	// history: pgflow_wasm.task_attempts exists and failures are kept in it (set in Run).
+	history  bool
+	prunedAt time.Time // the recovery loop's last prune of the history
 }
 
 // flowState is one served flow.
@@ -204,7 +213,7 @@ type stepState struct {
 
 // New loads and validates every step's module. It does not touch the database.
 func New(ctx context.Context, cfg Config) (*Worker, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	if cfg.Flows == nil || cfg.Pool == nil || cfg.Engine == nil {
 		return nil, errors.New("host.New: Flows, Pool and Engine are required")
 	}
@@ -280,6 +289,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	w.proto = proto
+	w.keepAttemptHistory(ctx)
 	if err := w.loadEffectiveOptions(ctx); err != nil {
 		return err
 	}
@@ -345,6 +355,21 @@ func (w *Worker) Run(ctx context.Context) error {
 		return ErrRestart
 	}
 	return nil
+}
+
+// keepAttemptHistory creates pgflow_wasm.task_attempts when missing and makes every failure
+// write keep its attempt there; a role that may not create it costs the history only.
+func (w *Worker) keepAttemptHistory(ctx context.Context) {
+	if w.cfg.AttemptHistory < 0 {
+		return
+	}
+	if err := schema.EnsureAttemptHistory(ctx, w.cfg.Pool); err != nil {
+		w.log.Warn("failed attempts are not kept (pgflow keeps only a task's last error): cannot create pgflow_wasm.task_attempts",
+			"error", err, "fix", "run `pgflow-wasm db install` once as a role that may create schema pgflow_wasm")
+		return
+	}
+	w.history = true
+	w.done.KeepAttemptHistory()
 }
 
 // drain waits for running tasks up to the drain timeout; then it cancels the rest, whose

@@ -15,6 +15,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
+	"github.com/pgflow-wasm/pgflow-wasm/runs"
 )
 
 var testModules = map[string]string{
@@ -130,7 +131,7 @@ flows:
     steps:
       - {slug: f, module: "{{flaky}}"}
 `)
-	startWorker(t, db.Pool, f, host.Config{})
+	w := startWorker(t, db.Pool, f, host.Config{})
 	began := time.Now()
 	id := startRun(t, db.Pool, "flaky", `{"succeed_on": 3}`)
 	r := waitRun(t, db.Pool, id, 60*time.Second)
@@ -151,6 +152,26 @@ flows:
 	}
 	if !strings.Contains(lastErr, "attempt 2 failed") {
 		t.Errorf("last error message = %q, want the handler's message for attempt 2", lastErr)
+	}
+	// pgflow's row forgot attempt 1; pgflow-wasm's attempt history kept both failures.
+	tree, err := runs.GetTree(context.Background(), db.Pool, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlier := tree.Steps[0].Tasks[0].Earlier
+	if len(earlier) != 2 {
+		t.Fatalf("earlier attempts = %+v, want attempts 1 and 2", earlier)
+	}
+	workerID := w.WorkerIDs()["flaky"]
+	for i, a := range earlier {
+		if a.Attempt != i+1 || !strings.Contains(a.Error, fmt.Sprintf("attempt %d failed", i+1)) || a.WorkerID != workerID ||
+			a.StartedAt == nil || a.FailedAt.Before(*a.StartedAt) {
+			t.Errorf("earlier attempt %d = %+v, want attempt %d's error, worker %s, start before failure", i, a, i+1, workerID)
+		}
+	}
+	// Retry 1 waits floor(1 * 2^1) = 2 s after the first failure.
+	if gap := earlier[1].StartedAt.Sub(earlier[0].FailedAt); gap < 1900*time.Millisecond {
+		t.Errorf("attempt 2 started %s after attempt 1 failed, want pgflow's 2 s retry delay", gap)
 	}
 }
 

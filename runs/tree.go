@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 )
 
 // Tree is a run with its steps and their tasks.
@@ -44,6 +46,18 @@ type TaskNode struct {
 	WorkerID    string
 	// Output is the task's output; read only with TreeOptions.Outputs (nil otherwise).
 	Output json.RawMessage
+	// Earlier are the failed attempts before the one pgflow's row describes, oldest first
+	// (from pgflow_wasm.task_attempts: pgflow keeps only the last error).
+	Earlier []Attempt
+}
+
+// Attempt is one failed attempt of a task, kept by pgflow-wasm when it wrote the failure.
+type Attempt struct {
+	Attempt   int
+	WorkerID  string
+	StartedAt *time.Time
+	FailedAt  time.Time
+	Error     string
 }
 
 // TreeOptions choose what GetTreeWith reads besides states.
@@ -110,7 +124,48 @@ func GetTreeWith(ctx context.Context, pool *pgxpool.Pool, id string, opts TreeOp
 			s.Tasks = append(s.Tasks, k)
 		}
 	}
-	return t, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return t, t.readEarlierAttempts(ctx, pool)
+}
+
+// readEarlierAttempts fills each task's Earlier from pgflow-wasm's attempt history, when the
+// database has one: the attempts before the task's current attempts_count.
+func (t *Tree) readEarlierAttempts(ctx context.Context, pool *pgxpool.Pool) error {
+	rows, err := pool.Query(ctx, `
+		select a.step_slug, a.task_index, a.attempt, coalesce(a.worker_id::text, ''), a.started_at, a.failed_at,
+		       coalesce(a.error_message, '')
+		from pgflow_wasm.task_attempts a
+		join pgflow.step_tasks st on st.run_id = a.run_id and st.step_slug = a.step_slug and st.task_index = a.task_index
+		where a.run_id = $1::uuid and a.attempt < st.attempts_count
+		order by a.step_slug, a.task_index, a.attempt`, t.Run.ID)
+	if err != nil {
+		if dberr.UndefinedTable(err) {
+			return nil // a database no pgflow-wasm worker has served: no history
+		}
+		return err
+	}
+	defer rows.Close()
+	tasks := map[string]*TaskNode{}
+	for i := range t.Steps {
+		for j := range t.Steps[i].Tasks {
+			k := &t.Steps[i].Tasks[j]
+			tasks[fmt.Sprintf("%s/%d", t.Steps[i].Slug, k.Index)] = k
+		}
+	}
+	for rows.Next() {
+		var step string
+		var idx int
+		var a Attempt
+		if err := rows.Scan(&step, &idx, &a.Attempt, &a.WorkerID, &a.StartedAt, &a.FailedAt, &a.Error); err != nil {
+			return err
+		}
+		if k := tasks[fmt.Sprintf("%s/%d", step, idx)]; k != nil {
+			k.Earlier = append(k.Earlier, a)
+		}
+	}
+	return rows.Err()
 }
 
 // Render writes the tree for a terminal. maxTasks bounds the tasks listed per step (0 = all);
@@ -170,6 +225,10 @@ func (t *Tree) RenderWith(w io.Writer, o RenderOptions) {
 			}
 			line := fmt.Sprintf("%s%s[%d] %s  attempt %d  %s", indent, tb, k.Index, k.Status, k.Attempts, span(k.StartedAt, k.CompletedAt, k.FailedAt))
 			fmt.Fprintln(w, strings.TrimRight(line, " "))
+			for _, a := range k.Earlier {
+				block(w, indent+under+"   ", fmt.Sprintf("attempt %d failed (%s, worker %s): ", a.Attempt,
+					span(a.StartedAt, nil, &a.FailedAt), shortID(a.WorkerID)), a.Error, maxLines)
+			}
 			if k.Error != "" {
 				block(w, indent+under+"   ", "error: ", k.Error, maxLines)
 			}
@@ -236,6 +295,14 @@ func span(start, completed, failed *time.Time) string {
 		return fmt.Sprintf("started %s, running %s", start.Local().Format("15:04:05.000"), round(time.Since(*start)))
 	}
 	return fmt.Sprintf("started %s, took %s", start.Local().Format("15:04:05.000"), round(end.Sub(*start)))
+}
+
+// shortID is a uuid's first group: enough to tell workers apart on a terminal.
+func shortID(id string) string {
+	if i := strings.IndexByte(id, '-'); i > 0 {
+		return id[:i]
+	}
+	return id
 }
 
 func round(d time.Duration) time.Duration {

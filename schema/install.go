@@ -99,6 +99,9 @@ func Install(ctx context.Context, conn *pgx.Conn, opts Options) (Report, error) 
 	if err := applyMigrations(ctx, conn, migrations, who, &rep); err != nil {
 		return rep, err
 	}
+	if err := EnsureAttemptHistory(ctx, conn); err != nil {
+		return rep, stepError(err, who, "creating pgflow_wasm.task_attempts (the attempt history)", createDBPrivilege(who))
+	}
 	return rep, nil
 }
 

@@ -39,6 +39,9 @@ var realtimeTemplate string
 //go:embed sql/bookkeeping.sql
 var bookkeepingSQL string
 
+//go:embed sql/attempts.sql
+var attemptsSQL string
+
 // layerSQL is the body of the pgmq layer, the same in both install modes.
 func layerSQL() string {
 	return strings.ReplaceAll(layerTemplate, "{{LAYER_VERSION}}", LayerVersion)
@@ -51,5 +54,5 @@ func realtimeSQL() string {
 // Fingerprint identifies the SQL this package installs (layer, realtime.send, bookkeeping),
 // so caches of installed databases (test templates) can tell when it changed.
 func Fingerprint() string {
-	return sha256Hex(LayerVersion + "\x00" + layerSQL() + "\x00" + realtimeSQL() + "\x00" + bookkeepingSQL)
+	return sha256Hex(LayerVersion + "\x00" + layerSQL() + "\x00" + realtimeSQL() + "\x00" + bookkeepingSQL + "\x00" + attemptsSQL)
 }

@@ -71,6 +71,8 @@ type Config struct {
 	// to poll again at once.
 	OnWritten func([]Written)
 	Log       *slog.Logger
+	// AttemptHistory keeps each failure in pgflow_wasm.task_attempts (taskwrite.Options).
+	AttemptHistory bool
 }
 
 // Completer batches outcomes. Create with New, start with Start, stop with Stop.
@@ -107,6 +109,10 @@ func New(pool *pgxpool.Pool, cfg Config) *Completer {
 	return &Completer{pool: pool, cfg: cfg, wakeFirst: make(chan struct{}, 1), wakeMore: make(chan struct{}, 1),
 		stopped: make(chan struct{}), abort: make(chan struct{})}
 }
+
+// KeepAttemptHistory makes failure writes keep each attempt in pgflow_wasm.task_attempts.
+// Call it before Start.
+func (c *Completer) KeepAttemptHistory() { c.cfg.AttemptHistory = true }
 
 // parallelBacklog is how many outcomes must wait before a writer other than the first starts
 // a transaction of its own. Below it, outcomes that arrive while the first writer commits
@@ -349,7 +355,7 @@ func (c *Completer) writeBatch(ctx context.Context, batch []Outcome) ([]Written,
 	}
 	results := make([]taskwrite.Result, len(batch))
 	b := &pgx.Batch{}
-	taskwrite.Queue(b, kind, calls, results)
+	taskwrite.Queue(b, kind, calls, results, taskwrite.Options{AttemptHistory: c.cfg.AttemptHistory})
 	// One round trip and, since a batch ends with a single Sync, one implicit transaction.
 	if err := c.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err

@@ -57,6 +57,8 @@ type Config struct {
 	// PermanentlyStalled: the database has pgflow 0.13.2+'s step_tasks.permanently_stalled_at,
 	// and tasks upstream gave up on stay out of the sweep (failing them strands their runs).
 	PermanentlyStalled bool
+	// AttemptHistory keeps each recovered attempt in pgflow_wasm.task_attempts.
+	AttemptHistory bool
 	// Self lists the sweeping worker's own ids: alive by definition, so a heartbeat that went
 	// stale while the database was away does not make it requeue its own running tasks. When
 	// none of their liveness locks shows in pg_locks (a transaction-mode pooler between
@@ -273,7 +275,7 @@ func (s *Sweeper) SweepOwn(ctx context.Context) ([]Recovered, []Started, error) 
 		calls := []taskwrite.Call{{RunID: r.RunID, StepSlug: r.StepSlug, TaskIndex: r.TaskIndex, Attempt: r.Attempt, Arg: r.Reason}}
 		res := make([]taskwrite.Result, 1)
 		b := &pgx.Batch{}
-		taskwrite.Queue(b, taskwrite.Fail, calls, res)
+		taskwrite.Queue(b, taskwrite.Fail, calls, res, taskwrite.Options{AttemptHistory: cfg.AttemptHistory})
 		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 			return out, own, fmt.Errorf("fail_task(%s %s[%d]): %w", r.RunID, r.StepSlug, r.TaskIndex, err)
 		}

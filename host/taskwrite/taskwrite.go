@@ -79,6 +79,24 @@ with todo as materialized (
 select todo.ord, r.status, r.attempts_count, r.error_message
 from todo left join lateral %s r on true`
 
+// historySQL keeps a failed attempt in pgflow_wasm.task_attempts before fail_task overwrites
+// its start, worker and error on pgflow's row: for the same rows the guarded call picks (the
+// runs are locked, so the guard holds until the call), from the row as it is now.
+const historySQL = `
+insert into pgflow_wasm.task_attempts (run_id, step_slug, task_index, attempt, worker_id, started_at, error_message)
+select st.run_id, st.step_slug, st.task_index, st.attempts_count, st.last_worker_id, st.started_at, t.arg
+from unnest($1::text[]::uuid[], $2::text[], $3::int[], $4::int[], $5::text[]) as t(run_id, step_slug, task_index, attempt, arg)
+join pgflow.step_tasks st on st.run_id = t.run_id and st.step_slug = t.step_slug and st.task_index = t.task_index
+where st.status = 'started' and st.attempts_count = t.attempt
+on conflict do nothing`
+
+// Options changes what a write does besides pgflow's call.
+type Options struct {
+	// AttemptHistory: a failure is also kept in pgflow_wasm.task_attempts (the table must
+	// exist: schema.EnsureAttemptHistory).
+	AttemptHistory bool
+}
+
 var (
 	completeSQL = fmt.Sprintf(guardedSQL, `pgflow.complete_task(todo.run_id, todo.step_slug, todo.task_index, todo.arg::jsonb)`)
 	failSQL     = fmt.Sprintf(guardedSQL, `pgflow.fail_task(todo.run_id, todo.step_slug, todo.task_index, todo.arg)`)
@@ -87,7 +105,7 @@ var (
 // Queue adds the guarded calls to b. Calls should be sorted by run id (the order pgflow
 // takes run locks in), and each task should appear once. results must have len(calls)
 // entries; it is filled when the batch's results are read (SendBatch, then Close).
-func Queue(b *pgx.Batch, kind Kind, calls []Call, results []Result) {
+func Queue(b *pgx.Batch, kind Kind, calls []Call, results []Result, opts Options) {
 	runs := make([]string, len(calls))
 	steps := make([]string, len(calls))
 	args := make([]string, len(calls))
@@ -103,6 +121,9 @@ func Queue(b *pgx.Batch, kind Kind, calls []Call, results []Result) {
 		sql = failSQL
 	}
 	b.Queue(lockRunsSQL, runs).Exec(func(pgconn.CommandTag) error { return nil })
+	if kind == Fail && opts.AttemptHistory {
+		b.Queue(historySQL, runs, steps, idx, attempts, args).Exec(func(pgconn.CommandTag) error { return nil })
+	}
 	b.Queue(sql, runs, steps, idx, attempts, args).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var ord int64

@@ -45,3 +45,10 @@ func Transient(err error) bool {
 	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "connection reset") ||
 		strings.Contains(msg, "broken pipe") || strings.Contains(msg, "unexpected EOF")
 }
+
+// UndefinedTable reports whether err says a table the statement names does not exist
+// (42P01): an optional table of pgflow-wasm's that this database has not got.
+func UndefinedTable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
+}

@@ -1,0 +1,41 @@
+package schema
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// attemptsLockKey serializes workers creating the attempt history at once: CREATE TABLE IF
+// NOT EXISTS is not safe against a concurrent creator.
+const attemptsLockKey int64 = 0x7067_6677_6173_6d02
+
+// EnsureAttemptHistory creates pgflow_wasm.task_attempts (sql/attempts.sql) when it is
+// missing. `db install` and every worker at start call it; a worker whose role may not
+// create it goes on without the history (the caller logs the error).
+func EnsureAttemptHistory(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		var exists bool
+		if err := tx.QueryRow(ctx, `select to_regclass('pgflow_wasm.task_attempts') is not null`).Scan(&exists); err != nil || exists {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, attemptsLockKey); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, attemptsSQL)
+		return err
+	})
+}
+
+// PruneAttemptHistory deletes attempts that failed longer ago than keep, at most limit rows
+// per call (a sweep calls it again later), and returns how many it deleted.
+func PruneAttemptHistory(ctx context.Context, pool *pgxpool.Pool, keep time.Duration, limit int) (int64, error) {
+	tag, err := pool.Exec(ctx, `delete from pgflow_wasm.task_attempts where ctid = any(array(
+		select ctid from pgflow_wasm.task_attempts where failed_at < now() - make_interval(secs => $1) limit $2))`,
+		keep.Seconds(), limit)
+	return tag.RowsAffected(), err
+}
