@@ -68,6 +68,8 @@ func serveCommand() *cli.Command {
 		durationFlag("stalled-margin", 20*time.Second, "recovery: a pgflow-wasm task started longer ago than its timeout plus this is requeued\n"+
 			"\t(under the 30 s pgflow 0.13.2+'s own requeue adds to a flow's timeout, so this sweep acts first)"),
 		durationFlag("drain-timeout", 30*time.Second, "shutdown: how long running tasks may finish; the rest are failed for a retry"),
+		durationFlag("attempt-history", 7*24*time.Hour, "how long failed attempts are kept in pgflow_wasm.task_attempts (pgflow keeps only\n"+
+			"\ta task's last error; `run` and the dashboard show every attempt); negative keeps none"),
 		intFlag("completion-batch", 100, "outcomes written per transaction (1 writes each task alone, as pgflow's own workers do)"),
 		intFlag("completion-writers", 2, "outcome-writing transactions in flight at once"),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "metrics-addr", EnvVars: env("metrics-addr"),
@@ -170,6 +172,7 @@ func serve(c *cli.Context) error {
 			WorkerStaleAfter: c.Duration("worker-stale-after"), RecoveryInterval: c.Duration("recovery-interval"),
 			LivenessGrace: c.Duration("liveness-grace"), ForeignStaleAfter: foreignStaleAfter(c.Duration("foreign-worker-stale-after")),
 			StalledMargin: c.Duration("stalled-margin"), DrainTimeout: c.Duration("drain-timeout"),
+			AttemptHistory: c.Duration("attempt-history"),
 			CompletionBatch: c.Int("completion-batch"), CompletionWriters: c.Int("completion-writers"),
 		},
 		Compile: func(ctx context.Context, file *flowfile.File) error {
