@@ -22,15 +22,17 @@ deps: toolchains node_modules $(PGFLOW_SQL)
 modules: examples testmodules sandbox-testdata
 
 # The worker's suites run again on databases that plan like aged ones: a statement whose
-# meaning depends on its plan passes on fresh clones (internal/pgtest/plan.go).
-PLAN_SUITES := ./host/... ./poller/... ./cmd/... ./runs/... ./internal/pgtest/...
+# meaning depends on its plan passes on fresh clones (internal/testkit/pgtest/plan.go).
+# The worker's machinery: every package that reads or writes pgflow's tables while serving.
+WORKER_SUITES := ./internal/worker/... ./internal/poller/... ./internal/completer/... ./internal/recovery/... ./internal/compile/... ./internal/taskwrite/... ./internal/liveness/...
+PLAN_SUITES := $(WORKER_SUITES) ./cmd/... ./runs/... ./internal/testkit/pgtest/...
 
 test: deps modules
 	$(MAKE) vet fmt-check
 	$(GO) test -race -tags '$(TAGS)' -timeout 25m ./...
 	@# A project of `pgflow-wasm new` per language, built with real toolchains: alone, so its
-	@# builds do not load the machine under other packages' timing tests (scaffold/project_test.go).
-	PGFLOW_WASM_TEST_PROJECTS=1 $(GO) test -tags '$(TAGS)' -timeout 15m -run TestNewProjectsBuildTestAndRun ./scaffold/
+	@# builds do not load the machine under other packages' timing tests (internal/scaffold/project_test.go).
+	PGFLOW_WASM_TEST_PROJECTS=1 $(GO) test -tags '$(TAGS)' -timeout 15m -run TestNewProjectsBuildTestAndRun ./internal/scaffold/
 	PGTEST_PLAN=aged $(GO) test -tags '$(TAGS)' -timeout 15m $(PLAN_SUITES)
 	PGTEST_PLAN=aged,noindex $(GO) test -tags '$(TAGS)' -timeout 15m $(PLAN_SUITES)
 	$(MAKE) test-real-pgmq
@@ -40,7 +42,7 @@ test: deps modules
 # The worker's suites once more on pgflow 0.14.1 (its migrations are test data beside the
 # repository, in ../shared: npm serves only 0.8.1): every test database is then 0.14.1.
 PGFLOW_014 ?= ../shared/pgflow/0.14.1/migrations
-PGFLOW_014_SUITES := ./host/... ./poller/... ./cmd/... ./runs/... ./dashboard/...
+PGFLOW_014_SUITES := $(WORKER_SUITES) ./cmd/... ./runs/... ./dashboard/...
 .PHONY: test-pgflow-014
 test-pgflow-014:
 	@if [ ! -d $(PGFLOW_014) ]; then \
@@ -52,7 +54,7 @@ test-pgflow-014:
 # the tests as an outside server (TEST_DATABASE_URL), stopped afterwards.
 REAL_PGMQ ?= ../shared/pgmq/1.5.1
 REAL_PGMQ_CLUSTER ?= .pgdata-real-pgmq
-DB_SUITES := ./schema/... ./host/... ./poller/... ./cmd/... ./runs/... ./internal/pgtest/...
+DB_SUITES := ./schema/... $(WORKER_SUITES) ./cmd/... ./runs/... ./internal/testkit/pgtest/...
 .PHONY: test-real-pgmq
 test-real-pgmq: build
 	@if [ ! -f $(REAL_PGMQ)/pgmq.control ]; then \

@@ -10,8 +10,8 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard"
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/store"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/workertest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 )
 
 // benchRuns is how many runs the runs page is measured against.

@@ -23,10 +23,10 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard"
-	"github.com/pgflow-wasm/pgflow-wasm/host"
-	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/workertest"
+	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 )
 
 // UpdateScreenshotsEnv names the variable that makes TestBrowser rewrite docs/ui/*.png.
@@ -169,7 +169,7 @@ func examplePages(t *testing.T, browser context.Context) {
 	if err != nil {
 		t.Fatalf("flows.yaml: %v (are the examples built? `make examples`)", err)
 	}
-	w := workertest.StartWorker(t, db.Pool, file, host.Config{Signal: host.SignalNotify})
+	w := workertest.StartWorker(t, db.Pool, file, worker.Config{Signal: worker.SignalNotify})
 	words := workertest.StartRun(t, db.Pool, "word_totals",
 		`["the quick brown fox", "jumps over the lazy dog", "pack my box with", "five dozen liquor jugs"]`)
 	ada := workertest.StartRun(t, db.Pool, "hello", `{"name": "Ada"}`)
@@ -264,7 +264,7 @@ flows:
 
 func testFlows(t *testing.T, browser context.Context) {
 	db := pgtest.NewDB(t)
-	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, testFlowsYAML, nil), host.Config{Signal: host.SignalNotify})
+	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, testFlowsYAML, nil), worker.Config{Signal: worker.SignalNotify})
 	liveFile := workertest.FlowsFile(t, liveFlowYAML, nil)
 	workertest.Compile(t, db.Pool, liveFile)
 
@@ -361,7 +361,7 @@ func testFlows(t *testing.T, browser context.Context) {
 			record();
 			return true; })()`)
 		start := time.Now()
-		workertest.StartWorker(t, db.Pool, liveFile, host.Config{Signal: host.SignalNotify})
+		workertest.StartWorker(t, db.Pool, liveFile, worker.Config{Signal: worker.SignalNotify})
 		shot := false
 		deadline := time.Now().Add(120 * time.Second)
 		for {

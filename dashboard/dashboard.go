@@ -22,7 +22,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/live"
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/store"
-	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 

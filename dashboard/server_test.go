@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard"
-	"github.com/pgflow-wasm/pgflow-wasm/host"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/workertest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 )
 
 const testToken = "a-test-token-of-32-characters-xx"
@@ -320,7 +320,7 @@ func TestOutputsAreEscapedAndServedAsJSON(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	file := workertest.FlowsFile(t, echoFlows, nil)
-	workertest.StartWorker(t, db.Pool, file, host.Config{})
+	workertest.StartWorker(t, db.Pool, file, worker.Config{})
 	payload := `<script>document.title='owned'</script><img src=x onerror=alert(1)>`
 	id := workertest.StartRun(t, db.Pool, "echo", `{"value": "`+payload+`"}`)
 	workertest.WaitRun(t, db.Pool, id, 60*time.Second)
@@ -381,7 +381,7 @@ func TestTheRunStreamTellsWhenTheRunChanges(t *testing.T) {
 		t.Fatalf("an event (%q) before anything changed", ev)
 	case <-time.After(500 * time.Millisecond):
 	}
-	workertest.StartWorker(t, db.Pool, file, host.Config{})
+	workertest.StartWorker(t, db.Pool, file, worker.Config{})
 	select {
 	case ev := <-events:
 		if ev != "change" {
@@ -402,7 +402,7 @@ flows:
     steps:
       - {slug: each, type: map, module: {{root}}/modules/testdata/echo_map.wasm}
 `, nil)
-	workertest.StartWorker(t, db.Pool, file, host.Config{})
+	workertest.StartWorker(t, db.Pool, file, worker.Config{})
 	elements := make([]string, 25)
 	for i := range elements {
 		elements[i] = fmt.Sprintf(`"element-%02d"`, i)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/pgflow-wasm/pgflow-wasm/bench"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bench"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )

@@ -16,8 +16,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/localpg"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/testbin"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/testbin"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 	"github.com/pgflow-wasm/pgflow-wasm/schema/pgflowsql"
 )

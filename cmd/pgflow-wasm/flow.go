@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/pgflow-wasm/pgflow-wasm/host/compile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
 )
 
 func flowCommand() *cli.Command {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 )
 
 // A run of a flow no worker serves would wait silently forever: start says so at once.

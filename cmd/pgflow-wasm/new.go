@@ -8,7 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/pgflow-wasm/pgflow-wasm/scaffold"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/scaffold"
 )
 
 func newCommand() *cli.Command {

@@ -17,11 +17,11 @@ import (
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
 
-	"github.com/pgflow-wasm/pgflow-wasm/host"
-	"github.com/pgflow-wasm/pgflow-wasm/host/compile"
-	"github.com/pgflow-wasm/pgflow-wasm/host/flowfile"
-	"github.com/pgflow-wasm/pgflow-wasm/host/telemetry"
+	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
@@ -124,11 +124,11 @@ func serve(c *cli.Context) error {
 		return cli.Exit(err.Error(), 2)
 	}
 	defer engine.Close(context.Background())
-	signalName := host.Signal(c.String("signal"))
+	signalName := worker.Signal(c.String("signal"))
 	extraConn := int32(0)
 	switch signalName {
-	case host.SignalPolling:
-	case host.SignalNotify:
+	case worker.SignalPolling:
+	case worker.SignalNotify:
 		extraConn = 1
 	default:
 		return cli.Exit(fmt.Sprintf("--signal %q: use polling or notify", signalName), 2)
@@ -156,15 +156,15 @@ func serve(c *cli.Context) error {
 	}
 	// The worker serving now: it is replaced when flows.yaml or a module changes.
 	var mu sync.Mutex
-	var current *host.Worker
+	var current *worker.Worker
 	var currentFile *flowfile.File
 	reload := make(chan os.Signal, 1)
 	signal.Notify(reload, syscall.SIGHUP)
 	defer signal.Stop(reload)
 	first := true
-	cfg := host.ServeConfig{
+	cfg := worker.ServeConfig{
 		FlowsPath: c.String("flows"),
-		Worker: host.Config{
+		Worker: worker.Config{
 			Pool: pool, Engine: engine, Log: log, Metrics: metrics, Health: health,
 			Concurrency: c.Int("concurrency"), BatchSize: c.Int("batch-size"), Signal: signalName,
 			MinPollInterval: c.Duration("min-poll-interval"), MaxPollInterval: c.Duration("max-poll-interval"),
@@ -172,7 +172,7 @@ func serve(c *cli.Context) error {
 			WorkerStaleAfter: c.Duration("worker-stale-after"), RecoveryInterval: c.Duration("recovery-interval"),
 			LivenessGrace: c.Duration("liveness-grace"), ForeignStaleAfter: foreignStaleAfter(c.Duration("foreign-worker-stale-after")),
 			StalledMargin: c.Duration("stalled-margin"), DrainTimeout: c.Duration("drain-timeout"),
-			AttemptHistory: c.Duration("attempt-history"),
+			AttemptHistory:  c.Duration("attempt-history"),
 			CompletionBatch: c.Int("completion-batch"), CompletionWriters: c.Int("completion-writers"),
 		},
 		Compile: func(ctx context.Context, file *flowfile.File) error {
@@ -195,7 +195,7 @@ func serve(c *cli.Context) error {
 		},
 		WatchInterval: watchInterval(c.Duration("watch-interval")),
 		Reload:        reload,
-		OnServe: func(w *host.Worker, file *flowfile.File) {
+		OnServe: func(w *worker.Worker, file *flowfile.File) {
 			mu.Lock()
 			current, currentFile, first = w, file, false
 			mu.Unlock()
@@ -233,12 +233,12 @@ func serve(c *cli.Context) error {
 		}
 		defer stopUI()
 	}
-	err = host.Serve(ctx, cfg)
+	err = worker.Serve(ctx, cfg)
 	var shape *compile.ShapeError
 	var ferr flowfile.Errors
 	var serr *sandbox.Error
 	switch {
-	case errors.Is(err, host.ErrRestart):
+	case errors.Is(err, worker.ErrRestart):
 		return restartSelf(log)
 	case errors.As(err, &shape), errors.As(err, &ferr), errors.As(err, &serr):
 		// A problem of the flows file or its modules: a usage error, as for `compile`.

@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 )
 
 // SoakSecondsEnv sets how long the soak test starts runs for (default 30).

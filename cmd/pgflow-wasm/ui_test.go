@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 )
 
 // dashboardURL waits for the "dashboard: open URL" line of a JSON log and returns the URL.

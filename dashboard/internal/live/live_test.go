@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/live"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 )
 
 const appName = "pgflow-wasm live test"

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/store"
-	"github.com/pgflow-wasm/pgflow-wasm/host"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/workertest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
@@ -166,7 +166,7 @@ flows:
       - {slug: list, module: {{root}}/modules/testdata/echo.wasm}
       - {slug: each, type: map, depends_on: [list], module: {{root}}/modules/testdata/echo_map.wasm}
 `, nil)
-	workertest.StartWorker(t, db.Pool, file, host.Config{})
+	workertest.StartWorker(t, db.Pool, file, worker.Config{})
 	id := workertest.StartRun(t, db.Pool, "shapes", `[1, "two", {"three": [3]}, null, true]`)
 	// list returns input.run.value: a map over a single step's array.
 	other := workertest.StartRun(t, db.Pool, "from_single", `{"value": [1, "two", {"three": [3]}, null, true]}`)
@@ -297,7 +297,7 @@ func TestRunStateFollowsTheRun(t *testing.T) {
 	if again, _, _ := s.RunState(ctx, id); again != before {
 		t.Fatal("the fingerprint changed while nothing happened")
 	}
-	workertest.StartWorker(t, db.Pool, file, host.Config{})
+	workertest.StartWorker(t, db.Pool, file, worker.Config{})
 	workertest.WaitRun(t, db.Pool, id, 60*time.Second)
 	after, active, err := s.RunState(ctx, id)
 	if err != nil || active || after == before {
@@ -320,7 +320,7 @@ flows:
       - {slug: a, module: {{root}}/modules/testdata/echo.wasm, timeout: 3}
       - {slug: b, depends_on: [a], module: {{root}}/modules/testdata/fail.wasm, max_attempts: 1}
 `, nil)
-	w := workertest.StartWorker(t, db.Pool, file, host.Config{})
+	w := workertest.StartWorker(t, db.Pool, file, worker.Config{})
 	id := workertest.StartRun(t, db.Pool, "chain", `{}`)
 	if r := workertest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "failed" {
 		t.Fatalf("run: %s, want failed", r.Status)

@@ -1,0 +1,353 @@
+// Package bench measures task throughput, latency and cost per task of pgflow-wasm against
+// the protocol's naive floor and pgflow's own TypeScript flow loop, on one database, in one
+// run. Every contender is a separate process working a fresh database cloned from one
+// template, so each starts from the same state; CPU and memory are read from /proc.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/localpg"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/procstat"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
+)
+
+// Config sets what to measure. Zero values take the defaults in brackets.
+type Config struct {
+	// DatabaseURL names a server to use; "" starts a private local cluster in
+	// <repo>/.pgdata-bench. On an outside server fsync cannot be switched and the
+	// database's CPU cannot be read: those columns say n/a.
+	DatabaseURL string
+	// ClusterDir is the private cluster's folder [<repo>/.pgdata-bench]. A cluster the
+	// benchmark starts is stopped at its end; one that was running is left running.
+	ClusterDir string
+	Binary     string // the pgflow-wasm binary [this executable]
+	RepoRoot   string // [found from the working directory]
+	CacheDir   string // compiled-module cache of the workers
+	Migrations string // pgflow's migrations [node_modules/@pgflow/core/dist/supabase/migrations]
+
+	OneStepRuns     int // shape a: one-step runs, started before the contender [5000]
+	MapSize         int // shape b: elements of the single map run [2000]
+	ChainRuns       int // shape c: runs of the chain [500]
+	ChainLength     int // [10]
+	ChainInFlight   int // chain runs kept in flight (closed loop) [10]
+	LatencyRuns     int // one-step runs timed one by one after shape a, in a closed loop [300]
+	LatencyInFlight int // [8]
+	FloorLoops      int // parallel loops of the floor [4]
+	IdleSeconds     int // how long the idle worker is watched; 0 skips it [60]
+
+	Fsync      []string    // ["on", "off"]; "asis" measures the server as it is configured
+	Contenders []Contender // [DefaultContenders()]
+	Shapes     []string    // ["one_step", "map", "chain"]
+	WorkerArgs []string    // extra flags for `pgflow-wasm serve` (e.g. --concurrency 16)
+
+	Log io.Writer // progress lines [os.Stderr]
+}
+
+func (c *Config) defaults() error {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.OneStepRuns, 5000)
+	def(&c.MapSize, 2000)
+	def(&c.ChainRuns, 500)
+	def(&c.ChainLength, 10)
+	def(&c.ChainInFlight, 10)
+	def(&c.LatencyRuns, 300)
+	def(&c.LatencyInFlight, 8)
+	def(&c.FloorLoops, 4)
+	if c.IdleSeconds < 0 {
+		c.IdleSeconds = 0
+	}
+	if len(c.Fsync) == 0 {
+		c.Fsync = []string{"on", "off"}
+	}
+	if len(c.Contenders) == 0 {
+		c.Contenders = DefaultContenders()
+	}
+	if len(c.Shapes) == 0 {
+		c.Shapes = []string{ShapeOneStep, ShapeMap, ShapeChain}
+	}
+	if c.Log == nil {
+		c.Log = os.Stderr
+	}
+	if c.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		c.Binary = exe
+	}
+	if c.RepoRoot == "" {
+		root, err := localpg.RepoRoot(".")
+		if err != nil {
+			return err
+		}
+		c.RepoRoot = root
+	}
+	if c.Migrations == "" {
+		c.Migrations = filepath.Join(c.RepoRoot, schema.DefaultMigrationsDir)
+	}
+	if c.ClusterDir == "" {
+		c.ClusterDir = filepath.Join(c.RepoRoot, ".pgdata-bench")
+	}
+	return nil
+}
+
+// runner holds what one benchmark run shares.
+type runner struct {
+	cfg        Config
+	tmp        string
+	admin      *pgx.Conn // to the maintenance database: create/drop, fsync, checkpoints
+	serverURL  func(db string) string
+	postmaster int // 0 when the server is not local
+	// cluster is the private cluster, when the benchmark uses one; started tells whether
+	// this run started it (and so stops it at the end).
+	cluster  *localpg.Cluster
+	started  bool
+	template string
+	logf     func(format string, args ...any)
+}
+
+// Run measures every contender on every shape under every fsync setting.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	r := &runner{cfg: cfg}
+	r.logf = func(format string, args ...any) {
+		fmt.Fprintf(cfg.Log, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+	var err error
+	if r.tmp, err = os.MkdirTemp("", "pgflow-wasm-bench-"); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(r.tmp)
+	defer r.releaseServer()
+	if err := r.openServer(ctx); err != nil {
+		return nil, err
+	}
+	defer r.admin.Close(context.Background())
+	if err := r.buildTemplate(ctx); err != nil {
+		return nil, err
+	}
+	defer r.dropDatabase(context.Background(), r.template)
+
+	rep := &Report{Started: time.Now(), Config: cfg, Server: r.serverInfo(ctx), Pgflow: "unknown"}
+	if m, err := schema.LoadMigrations(cfg.Migrations); err == nil {
+		rep.Pgflow = m.PgflowVersion
+	}
+	for _, fsync := range cfg.Fsync {
+		if err := r.setFsync(ctx, fsync); err != nil {
+			return nil, err
+		}
+		for _, shape := range cfg.Shapes {
+			for _, c := range cfg.Contenders {
+				if ctx.Err() != nil {
+					return rep, ctx.Err()
+				}
+				res := r.measure(ctx, c, shape, fsync)
+				rep.Results = append(rep.Results, res)
+				r.logf("%-6s fsync=%-3s %-26s %s", shape, fsync, c.Name, res.summary())
+			}
+		}
+	}
+	if cfg.IdleSeconds > 0 {
+		rep.Idle = r.measureIdle(ctx)
+	}
+	rep.Finished = time.Now()
+	rep.fillRatios()
+	return rep, nil
+}
+
+// releaseServer stops the private cluster if this run started it, and otherwise says that
+// it is left running and how to stop it: a benchmark leaves no server behind unannounced.
+func (r *runner) releaseServer() {
+	switch {
+	case r.cluster == nil:
+	case r.started:
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := r.cluster.Stop(ctx); err != nil {
+			r.logf("stopping the benchmark cluster: %v; stop it with `pgflow-wasm localdb down --dir %s`", err, r.cluster.Dir)
+			return
+		}
+		r.logf("stopped the benchmark cluster it started (%s; its data is kept)", r.cluster.Dir)
+	default:
+		r.logf("the benchmark cluster in %s was running before and is left running; stop it with `pgflow-wasm localdb down --dir %s`", r.cluster.Dir, r.cluster.Dir)
+	}
+}
+
+// openServer connects to the outside server, or starts the private cluster.
+func (r *runner) openServer(ctx context.Context) error {
+	url := r.cfg.DatabaseURL
+	if url == "" {
+		c, err := localpg.New(localpg.Config{Dir: r.cfg.ClusterDir,
+			Settings: map[string]string{"max_connections": "100", "shared_buffers": "256MB"}})
+		if err != nil {
+			return err
+		}
+		r.cluster, r.started = c, !c.Running(ctx)
+		if r.started {
+			r.logf("starting the benchmark cluster in %s (stopped again at the end)", c.Dir)
+		} else {
+			r.logf("using the benchmark cluster already running in %s", c.Dir)
+		}
+		if err := c.Start(ctx); err != nil {
+			return err
+		}
+		url = c.URL("postgres")
+		if pid, err := procstat.PostmasterPID(c.DataDir()); err == nil {
+			r.postmaster = pid
+		}
+	}
+	cc, err := pgx.ParseConfig(url)
+	if err != nil {
+		return fmt.Errorf("--database-url: %w", err)
+	}
+	r.admin, err = pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return schema.ExplainConnectError(cc.Host, cc.Port, cc.User, cc.Database, err)
+	}
+	base := cc.Copy()
+	r.serverURL = func(db string) string {
+		return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", base.User, base.Host, base.Port, db) + passwordParam(base.Password)
+	}
+	return nil
+}
+
+func passwordParam(pw string) string {
+	if pw == "" {
+		return ""
+	}
+	return "&password=" + pw
+}
+
+// buildTemplate installs pgmq, realtime.send and pgflow once into a template database.
+func (r *runner) buildTemplate(ctx context.Context) error {
+	r.template = fmt.Sprintf("pgflow_bench_template_%d", os.Getpid())
+	if err := r.createDatabase(ctx, r.template, ""); err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, r.serverURL(r.template))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = schema.Install(ctx, conn, schema.Options{MigrationsDir: r.cfg.Migrations})
+	return err
+}
+
+func (r *runner) createDatabase(ctx context.Context, name, template string) error {
+	q := "create database " + pgx.Identifier{name}.Sanitize()
+	if template != "" {
+		q += " template " + pgx.Identifier{template}.Sanitize()
+	}
+	_, err := r.admin.Exec(ctx, q)
+	return err
+}
+
+func (r *runner) dropDatabase(ctx context.Context, name string) {
+	_, _ = r.admin.Exec(ctx, "drop database if exists "+pgx.Identifier{name}.Sanitize()+" with (force)")
+}
+
+// setFsync switches durability for the next measurements: "on" is production (fsync,
+// synchronous_commit, full_page_writes), "off" is fsync off. It needs a superuser.
+func (r *runner) setFsync(ctx context.Context, mode string) error {
+	switch mode {
+	case "asis":
+		return nil
+	case "on", "off":
+	default:
+		return fmt.Errorf("fsync %q: use on, off or asis", mode)
+	}
+	on := mode == "on"
+	val := map[bool]string{true: "on", false: "off"}[on]
+	for _, q := range []string{
+		"alter system set fsync = " + val,
+		"alter system set full_page_writes = " + val,
+		"alter system set synchronous_commit = on",
+		"select pg_reload_conf()",
+	} {
+		if _, err := r.admin.Exec(ctx, q); err != nil {
+			return fmt.Errorf("switching fsync %s (needs a superuser on a server you may reconfigure): %w", mode, err)
+		}
+	}
+	// Reloads are asynchronous: wait until this session sees the new value.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var got string
+		if err := r.admin.QueryRow(ctx, "show fsync").Scan(&got); err != nil {
+			return err
+		}
+		if got == val {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("fsync still %s 10 s after the reload", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// newDatabase clones the template for one measurement and returns its URL and a pool.
+func (r *runner) newDatabase(ctx context.Context, name string) (string, *pgxpool.Pool, error) {
+	r.dropDatabase(ctx, name)
+	if err := r.createDatabase(ctx, name, r.template); err != nil {
+		return "", nil, err
+	}
+	url := r.serverURL(name)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return "", nil, err
+	}
+	cfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	return url, pool, err
+}
+
+// compiledDatabase clones the template into a database named prefix_<pid>, compiles the
+// flows into it, and returns its URL, a pool and a function that drops it.
+func (r *runner) compiledDatabase(ctx context.Context, prefix string, file *flowfile.File) (string, *pgxpool.Pool, func(), error) {
+	name := fmt.Sprintf("%s_%d", prefix, os.Getpid())
+	url, pool, err := r.newDatabase(ctx, name)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	drop := func() {
+		pool.Close()
+		r.dropDatabase(context.Background(), name)
+	}
+	if _, err := compile.Compile(ctx, pool, file, compile.Options{}); err != nil {
+		drop()
+		return "", nil, nil, err
+	}
+	return url, pool, drop, nil
+}
+
+// databaseName is the database a URL names.
+func databaseName(url string) string {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return ""
+	}
+	return cfg.Database
+}
+
+func (r *runner) serverInfo(ctx context.Context) string {
+	var v string
+	_ = r.admin.QueryRow(ctx, "select version()").Scan(&v)
+	return v
+}

@@ -1,0 +1,135 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bench"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/localpg"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/testbin"
+)
+
+// TestMain removes the binary the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Remove()
+	os.Exit(code)
+}
+
+// TestQuickBenchMeasuresEveryShape runs the harness end to end with tiny counts: the floor
+// and pgflow-wasm on all three shapes, on the test server as it is configured. It checks
+// the harness works, not how fast anything is.
+func TestQuickBenchMeasuresEveryShape(t *testing.T) {
+	t.Parallel()
+	root, err := localpg.RepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := testbin.Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Any database of the test server gives its URL; the harness makes its own databases.
+	u, err := url.Parse(pgtest.NewDB(t).URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/postgres"
+	var log bytes.Buffer
+	rep, err := bench.Run(context.Background(), bench.Config{
+		DatabaseURL: u.String(), Binary: bin, RepoRoot: root, CacheDir: t.TempDir(),
+		OneStepRuns: 60, MapSize: 40, ChainRuns: 6, ChainLength: 3, LatencyRuns: 6, LatencyInFlight: 2,
+		FloorLoops: 2, Fsync: []string{"asis"},
+		Contenders: []bench.Contender{{Name: "floor", Kind: bench.KindFloor},
+			{Name: "wazero/c/notify", Kind: bench.KindWorker, Lang: "c", Engine: "wazero", Signal: "notify"}},
+		Log: &log,
+	})
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, log.String())
+	}
+	if len(rep.Results) != 6 {
+		t.Fatalf("got %d results, want 2 contenders x 3 shapes", len(rep.Results))
+	}
+	for _, r := range rep.Results {
+		if r.Err != "" {
+			t.Errorf("%s on %s: %s", r.Contender, r.Shape, r.Err)
+			continue
+		}
+		// CPU is counted in 10 ms ticks: too coarse for these few tasks to assert on.
+		if r.TasksPerSec <= 0 || r.Latency.N == 0 || r.PeakRSS <= 0 {
+			t.Errorf("%s on %s: incomplete figures %+v", r.Contender, r.Shape, r)
+		}
+		if r.Shape == bench.ShapeChain && r.Hop.N != 6*2 {
+			t.Errorf("%s: %d hops measured, want 6 runs x 2 hops", r.Contender, r.Hop.N)
+		}
+		if r.Kind != bench.KindFloor && r.RatioToFloor <= 0 {
+			t.Errorf("%s on %s: no ratio to the floor", r.Contender, r.Shape)
+		}
+	}
+	var text bytes.Buffer
+	rep.WriteText(&text)
+	for _, want := range []string{"### fsync asis: one-step runs (60", "| wazero/c/notify", "hop p50 ms"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, text.String())
+		}
+	}
+	if testing.Verbose() {
+		fmt.Fprintln(os.Stderr, text.String())
+	}
+}
+
+// A benchmark leaves no PostgreSQL behind unannounced: it stops the private cluster it
+// started, and leaves one that was already running, saying how to stop it.
+func TestBenchStopsTheClusterItStarted(t *testing.T) {
+	t.Parallel()
+	root, err := localpg.RepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := testbin.Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not t.TempDir(): its parents are closed to the postgres user when we run as root.
+	dir, err := os.MkdirTemp("", "pgflow-wasm-bench-cluster-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	cluster, err := localpg.New(localpg.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Remove(context.Background()) })
+	run := func() string {
+		t.Helper()
+		var log bytes.Buffer
+		_, err := bench.Run(context.Background(), bench.Config{
+			ClusterDir: dir, Binary: bin, RepoRoot: root, CacheDir: t.TempDir(),
+			OneStepRuns: 20, LatencyRuns: 4, LatencyInFlight: 2, FloorLoops: 1, Fsync: []string{"asis"},
+			Shapes: []string{bench.ShapeOneStep}, Contenders: []bench.Contender{{Name: "floor", Kind: bench.KindFloor}},
+			Log: &log,
+		})
+		if err != nil {
+			t.Fatalf("bench: %v\n%s", err, log.String())
+		}
+		return log.String()
+	}
+	log := run()
+	if cluster.Running(context.Background()) || !strings.Contains(log, "stopped the benchmark cluster it started ("+dir) {
+		t.Errorf("the cluster the benchmark started runs on (%v):\n%s", cluster.Running(context.Background()), log)
+	}
+	if err := cluster.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	log = run()
+	if !cluster.Running(context.Background()) || !strings.Contains(log, "was running before and is left running; stop it with `pgflow-wasm localdb down --dir "+dir) {
+		t.Errorf("a cluster that was running (%v):\n%s", cluster.Running(context.Background()), log)
+	}
+}

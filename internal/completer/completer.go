@@ -1,0 +1,445 @@
+// Package completer writes task outcomes to pgflow: complete_task for successes and
+// fail_task for failures, many tasks per transaction.
+//
+// pgflow's own clients call complete_task once per task, each in its own transaction, and the
+// commit (an fsync) dominates. The completer instead group-commits: each of its writers takes
+// every outcome that arrived while its previous write was in flight and writes them all in one
+// round trip and one transaction, completions in a single statement ordered by run so that
+// concurrent writers and workers lock runs in the same order. Several writers run at once
+// because complete_task is heavy: one transaction at a time keeps one database core busy. When a batch fails for a reason other than a lost
+// connection, each outcome is retried alone, so one bad task never blocks the others. When the
+// database is unreachable, outcomes are kept and retried with backoff; if the worker dies
+// first, the tasks stay `started` and the stalled-task sweep requeues them.
+package completer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
+)
+
+// Outcome is what a handler produced for one task: Output on success, or Error.
+type Outcome struct {
+	Task   poller.Task
+	Output []byte // valid JSON; used when Failed is false
+	Failed bool
+	Error  string // the fail_task message when Failed
+}
+
+// Written reports how pgflow took an outcome.
+type Written struct {
+	Outcome
+	// Stale is true when the task was no longer started by this attempt (recovery requeued
+	// it, or the write was retried after it had already landed): nothing was changed.
+	// StaleReason says which, from the task's row as it is now.
+	Stale       bool
+	StaleReason string
+	// Status is the task's status after the call: "completed"; "queued" (a failure that
+	// will be retried); "failed"; or, for a completion, empty when pgflow returned no row
+	// because the output broke a dependent map step's array contract (the run failed).
+	Status string
+	// Attempts is the task's attempts_count after the call.
+	Attempts int
+	// ErrorMessage is the task's error_message after the call (pgflow 0.14's
+	// [TYPE_VIOLATION] message for an output a dependent map step cannot take).
+	ErrorMessage string
+	// StepStatus and RunStatus are read after a call that left the task "failed": with
+	// pgflow 0.14's when_exhausted a failed task may skip its step and leave the run going.
+	StepStatus, RunStatus string
+	// Err is set when the outcome could not be written at all (e.g. shutting down while the
+	// database is unreachable); the task then stays started until recovery requeues it.
+	Err error
+}
+
+// Config configures a Completer.
+type Config struct {
+	MaxBatch int // outcomes per transaction (default 100)
+	Writers  int // transactions in flight at once (default 2)
+	// OnWritten is called after each commit with what was written, from a writer's
+	// goroutine (so possibly from several at once). The worker uses it for metrics, logs and
+	// to poll again at once.
+	OnWritten func([]Written)
+	Log       *slog.Logger
+	// AttemptHistory keeps each failure in pgflow_wasm.task_attempts (taskwrite.Options).
+	AttemptHistory bool
+}
+
+// Completer batches outcomes. Create with New, start with Start, stop with Stop.
+type Completer struct {
+	pool *pgxpool.Pool
+	cfg  Config
+
+	mu       sync.Mutex
+	pending  []Outcome
+	inflight int       // outcomes taken by writers and not written yet
+	lost     []Outcome // outcomes writers gave up on when aborted
+
+	wakeFirst chan struct{} // rings the first writer: there is something to write
+	wakeMore  chan struct{} // rings another writer: there is a backlog worth a second transaction
+	stopped   chan struct{} // closed by Stop: writers leave once nothing is pending
+	abort     chan struct{} // closed when Stop gives up on an unreachable database
+	writers   sync.WaitGroup
+}
+
+// New returns a Completer writing through pool.
+func New(pool *pgxpool.Pool, cfg Config) *Completer {
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 100
+	}
+	if cfg.Writers <= 0 {
+		cfg.Writers = 2
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.OnWritten == nil {
+		cfg.OnWritten = func([]Written) {}
+	}
+	return &Completer{pool: pool, cfg: cfg, wakeFirst: make(chan struct{}, 1), wakeMore: make(chan struct{}, 1),
+		stopped: make(chan struct{}), abort: make(chan struct{})}
+}
+
+// KeepAttemptHistory makes failure writes keep each attempt in pgflow_wasm.task_attempts.
+// Call it before Start.
+func (c *Completer) KeepAttemptHistory() { c.cfg.AttemptHistory = true }
+
+// parallelBacklog is how many outcomes must wait before a writer other than the first starts
+// a transaction of its own. Below it, outcomes that arrive while the first writer commits
+// wait for its next transaction: fewer commits, and at low load (a chain of steps) no extra
+// fsync in a run's path; above it (a backlog of runs), two transactions use two cores.
+const parallelBacklog = 16
+
+// Add queues an outcome; it never blocks.
+func (c *Completer) Add(o Outcome) {
+	c.mu.Lock()
+	c.pending = append(c.pending, o)
+	n := len(c.pending)
+	c.mu.Unlock()
+	c.ring(n)
+}
+
+// Pending is the number of outcomes not yet written.
+func (c *Completer) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending) + c.inflight
+}
+
+// Start runs the writers until Stop.
+func (c *Completer) Start() {
+	// Writes get their own context, cancelled only by abort: a write in flight must finish
+	// while the worker drains, or a handler's finished work would be thrown away.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-c.abort
+		cancel()
+	}()
+	for i := range c.cfg.Writers {
+		c.writers.Add(1)
+		go func() {
+			defer c.writers.Done()
+			c.writer(ctx, i)
+		}()
+	}
+}
+
+// Stop writes what is pending, retrying until ctx is done, then returns. Outcomes still
+// unwritten are reported through OnWritten with Err set: their tasks stay started in
+// pgflow, and the stalled-task sweep of any worker requeues them.
+func (c *Completer) Stop(ctx context.Context) {
+	close(c.stopped)
+	done := make(chan struct{})
+	go func() { c.writers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	close(c.abort)
+	<-done
+	c.mu.Lock()
+	left := append(c.lost, c.pending...)
+	c.lost, c.pending = nil, nil
+	c.mu.Unlock()
+	if len(left) > 0 {
+		lost := make([]Written, len(left))
+		for i, o := range left {
+			lost[i] = Written{Outcome: o, Err: fmt.Errorf("not written before shutdown: the task stays started and recovery will requeue it")}
+		}
+		c.cfg.OnWritten(lost)
+	}
+}
+
+// ring wakes the writers that n pending outcomes call for.
+func (c *Completer) ring(n int) {
+	if n == 0 {
+		return
+	}
+	select {
+	case c.wakeFirst <- struct{}{}:
+	default:
+	}
+	if n >= parallelBacklog {
+		select {
+		case c.wakeMore <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// take moves up to MaxBatch pending outcomes to the caller when at least least are
+// pending, and wakes other writers for what is left.
+func (c *Completer) take(least int) []Outcome {
+	c.mu.Lock()
+	if len(c.pending) < least {
+		c.mu.Unlock()
+		return nil
+	}
+	n := min(len(c.pending), c.cfg.MaxBatch)
+	batch := append([]Outcome(nil), c.pending[:n]...)
+	c.pending = c.pending[n:]
+	c.inflight += n
+	left := len(c.pending)
+	c.mu.Unlock()
+	c.ring(left)
+	return batch
+}
+
+// writer writes batches until the completer stops (nothing pending) or aborts. Writer 0
+// writes whatever is pending; the others only a backlog (parallelBacklog).
+func (c *Completer) writer(ctx context.Context, i int) {
+	retry := poller.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+	wake, least := c.wakeFirst, 1
+	if i > 0 {
+		wake, least = c.wakeMore, parallelBacklog
+	}
+	var batch []Outcome
+	for {
+		if len(batch) == 0 {
+			if batch = c.take(least); len(batch) == 0 {
+				select {
+				case <-wake:
+				case <-c.stopped:
+					if i > 0 || c.Pending() == 0 {
+						return // the first writer drains what is left
+					}
+					// Outcomes are pending or in another writer's hands: look again shortly.
+					select {
+					case <-wake:
+					case <-time.After(10 * time.Millisecond):
+					case <-c.abort:
+						return
+					}
+				case <-c.abort:
+					return
+				}
+				continue
+			}
+		}
+		written, left, err := c.write(ctx, batch)
+		c.mu.Lock()
+		c.inflight -= len(batch) - len(left)
+		c.mu.Unlock()
+		batch = left
+		if len(written) > 0 {
+			c.cfg.OnWritten(written)
+		}
+		if err == nil {
+			retry.Reset()
+			continue
+		}
+		wait := retry.Next()
+		c.cfg.Log.Warn("could not write task outcomes; retrying", "tasks", len(left), "error", err, "retry_in", wait)
+		select {
+		case <-time.After(wait):
+		case <-c.abort:
+			c.mu.Lock()
+			c.inflight -= len(batch)
+			c.lost = append(c.lost, batch...)
+			c.mu.Unlock()
+			return
+		}
+	}
+}
+
+// write writes one batch and returns what was written and what is left to retry:
+// completions in one transaction, then failures in another, each taking its runs' locks in
+// run order (one transaction doing both would take them in two passes, and two writers
+// could then wait on each other).
+func (c *Completer) write(ctx context.Context, batch []Outcome) (written []Written, left []Outcome, err error) {
+	slices.SortFunc(batch, func(a, b Outcome) int { return compareTasks(a.Task, b.Task) })
+	var completions, failures []Outcome
+	for _, o := range batch {
+		if o.Failed {
+			failures = append(failures, o)
+		} else {
+			completions = append(completions, o)
+		}
+	}
+	for i, group := range [][]Outcome{completions, failures} {
+		if len(group) == 0 {
+			continue
+		}
+		w, l, err := c.writeGroup(ctx, group)
+		written = append(written, w...)
+		if err != nil {
+			if i == 0 {
+				l = append(l, failures...)
+			}
+			return written, l, err
+		}
+	}
+	return written, nil, nil
+}
+
+// writeGroup writes outcomes of one kind in one transaction. After a transient error the
+// rest is retried later (an outcome is never written twice: the statements only act on a
+// task still started by the same attempt). Any other error falls back to one transaction per
+// outcome, so one bad task never blocks the others.
+func (c *Completer) writeGroup(ctx context.Context, batch []Outcome) (written []Written, left []Outcome, err error) {
+	written, err = c.writeBatch(ctx, batch)
+	if err == nil {
+		return written, nil, nil
+	}
+	if dberr.Transient(err) || ctx.Err() != nil {
+		return nil, batch, err
+	}
+	c.cfg.Log.Warn("batch write failed; writing each task alone", "tasks", len(batch), "error", err)
+	for i, o := range batch {
+		w, err := c.writeOne(ctx, o)
+		if err != nil && !dberr.Transient(err) && !o.Failed {
+			// pgflow refused the output (e.g. a \u0000 escape, which jsonb cannot store): fail
+			// the task with the reason rather than leave its run hanging.
+			c.cfg.Log.Error("complete_task refused the output; failing the task", "run_id", o.Task.RunID,
+				"step", o.Task.StepSlug, "task_index", o.Task.TaskIndex, "error", err)
+			fo := o
+			fo.Failed, fo.Error = true, "pgflow could not store the output: "+err.Error()
+			w, err = c.writeOne(ctx, fo)
+		}
+		if err != nil && (dberr.Transient(err) || ctx.Err() != nil) {
+			return written, batch[i:], err
+		}
+		if err != nil {
+			w = Written{Outcome: o, Err: err}
+		}
+		written = append(written, w)
+	}
+	return written, nil, nil
+}
+
+// writeBatch writes outcomes of one kind (all completions or all failures) in one round trip
+// and one transaction, through taskwrite's guarded calls: an outcome whose task is no longer
+// started by its attempt is reported stale and changes nothing.
+func (c *Completer) writeBatch(ctx context.Context, batch []Outcome) ([]Written, error) {
+	calls := make([]taskwrite.Call, len(batch))
+	for i, o := range batch {
+		t := o.Task
+		calls[i] = taskwrite.Call{RunID: t.RunID, StepSlug: t.StepSlug, TaskIndex: t.TaskIndex, Attempt: t.Attempt, Arg: string(o.Output)}
+		if o.Failed {
+			calls[i].Arg = o.Error
+		}
+	}
+	kind := taskwrite.Complete
+	if batch[0].Failed {
+		kind = taskwrite.Fail
+	}
+	results := make([]taskwrite.Result, len(batch))
+	b := &pgx.Batch{}
+	taskwrite.Queue(b, kind, calls, results, taskwrite.Options{AttemptHistory: c.cfg.AttemptHistory})
+	// One round trip and, since a batch ends with a single Sync, one implicit transaction.
+	if err := c.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	written := make([]Written, len(batch))
+	for i, r := range results {
+		written[i] = Written{Outcome: batch[i], Stale: r.Stale, Status: r.Status, Attempts: r.Attempts, ErrorMessage: r.ErrorMessage}
+	}
+	c.explainStale(ctx, written)
+	c.readFailedStates(ctx, written)
+	return written, nil
+}
+
+// readFailedStates reads the step's and the run's status for tasks that ended failed, so the
+// log can say whether the run failed or (pgflow 0.14's when_exhausted: skip) goes on. Rare,
+// and only for the log: a failed read leaves them empty.
+func (c *Completer) readFailedStates(ctx context.Context, written []Written) {
+	for i := range written {
+		w := &written[i]
+		if w.Stale || w.Status != "failed" {
+			continue
+		}
+		_ = c.pool.QueryRow(ctx, `select ss.status, r.status from pgflow.step_states ss join pgflow.runs r on r.run_id = ss.run_id
+			where ss.run_id = $1::text::uuid and ss.step_slug = $2`, w.Task.RunID, w.Task.StepSlug).Scan(&w.StepStatus, &w.RunStatus)
+	}
+}
+
+func (c *Completer) writeOne(ctx context.Context, o Outcome) (Written, error) {
+	w, err := c.writeBatch(ctx, []Outcome{o})
+	if err != nil {
+		return Written{Outcome: o}, err
+	}
+	return w[0], nil
+}
+
+// explainStale says why each stale outcome matched no task, from the task's row as it is
+// now. It is only for the log line: a failure to read is reported as such, never retried.
+func (c *Completer) explainStale(ctx context.Context, written []Written) {
+	for i := range written {
+		w := &written[i]
+		if !w.Stale {
+			continue
+		}
+		t := w.Task
+		var status, lastWorker, errMsg string
+		var attempts int
+		err := c.pool.QueryRow(ctx, `select status, attempts_count, coalesce(last_worker_id::text, ''), coalesce(error_message, '')
+			from pgflow.step_tasks where run_id = $1::text::uuid and step_slug = $2 and task_index = $3`,
+			t.RunID, t.StepSlug, t.TaskIndex).Scan(&status, &attempts, &lastWorker, &errMsg)
+		if err != nil {
+			w.StaleReason = "the task could not be read to say why: " + err.Error()
+			continue
+		}
+		w.StaleReason = staleReason(w.Outcome, status, attempts, lastWorker, errMsg)
+	}
+}
+
+// staleReason tells what happened to a task that an outcome no longer matched.
+func staleReason(o Outcome, status string, attempts int, lastWorker, errMsg string) string {
+	t := o.Task
+	mine := attempts == t.Attempt && lastWorker == t.WorkerID
+	switch {
+	case mine && !o.Failed && status == "completed":
+		return "already written: an earlier write of this outcome committed before its connection was lost"
+	case mine && o.Failed && errMsg == o.Error && (status == "queued" || status == "failed"):
+		return "already written: an earlier write of this failure committed before its connection was lost"
+	case attempts > t.Attempt:
+		return fmt.Sprintf("the task was handed back and started again (attempt %d, status %s): this attempt's outcome is dropped", attempts, status)
+	case status == "queued" || status == "failed":
+		if errMsg != "" {
+			return fmt.Sprintf("the task is %s after another writer failed it (%q): this outcome is dropped", status, errMsg)
+		}
+		return "the task is " + status + ": this outcome is dropped"
+	}
+	return fmt.Sprintf("the task is %s (attempt %d, worker %s): this outcome is dropped", status, attempts, lastWorker)
+}
+
+// compareTasks orders by run, then step, then index: the lock order of every batch.
+func compareTasks(a, b poller.Task) int {
+	if c := strings.Compare(a.RunID, b.RunID); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.StepSlug, b.StepSlug); c != 0 {
+		return c
+	}
+	return a.TaskIndex - b.TaskIndex
+}

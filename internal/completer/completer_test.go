@@ -1,0 +1,135 @@
+package completer_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
+)
+
+// startedTasks creates a one-step flow, starts n runs and starts their tasks as a worker
+// would, returning them.
+func startedTasks(t *testing.T, db *pgtest.DB, n int) []poller.Task {
+	t.Helper()
+	ctx := context.Background()
+	worker := uuidv4.New()
+	for _, q := range []string{
+		`select pgflow.create_flow('c', 2, 0, 60)`,
+		`select pgflow.add_step('c', 's')`,
+	} {
+		if _, err := db.Pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name) values ($1::uuid, 'c', 'test')`, worker); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('c', '{}') from generate_series(1, $1)`, n); err != nil {
+		t.Fatal(err)
+	}
+	f := poller.NewFetcher(db.Pool, poller.FetcherConfig{Flow: "c", WorkerID: worker, Visibility: func(string) int { return 62 }})
+	tasks, err := f.Fetch(ctx, n)
+	if err != nil || len(tasks) != n {
+		t.Fatalf("fetch: %d tasks, %v", len(tasks), err)
+	}
+	return tasks
+}
+
+// collect runs a completer over outcomes and returns what it reported.
+func collect(t *testing.T, db *pgtest.DB, outcomes []completer.Outcome) []completer.Written {
+	t.Helper()
+	var mu sync.Mutex
+	var got []completer.Written
+	c := completer.New(db.Pool, completer.Config{OnWritten: func(ws []completer.Written) {
+		mu.Lock()
+		got = append(got, ws...)
+		mu.Unlock()
+	}})
+	c.Start()
+	for _, o := range outcomes {
+		c.Add(o)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c.Stop(ctx)
+	return got
+}
+
+func TestBatchWithAnOutputPgflowRefusesFallsBackPerTask(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	tasks := startedTasks(t, db, 3)
+	got := collect(t, db, []completer.Outcome{
+		{Task: tasks[0], Output: []byte(`{"ok": 0}`)},
+		{Task: tasks[1], Output: []byte(`1e999999`)}, // valid JSON, but numeric overflows in jsonb
+		{Task: tasks[2], Failed: true, Error: "handler_error: nope"},
+	})
+	if len(got) != 3 {
+		t.Fatalf("reported %d outcomes, want 3", len(got))
+	}
+	byRun := map[string]completer.Written{}
+	for _, w := range got {
+		byRun[w.Task.RunID] = w
+	}
+	if w := byRun[tasks[0].RunID]; w.Status != "completed" || w.Stale || w.Err != nil {
+		t.Errorf("good output: %+v, want completed", w)
+	}
+	if w := byRun[tasks[1].RunID]; !w.Failed || !strings.Contains(w.Error, "pgflow could not store the output") || w.Status != "queued" {
+		t.Errorf("refused output: %+v, want turned into a failure that pgflow retries", w)
+	}
+	if w := byRun[tasks[2].RunID]; w.Status != "queued" || w.Attempts != 1 {
+		t.Errorf("failure: %+v, want queued for its retry", w)
+	}
+	var output string
+	if err := db.Pool.QueryRow(context.Background(), `select output::text from pgflow.step_tasks where run_id = $1::uuid`, tasks[0].RunID).Scan(&output); err != nil {
+		t.Fatal(err)
+	}
+	if output != `{"ok": 0}` {
+		t.Errorf("stored output %s, want {\"ok\": 0} exactly", output)
+	}
+}
+
+func TestWritesAreGuardedByAttempt(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	tasks := startedTasks(t, db, 2)
+	first := collect(t, db, []completer.Outcome{{Task: tasks[0], Failed: true, Error: "first failure"}})
+	if len(first) != 1 || first[0].Status != "queued" {
+		t.Fatalf("first failure: %+v", first)
+	}
+	// The same outcome again (a batch retried after it had in fact committed) and a late
+	// completion of the same attempt: neither may touch the requeued task.
+	again := collect(t, db, []completer.Outcome{
+		{Task: tasks[0], Failed: true, Error: "first failure"},
+		{Task: tasks[0], Output: []byte(`"late"`)},
+	})
+	for _, w := range again {
+		if !w.Stale {
+			t.Errorf("repeated write %+v was applied, want stale", w)
+		}
+		// The log says what happened: the first write had landed; the late completion met a
+		// task another write had failed.
+		want := "already written"
+		if !w.Failed {
+			want = `the task is queued after another writer failed it ("first failure")`
+		}
+		if !strings.Contains(w.StaleReason, want) {
+			t.Errorf("stale %s: reason %q, want it to say %q", map[bool]string{true: "failure", false: "completion"}[w.Failed], w.StaleReason, want)
+		}
+	}
+	var status string
+	var attempts int
+	if err := db.Pool.QueryRow(context.Background(), `select status, attempts_count from pgflow.step_tasks where run_id = $1::uuid`, tasks[0].RunID).
+		Scan(&status, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	if status != "queued" || attempts != 1 {
+		t.Errorf("task is %s after %d attempts, want still queued after 1", status, attempts)
+	}
+}

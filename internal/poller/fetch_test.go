@@ -1,0 +1,158 @@
+package poller_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
+)
+
+// setup creates flow "f" (root map step "m" feeding single step "s"), registers a worker and
+// returns its id.
+func setup(t *testing.T, db *pgtest.DB) string {
+	t.Helper()
+	ctx := context.Background()
+	worker := uuidv4.New()
+	for _, q := range []string{
+		`select pgflow.create_flow('f', 3, 1, 60)`,
+		`select pgflow.add_step('f', 'm', step_type => 'map', timeout => 7)`,
+		`select pgflow.add_step('f', 's', array['m'])`,
+	} {
+		if _, err := db.Pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name) values ($1::uuid, 'f', 'test')`, worker); err != nil {
+		t.Fatal(err)
+	}
+	return worker
+}
+
+func fetcher(db *pgtest.DB, worker string) *poller.Fetcher {
+	return poller.NewFetcher(db.Pool, poller.FetcherConfig{Flow: "f", WorkerID: worker,
+		Visibility: func(step string) int {
+			if step == "m" {
+				return 9
+			}
+			return 62
+		}})
+}
+
+func TestFetchStartsTasksWithInputsAttemptsAndVisibility(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	worker := setup(t, db)
+	ctx := context.Background()
+	var run string
+	if err := db.Pool.QueryRow(ctx, `select run_id::text from pgflow.start_flow('f', '["a", {"b": 1}, 0]')`).Scan(&run); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := fetcher(db, worker).Fetch(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) != 2 {
+		t.Fatalf("got %d tasks, want the 2 asked for", len(tasks))
+	}
+	for i, want := range []string{`"a"`, `{"b": 1}`} {
+		tk := tasks[i]
+		if tk.RunID != run || tk.StepSlug != "m" || tk.TaskIndex != i || tk.Attempt != 1 {
+			t.Errorf("task %d = %+v", i, tk)
+		}
+		if string(tk.Input) != want {
+			t.Errorf("task %d input = %s, want the bare map element %s", i, tk.Input, want)
+		}
+		if string(tk.FlowInput) != `["a", {"b": 1}, 0]` {
+			t.Errorf("task %d flow input = %s", i, tk.FlowInput)
+		}
+	}
+	// set_vt_batch ran: the started messages are hidden for the step's visibility (9 s).
+	var hidden float64
+	if err := db.Pool.QueryRow(ctx, `select min(extract(epoch from vt - clock_timestamp())) from pgmq.q_f where msg_id = any($1::bigint[])`,
+		[]int64{tasks[0].MsgID, tasks[1].MsgID}).Scan(&hidden); err != nil {
+		t.Fatal(err)
+	}
+	if hidden < 7 || hidden > 9.5 {
+		t.Errorf("started messages hidden for %.1f s, want about 9 s (step timeout + 2)", hidden)
+	}
+	more, err := fetcher(db, worker).Fetch(ctx, 10)
+	if err != nil || len(more) != 1 || string(more[0].Input) != "0" {
+		t.Fatalf("second fetch = %v, %v; want the last element 0", more, err)
+	}
+	var input json.RawMessage = more[0].Input
+	if string(input) != "0" {
+		t.Errorf("falsy element lost: %s", input)
+	}
+}
+
+func TestFetchSkipsATaskAnotherWorkerStartedFirst(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	mine := setup(t, db)
+	other := uuidv4.New()
+	ctx := context.Background()
+	if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name) values ($1::uuid, 'f', 'test')`, other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('f', '["only"]')`); err != nil {
+		t.Fatal(err)
+	}
+	// The other worker read the message with vt 0 (so we read it too) and is inside
+	// start_tasks, its transaction still open: the race pgflow's start_tasks loses.
+	conn := db.Conn(t)
+	var msg int64
+	if err := conn.QueryRow(ctx, `select msg_id from pgmq.read('f', 0, 1)`).Scan(&msg); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `select * from pgflow.start_tasks('f', array[$1::bigint], $2::uuid)`, msg, other); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		tasks []poller.Task
+		err   error
+	}
+	got := make(chan result, 1)
+	go func() {
+		tasks, err := fetcher(db, mine).Fetch(ctx, 1)
+		got <- result{tasks, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // our start_tasks now waits for the other's row lock
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if len(r.tasks) != 0 {
+		t.Fatalf("fetch returned %+v: a task another worker started would run twice", r.tasks)
+	}
+}
+
+func TestBackoffStaysWithinBoundsAndResets(t *testing.T) {
+	t.Parallel()
+	b := poller.Backoff{Min: 10 * time.Millisecond, Max: 80 * time.Millisecond}
+	sawMax := false
+	for range 200 {
+		d := b.Next()
+		if d < b.Min || d > b.Max {
+			t.Fatalf("wait %s outside [%s, %s]", d, b.Min, b.Max)
+		}
+		sawMax = sawMax || d > 60*time.Millisecond
+	}
+	if !sawMax {
+		t.Error("waits never grew toward Max")
+	}
+	b.Reset()
+	if d := b.Next(); d > 30*time.Millisecond {
+		t.Errorf("first wait after Reset = %s, want within 3 x Min", d)
+	}
+}

@@ -1,0 +1,289 @@
+// Package recovery finds tasks a dead worker left `started` and hands them back to pgflow.
+//
+// pgflow 0.8 never requeues such tasks: their runs hang forever. The sweep fails each stalled
+// task through pgflow.fail_task with a message saying why, which is pgflow's own retry path:
+// the task returns to `queued` and its message becomes visible after the retry delay, or, when
+// its attempts are used up, the task and its run fail with that message. Requeues are thus
+// bounded by the step's max_attempts, and every state change goes through pgflow's functions.
+//
+// When a task counts as stalled depends on the kind of worker that started it:
+//
+//   - A pgflow-wasm worker (function_name "pgflow-wasm") is gone when its liveness lock
+//     (package liveness) has been missing for LivenessGrace, in two looks of this sweeper, or
+//     when its heartbeat is stale. A live worker whose connection broke retakes its lock
+//     within a second or two; a killed one never does. Such workers stop every handler at its
+//     step timeout, so a task started longer ago than its timeout plus a margin has no live
+//     handler either, whoever holds it.
+//   - Any other worker (pgflow's TypeScript worker) may run a handler for as long as it likes
+//     and heartbeats only between batches, so its tasks are judged by its heartbeat alone,
+//     with a long threshold of their own (ForeignStaleAfter; 0 leaves them alone).
+//
+// The sweeper never counts itself among the dead (Self). Each stalled task is failed in a
+// transaction of its own that first locks the task's run (the order pgflow's functions and
+// the completer take locks in) and re-checks that the same attempt still holds it (package
+// taskwrite): a sweep never deadlocks with a completion writer, never fails a task that moved
+// on, and two sweepers at once only repeat a read.
+package recovery
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
+)
+
+// Config sets when a task counts as stalled.
+type Config struct {
+	Flows []string // only these flows' tasks are swept (other workers may serve other flows)
+	// WorkerStaleAfter is how old a pgflow-wasm worker's last heartbeat may be before its
+	// tasks are recovered, whatever its liveness lock says.
+	WorkerStaleAfter time.Duration
+	// LivenessGrace is how long a pgflow-wasm worker's liveness lock must stay missing, seen
+	// by two sweeps, before the worker counts as gone. Default 3 s.
+	LivenessGrace time.Duration
+	// StartedMargin is added to the step timeout: a pgflow-wasm task started longer ago than
+	// that is recovered.
+	StartedMargin time.Duration
+	// ForeignStaleAfter is how old the heartbeat of a worker of another kind may be before its
+	// tasks are recovered (for a task whose worker row is gone: how long ago it started).
+	// 0 never recovers them.
+	ForeignStaleAfter time.Duration
+	// PermanentlyStalled: the database has pgflow 0.13.2+'s step_tasks.permanently_stalled_at,
+	// and tasks upstream gave up on stay out of the sweep (failing them strands their runs).
+	PermanentlyStalled bool
+	// AttemptHistory keeps each recovered attempt in pgflow_wasm.task_attempts.
+	AttemptHistory bool
+	// Self lists the sweeping worker's own ids: alive by definition, so a heartbeat that went
+	// stale while the database was away does not make it requeue its own running tasks. When
+	// none of their liveness locks shows in pg_locks (a transaction-mode pooler between
+	// worker and server), locks prove nothing here and only heartbeats count.
+	Self []string
+}
+
+// Recovered is one task the sweep handed back.
+type Recovered struct {
+	FlowSlug  string
+	RunID     string
+	StepSlug  string
+	TaskIndex int
+	Attempt   int    // the attempt that stalled
+	Reason    string // the fail_task message
+	Status    string // "queued" (will be retried) or "failed" (attempts used up)
+	Attempts  int
+}
+
+// Sweeper sweeps again and again, remembering since when it has seen each pgflow-wasm
+// worker without its liveness lock. Create with NewSweeper; not for concurrent use.
+type Sweeper struct {
+	pool         *pgxpool.Pool
+	cfg          Config
+	now          func() time.Time
+	missingSince map[string]time.Time
+}
+
+// NewSweeper returns a Sweeper.
+func NewSweeper(pool *pgxpool.Pool, cfg Config) *Sweeper {
+	if cfg.LivenessGrace <= 0 {
+		cfg.LivenessGrace = 3 * time.Second
+	}
+	if cfg.Self == nil {
+		cfg.Self = []string{}
+	}
+	return &Sweeper{pool: pool, cfg: cfg, now: time.Now, missingSince: map[string]time.Time{}}
+}
+
+// stalledSQL lists stalled tasks of live runs with the reason, reading only: the tasks are
+// failed one by one afterwards. $1 flows, $2 margin seconds, $3 stale-heartbeat seconds,
+// $4 the sweeper's own worker ids, $5 pgflow-wasm workers whose lock has been missing for the
+// grace, $6 foreign stale seconds (0: off).
+var stalledSQL = `
+with held as materialized (` + liveness.HeldLocksSQL + `),
+task as (
+  select st.flow_slug, st.run_id, st.step_slug, st.task_index, st.attempts_count, st.started_at,
+         st.last_worker_id, coalesce(s.opt_timeout, f.opt_timeout) as timeout,
+         w.worker_id, w.function_name, w.last_heartbeat_at,
+         w.function_name = '` + liveness.FunctionName + `' as ours,
+         coalesce(st.last_worker_id = any($4::text[]::uuid[]), false) as self,
+         exists (select 1 from held where held.objid = ` + liveness.KeySQL("w.worker_id") + `) as locked
+  from pgflow.step_tasks st
+  join pgflow.runs r on r.run_id = st.run_id and r.status = 'started'
+  -- A task of a step that is no longer started (skipped, failed: pgflow 0.14 leaves such
+  -- rows started forever) is no one's: fail_task would change nothing.
+  join pgflow.step_states ss on ss.run_id = st.run_id and ss.step_slug = st.step_slug and ss.status = 'started'
+  join pgflow.steps s on s.flow_slug = st.flow_slug and s.step_slug = st.step_slug
+  join pgflow.flows f on f.flow_slug = st.flow_slug
+  left join pgflow.workers w on w.worker_id = st.last_worker_id
+  where st.status = 'started' and st.flow_slug = any($1::text[]) {{NOT_PERMANENTLY_STALLED}}
+),
+judged as (
+  select t.*, case
+    when t.ours and not t.self and t.last_heartbeat_at < clock_timestamp() - make_interval(secs => $3::float8)
+      then 'its worker ' || t.worker_id || ' stopped heartbeating at ' || to_char(t.last_heartbeat_at, 'YYYY-MM-DD HH24:MI:SS TZ')
+    when t.ours and not t.self and not t.locked and t.worker_id = any($5::text[]::uuid[])
+      then 'its worker ' || t.worker_id || ' is gone (no session has held its liveness lock for a while; last heartbeat at '
+           || to_char(t.last_heartbeat_at, 'YYYY-MM-DD HH24:MI:SS TZ') || ')'
+    when t.ours and t.started_at < clock_timestamp() - make_interval(secs => t.timeout + $2::float8)
+      then 'it was started at ' || to_char(t.started_at, 'YYYY-MM-DD HH24:MI:SS TZ') || ', longer ago than its timeout ('
+           || t.timeout || ' s) plus ' || $2::float8 || ' s'
+    when not coalesce(t.ours, false) and $6::float8 > 0 and t.worker_id is null
+         and t.started_at < clock_timestamp() - make_interval(secs => $6::float8)
+      then 'its worker ' || coalesce(t.last_worker_id::text, '(unknown)') || ' is not registered and it was started at '
+           || to_char(t.started_at, 'YYYY-MM-DD HH24:MI:SS TZ')
+    when not coalesce(t.ours, false) and $6::float8 > 0 and t.worker_id is not null
+         and t.last_heartbeat_at < clock_timestamp() - make_interval(secs => $6::float8)
+      then 'its worker ' || t.worker_id || ' (' || t.function_name || ') stopped heartbeating at '
+           || to_char(t.last_heartbeat_at, 'YYYY-MM-DD HH24:MI:SS TZ')
+  end as reason
+  from task t
+)
+select flow_slug, run_id::text, step_slug, task_index, attempts_count, reason
+from judged where reason is not null
+order by run_id, step_slug, task_index`
+
+// lookSQL is the sweeper's look at the pgflow-wasm workers holding started tasks of its flows:
+// whether each holds its liveness lock, and whether the sweeper's own lock shows at all.
+// $1 flows, $2 the sweeper's own worker ids.
+var lookSQL = `
+with held as materialized (` + liveness.HeldLocksSQL + `)
+select w.worker_id::text,
+       exists (select 1 from held where held.objid = ` + liveness.KeySQL("w.worker_id") + `),
+       cardinality($2::text[]) = 0
+         or exists (select 1 from held join unnest($2::text[]::uuid[]) u on held.objid = ` + liveness.KeySQL("u") + `)
+from pgflow.workers w
+where w.function_name = '` + liveness.FunctionName + `'
+  and w.worker_id in (select st.last_worker_id from pgflow.step_tasks st
+                      where st.status = 'started' and st.flow_slug = any($1::text[]))`
+
+// Started is a task the database holds as started by one of the sweeper's own ids for more
+// than a couple of seconds. The worker compares them with the tasks it runs: one it does not
+// know was started by a fetch whose reply was lost (host/orphans.go).
+type Started struct {
+	WorkerID  string
+	RunID     string
+	StepSlug  string
+	TaskIndex int
+	Attempt   int
+}
+
+// ownStartedSQL lists tasks started by the sweeper's own ids ($1) at least 2 s ago: younger
+// ones may belong to a fetch whose reply is being read.
+const ownStartedSQL = `
+select st.last_worker_id::text, st.run_id::text, st.step_slug, st.task_index, st.attempts_count
+from pgflow.step_tasks st
+join pgflow.runs r on r.run_id = st.run_id and r.status = 'started'
+join pgflow.step_states ss on ss.run_id = st.run_id and ss.step_slug = st.step_slug and ss.status = 'started'
+where st.status = 'started' and st.last_worker_id = any($1::text[]::uuid[]) and st.started_at < now() - interval '2 seconds'`
+
+// Sweep recovers stalled tasks once and returns them. See SweepOwn for the worker's own
+// started tasks, read in the same round trip.
+func (s *Sweeper) Sweep(ctx context.Context) ([]Recovered, error) {
+	got, _, err := s.SweepOwn(ctx)
+	return got, err
+}
+
+// SweepOwn is Sweep, and also returns the tasks held as started by the sweeper's own ids
+// (Started), read in the same round trip and transaction.
+func (s *Sweeper) SweepOwn(ctx context.Context) ([]Recovered, []Started, error) {
+	cfg := s.cfg
+	var gone []string
+	now := s.now()
+	for id, since := range s.missingSince {
+		if now.Sub(since) >= cfg.LivenessGrace {
+			gone = append(gone, id)
+		}
+	}
+	if gone == nil {
+		gone = []string{}
+	}
+	var candidates []Recovered
+	type look struct {
+		id             string
+		locked, selfOK bool
+	}
+	var looks []look
+	b := &pgx.Batch{}
+	stalled := strings.Replace(stalledSQL, "{{NOT_PERMANENTLY_STALLED}}", "", 1)
+	if cfg.PermanentlyStalled {
+		stalled = strings.Replace(stalledSQL, "{{NOT_PERMANENTLY_STALLED}}", "and st.permanently_stalled_at is null", 1)
+	}
+	b.Queue(stalled, cfg.Flows, cfg.StartedMargin.Seconds(), cfg.WorkerStaleAfter.Seconds(), cfg.Self, gone,
+		cfg.ForeignStaleAfter.Seconds()).Query(func(rows pgx.Rows) error {
+		var err error
+		candidates, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Recovered, error) {
+			var r Recovered
+			err := row.Scan(&r.FlowSlug, &r.RunID, &r.StepSlug, &r.TaskIndex, &r.Attempt, &r.Reason)
+			return r, err
+		})
+		return err
+	})
+	b.Queue(lookSQL, cfg.Flows, cfg.Self).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var l look
+			if err := rows.Scan(&l.id, &l.locked, &l.selfOK); err != nil {
+				return err
+			}
+			looks = append(looks, l)
+		}
+		return rows.Err()
+	})
+	var own []Started
+	if len(cfg.Self) > 0 {
+		b.Queue(ownStartedSQL, cfg.Self).Query(func(rows pgx.Rows) error {
+			var err error
+			own, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Started, error) {
+				var t Started
+				err := row.Scan(&t.WorkerID, &t.RunID, &t.StepSlug, &t.TaskIndex, &t.Attempt)
+				return t, err
+			})
+			return err
+		})
+	}
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, nil, err
+	}
+	// What this look saw feeds the next sweep: a lock missing now, and still missing a grace
+	// later, is a dead worker.
+	seen := map[string]bool{}
+	for _, l := range looks {
+		if !l.selfOK {
+			clear(s.missingSince) // locks do not show from here: heartbeats only
+			seen = nil
+			break
+		}
+		seen[l.id] = true
+		if l.locked {
+			delete(s.missingSince, l.id)
+		} else if _, ok := s.missingSince[l.id]; !ok {
+			s.missingSince[l.id] = now
+		}
+	}
+	for id := range s.missingSince {
+		if !seen[id] {
+			delete(s.missingSince, id)
+		}
+	}
+
+	var out []Recovered
+	for _, r := range candidates {
+		r.Reason = fmt.Sprintf("Task stalled: %s; returned to pgflow by pgflow-wasm recovery", r.Reason)
+		calls := []taskwrite.Call{{RunID: r.RunID, StepSlug: r.StepSlug, TaskIndex: r.TaskIndex, Attempt: r.Attempt, Arg: r.Reason}}
+		res := make([]taskwrite.Result, 1)
+		b := &pgx.Batch{}
+		taskwrite.Queue(b, taskwrite.Fail, calls, res, taskwrite.Options{AttemptHistory: cfg.AttemptHistory})
+		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+			return out, own, fmt.Errorf("fail_task(%s %s[%d]): %w", r.RunID, r.StepSlug, r.TaskIndex, err)
+		}
+		if res[0].Stale {
+			continue // completed, failed or restarted since the candidates were read
+		}
+		r.Status, r.Attempts = res[0].Status, res[0].Attempts
+		out = append(out, r)
+	}
+	return out, own, nil
+}

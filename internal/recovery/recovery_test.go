@@ -1,0 +1,273 @@
+package recovery_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/recovery"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
+)
+
+// startedTask creates flow f (one step, the given attempts, timeout 1 s), starts one run and
+// starts its task as a pgflow-wasm worker with the given last heartbeat.
+func startedTask(t *testing.T, db *pgtest.DB, maxAttempts int, heartbeatAgo time.Duration) (worker, run string) {
+	t.Helper()
+	return startedTaskOf(t, db, liveness.FunctionName, maxAttempts, heartbeatAgo)
+}
+
+// startedTaskOf is startedTask for a worker of the given kind (pgflow.workers.function_name).
+func startedTaskOf(t *testing.T, db *pgtest.DB, kind string, maxAttempts int, heartbeatAgo time.Duration) (worker, run string) {
+	t.Helper()
+	ctx := context.Background()
+	worker = uuidv4.New()
+	if _, err := db.Pool.Exec(ctx, `select pgflow.create_flow('f', $1, 0, 1)`, maxAttempts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `select pgflow.add_step('f', 's')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name, last_heartbeat_at)
+		values ($1::uuid, 'f', $3, now() - make_interval(secs => $2))`, worker, heartbeatAgo.Seconds(), kind); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Pool.QueryRow(ctx, `select run_id::text from pgflow.start_flow('f', '{}')`).Scan(&run); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `select * from pgflow.start_tasks('f', (select array_agg(msg_id) from pgmq.read('f', 60, 10)), $1::uuid)`, worker); err != nil {
+		t.Fatal(err)
+	}
+	return worker, run
+}
+
+func taskState(t *testing.T, db *pgtest.DB, run string) (status string, attempts int, msg string, visibleIn float64) {
+	t.Helper()
+	err := db.Pool.QueryRow(context.Background(), `select st.status, st.attempts_count, coalesce(st.error_message, ''),
+		coalesce(extract(epoch from q.vt - clock_timestamp())::float8, -1)
+		from pgflow.step_tasks st left join pgmq.q_f q on q.msg_id = st.message_id where st.run_id = $1::uuid`, run).
+		Scan(&status, &attempts, &msg, &visibleIn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return
+}
+
+var cfg = recovery.Config{Flows: []string{"f"}, WorkerStaleAfter: 30 * time.Second, StartedMargin: time.Second,
+	LivenessGrace: 2 * time.Second, ForeignStaleAfter: 10 * time.Minute}
+
+// ageTask moves a task's start (and queueing) back in time.
+func ageTask(t *testing.T, db *pgtest.DB, run string, by time.Duration) {
+	t.Helper()
+	if _, err := db.Pool.Exec(context.Background(), `update pgflow.step_tasks set queued_at = queued_at - make_interval(secs => $2),
+		started_at = started_at - make_interval(secs => $2) where run_id = $1::uuid`, run, by.Seconds()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// holdLivenessLock takes worker's liveness lock on a session of its own, as a live worker does.
+func holdLivenessLock(t *testing.T, db *pgtest.DB, worker string) {
+	t.Helper()
+	key, err := liveness.LockKey(worker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Conn(t).Exec(context.Background(), `select pg_advisory_lock($1::int4, $2::int4)`, liveness.LockClass, key); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestALiveWorkersTaskIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	_, run := startedTask(t, db, 3, 0)
+	got, err := recovery.NewSweeper(db.Pool, cfg).Sweep(context.Background())
+	if err != nil || len(got) != 0 {
+		t.Fatalf("sweep = %+v, %v; want nothing recovered", got, err)
+	}
+	if status, _, _, _ := taskState(t, db, run); status != "started" {
+		t.Errorf("task %s, want still started", status)
+	}
+}
+
+func TestADeadWorkersTaskIsRequeuedAndVisible(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	worker, run := startedTask(t, db, 3, time.Hour)
+	got, err := recovery.NewSweeper(db.Pool, cfg).Sweep(context.Background())
+	if err != nil || len(got) != 1 {
+		t.Fatalf("sweep = %+v, %v; want the task recovered", got, err)
+	}
+	status, attempts, msg, visibleIn := taskState(t, db, run)
+	if status != "queued" || attempts != 1 {
+		t.Errorf("task %s after %d attempts, want queued for attempt 2", status, attempts)
+	}
+	if !strings.Contains(msg, "its worker "+worker+" stopped heartbeating") {
+		t.Errorf("message %q should name the dead worker", msg)
+	}
+	if visibleIn > 0.5 {
+		t.Errorf("message visible in %.1f s, want now (base_delay 0)", visibleIn)
+	}
+}
+
+func TestATaskPastItsTimeoutIsRequeuedThenFailsTheRunWhenAttemptsRunOut(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	worker, run := startedTask(t, db, 1, 0) // live worker, one attempt only
+	holdLivenessLock(t, db, worker)
+	// Started 3 s ago: longer than its 1 s timeout plus the 1 s margin.
+	ageTask(t, db, run, 3*time.Second)
+	got, err := recovery.NewSweeper(db.Pool, cfg).Sweep(context.Background())
+	if err != nil || len(got) != 1 || got[0].Status != "failed" {
+		t.Fatalf("sweep = %+v, %v; want the task failed (no attempts left)", got, err)
+	}
+	var runStatus string
+	if err := db.Pool.QueryRow(context.Background(), `select status from pgflow.runs where run_id = $1::uuid`, run).Scan(&runStatus); err != nil {
+		t.Fatal(err)
+	}
+	_, _, msg, _ := taskState(t, db, run)
+	if runStatus != "failed" || !strings.Contains(msg, "longer ago than its timeout (1 s) plus 1 s") {
+		t.Errorf("run %s, task message %q; want the run failed with the stall explained", runStatus, msg)
+	}
+}
+
+func TestTwoSweepersAtOnceFailEachTaskOnce(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	_, run := startedTask(t, db, 3, time.Hour)
+	ctx := context.Background()
+	results := make(chan []recovery.Recovered, 2)
+	for range 2 {
+		go func() {
+			got, err := recovery.NewSweeper(db.Pool, cfg).Sweep(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			results <- got
+		}()
+	}
+	n := len(<-results) + len(<-results)
+	if n != 1 {
+		t.Fatalf("two sweepers recovered the task %d times, want once", n)
+	}
+	if status, attempts, _, _ := taskState(t, db, run); status != "queued" || attempts != 1 {
+		t.Errorf("task %s after %d attempts, want queued after 1", status, attempts)
+	}
+}
+
+func TestASweeperNeverRequeuesItsOwnTasksForAStaleHeartbeat(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	// The worker's own heartbeat is an hour old (the database was away), but it is sweeping:
+	// it is alive, and its task is within its timeout.
+	worker, run := startedTask(t, db, 3, time.Hour)
+	self := cfg
+	self.Self = []string{worker}
+	got, err := recovery.NewSweeper(db.Pool, self).Sweep(context.Background())
+	if err != nil || len(got) != 0 {
+		t.Fatalf("sweep = %+v, %v; want its own task left alone", got, err)
+	}
+	if status, _, _, _ := taskState(t, db, run); status != "started" {
+		t.Errorf("task %s, want still started", status)
+	}
+}
+
+func TestAWorkerWhoseLivenessLockIsGoneIsDeadWithinTheGrace(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	// Heartbeat 3 s old: fresh for the 30 s heartbeat rule, past the 2 s liveness grace.
+	worker, run := startedTask(t, db, 3, 3*time.Second)
+	holder := db.Conn(t)
+	key, _ := liveness.LockKey(worker)
+	if _, err := holder.Exec(context.Background(), `select pg_advisory_lock($1::int4, $2::int4)`, liveness.LockClass, key); err != nil {
+		t.Fatal(err)
+	}
+	patient := cfg
+	patient.StartedMargin = time.Hour // only the lock may count here, not the 1 s timeout
+	sweeper := recovery.NewSweeper(db.Pool, patient)
+	if got, err := sweeper.Sweep(context.Background()); err != nil || len(got) != 0 {
+		t.Fatalf("sweep while the lock is held = %+v, %v; want nothing recovered", got, err)
+	}
+	holder.Close(context.Background()) // the worker process dies
+	died := time.Now()
+	var got []recovery.Recovered
+	for len(got) == 0 && time.Since(died) < 10*time.Second {
+		var err error
+		if got, err = sweeper.Sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if len(got) != 1 || !strings.Contains(got[0].Reason, "no session has held its liveness lock") {
+		t.Fatalf("sweep after the worker died = %+v; want its task recovered as gone", got)
+	}
+	// Seen missing once, then again a grace later: not before.
+	if took := time.Since(died); took < cfg.LivenessGrace {
+		t.Errorf("recovered %s after the worker died, before the %s grace", took, cfg.LivenessGrace)
+	}
+	if status, attempts, _, _ := taskState(t, db, run); status != "queued" || attempts != 1 {
+		t.Errorf("task %s after %d attempts, want queued", status, attempts)
+	}
+}
+
+func TestAWorkerThatRetakesItsLockWithinTheGraceIsAlive(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	// Its connection broke: no lock for a moment, then it is back.
+	worker, run := startedTask(t, db, 3, 0)
+	patient := cfg
+	patient.StartedMargin = time.Hour // only the lock may count here, not the 1 s timeout
+	sweeper := recovery.NewSweeper(db.Pool, patient)
+	if got, err := sweeper.Sweep(context.Background()); err != nil || len(got) != 0 {
+		t.Fatalf("sweep = %+v, %v; want nothing recovered", got, err)
+	}
+	time.Sleep(cfg.LivenessGrace / 2)
+	holdLivenessLock(t, db, worker)
+	time.Sleep(cfg.LivenessGrace)
+	if got, err := sweeper.Sweep(context.Background()); err != nil || len(got) != 0 {
+		t.Fatalf("sweep = %+v, %v; want nothing recovered", got, err)
+	}
+	if status, _, _, _ := taskState(t, db, run); status != "started" {
+		t.Errorf("task %s, want still started", status)
+	}
+}
+
+func TestAnotherKindOfWorkerIsJudgedByItsHeartbeatAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t.Run("past the step timeout with a live heartbeat: left alone", func(t *testing.T) {
+		t.Parallel()
+		db := pgtest.NewDB(t)
+		_, run := startedTaskOf(t, db, "reference-ts", 1, 0)
+		ageTask(t, db, run, time.Hour) // far past its 1 s timeout: pgflow's worker has no timeout
+		if got, err := recovery.NewSweeper(db.Pool, cfg).Sweep(ctx); err != nil || len(got) != 0 {
+			t.Fatalf("sweep = %+v, %v; want a live TypeScript worker's task left alone", got, err)
+		}
+	})
+	t.Run("heartbeat older than the foreign threshold: recovered", func(t *testing.T) {
+		t.Parallel()
+		db := pgtest.NewDB(t)
+		worker, run := startedTaskOf(t, db, "reference-ts", 3, 11*time.Minute)
+		got, err := recovery.NewSweeper(db.Pool, cfg).Sweep(ctx)
+		if err != nil || len(got) != 1 || !strings.Contains(got[0].Reason, worker+" (reference-ts) stopped heartbeating") {
+			t.Fatalf("sweep = %+v, %v; want the task recovered", got, err)
+		}
+		if status, _, _, _ := taskState(t, db, run); status != "queued" {
+			t.Errorf("task %s, want queued", status)
+		}
+	})
+	t.Run("foreign recovery off: never recovered", func(t *testing.T) {
+		t.Parallel()
+		db := pgtest.NewDB(t)
+		startedTaskOf(t, db, "reference-ts", 3, 24*time.Hour)
+		off := cfg
+		off.ForeignStaleAfter = 0
+		if got, err := recovery.NewSweeper(db.Pool, off).Sweep(ctx); err != nil || len(got) != 0 {
+			t.Fatalf("sweep = %+v, %v; want nothing recovered", got, err)
+		}
+	})
+}

@@ -1,0 +1,262 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+)
+
+// launch runs a started task on its own goroutine; its slot is freed when the handler ends.
+func (w *Worker) launch(fs *flowState, t poller.Task) {
+	w.running.Add(1)
+	w.known.add(&t)
+	if st := fs.steps[t.StepSlug]; st != nil && st.metrics != nil {
+		st.metrics.started.Inc()
+	}
+	if fs.inFlight != nil {
+		fs.inFlight.Inc()
+	}
+	go func() {
+		defer w.running.Done()
+		defer w.finished(fs)
+		if fs.inFlight != nil {
+			defer fs.inFlight.Dec()
+		}
+		w.done.Add(w.execute(fs, t))
+	}()
+}
+
+// execute runs one task in the sandbox and returns its outcome.
+func (w *Worker) execute(fs *flowState, t poller.Task) completer.Outcome {
+	log := w.taskLog(&t)
+	st := fs.steps[t.StepSlug]
+	if st == nil {
+		msg := fmt.Sprintf("step %q is not in this worker's flows file (%s)", t.StepSlug, w.cfg.Flows.Path)
+		log.log(slog.LevelError, "cannot run task", "error", msg)
+		return completer.Outcome{Task: t, Failed: true, Error: msg}
+	}
+	log.log(slog.LevelDebug, "task started")
+	ctxJSON, err := taskContext(fs, st, t)
+	if err != nil {
+		return completer.Outcome{Task: t, Failed: true, Error: err.Error()}
+	}
+	task := sandbox.Task{Input: t.Input, Context: ctxJSON, Timeout: st.timeout}
+	if st.def.Deterministic {
+		task.Seed = taskSeed(&t)
+	}
+	res, err := st.module.Run(w.runCtx, task)
+	for _, l := range res.Logs {
+		log.log(guestLevel(l.Level), l.Message, "source", "handler")
+	}
+	if res.LogsDropped > 0 {
+		log.log(slog.LevelWarn, "handler log lines dropped over the per-task cap", "dropped", res.LogsDropped)
+	}
+	if st.metrics != nil {
+		st.metrics.duration.Observe(res.Duration.Seconds())
+		st.metrics.fuel.Add(float64(res.FuelUsed))
+	}
+	if err == nil {
+		log.log(slog.LevelDebug, "handler succeeded", "duration", res.Duration)
+		return completer.Outcome{Task: t, Output: res.Output}
+	}
+	msg, kind := failMessage(err, st.timeout)
+	if w.runCtx.Err() != nil && kind != sandbox.KindTimeout {
+		msg = fmt.Sprintf("Worker stopped before the task finished (drain timeout %s); pgflow retries it. Handler: %s", w.cfg.DrainTimeout, msg)
+	}
+	if m := w.cfg.Metrics; m != nil {
+		m.TasksFailed.WithLabelValues(t.FlowSlug, t.StepSlug, string(kind)).Inc()
+		if kind == sandbox.KindTimeout {
+			m.TasksTimedOut.WithLabelValues(t.FlowSlug, t.StepSlug).Inc()
+		}
+	}
+	log.log(slog.LevelWarn, "handler failed", "kind", string(kind), "error", msg, "duration", res.Duration)
+	if kind == sandbox.KindTimeout {
+		w.checkAbandoned()
+	}
+	return completer.Outcome{Task: t, Failed: true, Error: msg}
+}
+
+// taskSeed is the identity a deterministic step's random bytes are drawn from: the run,
+// the step and the task index (not the attempt: a retry draws what the first try drew).
+func taskSeed(t *poller.Task) []byte {
+	return []byte(t.RunID + "/" + t.FlowSlug + "/" + t.StepSlug + "/" + strconv.Itoa(t.TaskIndex))
+}
+
+// failMessage is the fail_task message: pgflow's wording for timeouts, "kind: message" else.
+func failMessage(err error, timeout time.Duration) (string, sandbox.Kind) {
+	var se *sandbox.Error
+	if !errors.As(err, &se) {
+		return err.Error(), sandbox.KindProtocolError
+	}
+	if se.Kind == sandbox.KindTimeout {
+		return fmt.Sprintf("Task timed out after %ds", int(timeout/time.Second)), se.Kind
+	}
+	return withGuestHint(se.Error()), se.Kind
+}
+
+// checkAbandoned stops the worker for a restart when the watchdog has given up on too many
+// calls: their goroutines still burn CPU and only a new process reclaims them.
+func (w *Worker) checkAbandoned() {
+	if n := w.cfg.Engine.Abandoned(); n >= w.cfg.MaxAbandoned {
+		w.log.Error("too many abandoned handler calls: restarting the worker", "abandoned", n, "max", w.cfg.MaxAbandoned)
+		w.restart.Store(true)
+		w.Stop()
+	}
+}
+
+// taskContext builds the context JSON of ABI v1 by appending, not encoding/json: the flow
+// input is copied as it came from PostgreSQL's jsonb output, which is valid JSON, instead of
+// being validated and compacted again for every task. An input over 64 KiB is left out (a
+// map over a large array would copy the whole array into every task).
+func taskContext(fs *flowState, st *stepState, t poller.Task) ([]byte, error) {
+	flowInput := t.FlowInput
+	omitted := len(flowInput) > abi.MaxContextFlowInput
+	if len(flowInput) == 0 || omitted {
+		flowInput = json.RawMessage("null")
+	}
+	b := make([]byte, 0, 300+2*len(t.RunID)+len(t.FlowSlug)+2*len(t.StepSlug)+len(flowInput))
+	b = append(b, `{"`+abi.CtxRunID+`":`...)
+	b = appendJSONString(b, t.RunID)
+	b = append(b, `,"`+abi.CtxFlowSlug+`":`...)
+	b = appendJSONString(b, t.FlowSlug)
+	b = append(b, `,"`+abi.CtxStepSlug+`":`...)
+	b = appendJSONString(b, t.StepSlug)
+	b = append(b, `,"`+abi.CtxTaskIndex+`":`...)
+	b = strconv.AppendInt(b, int64(t.TaskIndex), 10)
+	b = append(b, `,"`+abi.CtxAttempt+`":`...)
+	b = strconv.AppendInt(b, int64(t.Attempt), 10)
+	b = append(b, `,"`+abi.CtxMsgID+`":`...)
+	b = strconv.AppendInt(b, t.MsgID, 10)
+	b = append(b, `,"`+abi.CtxFlowInput+`":`...)
+	b = append(b, flowInput...)
+	if omitted {
+		b = append(b, `,"`+abi.CtxFlowInputOmitted+`":true,"`+abi.CtxFlowInputBytes+`":`...)
+		b = strconv.AppendInt(b, int64(len(t.FlowInput)), 10)
+	}
+	b = append(b, `,"`+abi.CtxWorkerID+`":`...)
+	b = appendJSONString(b, fs.workerID)
+	b = append(b, `,"`+abi.CtxTimeoutMS+`":`...)
+	b = strconv.AppendInt(b, st.timeout.Milliseconds(), 10)
+	b = append(b, `,"`+abi.CtxIdempotencyKey+`":`...)
+	b = appendJSONString(b, abi.IdempotencyKey(t.RunID, t.StepSlug, t.TaskIndex))
+	return append(b, '}'), nil
+}
+
+// appendJSONString appends s as a JSON string. Slugs, uuids and worker ids need no escapes,
+// so the common case is a plain copy; anything else goes through encoding/json.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+func guestLevel(l int32) slog.Level {
+	switch l {
+	case abi.LogDebug:
+		return slog.LevelDebug
+	case abi.LogWarn:
+		return slog.LevelWarn
+	case abi.LogError:
+		return slog.LevelError
+	default:
+		return slog.LevelInfo
+	}
+}
+
+// onWritten runs after each write of outcomes: metrics, one log line per task, and the
+// wake-ups that keep a run moving (a completion whose step has dependents; a retry's delay;
+// fetch loops held back while outcomes waited to be written).
+func (w *Worker) onWritten(written []completer.Written) {
+	defer w.wakeStarved()
+	for _, wr := range written {
+		t := wr.Task
+		w.known.remove(&t)
+		fs := w.byFlow[t.FlowSlug]
+		if fs == nil {
+			continue
+		}
+		st := fs.steps[t.StepSlug]
+		log := w.taskLog(&t)
+		switch {
+		case wr.Err != nil:
+			log.log(slog.LevelError, "task outcome not written", "error", wr.Err)
+		case wr.Stale:
+			log.log(slog.LevelWarn, "outcome not applied: the task was no longer started by this attempt", "why", wr.StaleReason)
+		case !wr.Failed && wr.Status == "completed":
+			if st != nil && st.metrics != nil {
+				st.metrics.completed.Inc()
+			}
+			log.log(slog.LevelDebug, "task completed", "took", time.Since(t.StartedAt).Round(time.Microsecond))
+			if st != nil && st.hasDependents {
+				fs.wake.Ring()
+				if st.maxDependentStartDelay > 0 {
+					time.AfterFunc(time.Duration(st.maxDependentStartDelay)*time.Second+50*time.Millisecond, fs.wake.Ring)
+				}
+			}
+		case !wr.Failed && (wr.Status == "" || strings.HasPrefix(wr.ErrorMessage, "[TYPE_VIOLATION]")):
+			// pgflow 0.8 returns no row, 0.14 the failed task.
+			log.log(slog.LevelWarn, "pgflow refused the output: a dependent map step needs an array, so the run failed",
+				"pgflow_error", wr.ErrorMessage)
+		case wr.Status == "started":
+			// pgflow 0.14 leaves a task of a step that is no longer started as it is (and an
+			// earlier pgflow the tasks of a run that already failed).
+			log.log(slog.LevelInfo, "pgflow ignored the outcome: the step or the run had ended without this task (skipped, or failed elsewhere)")
+		case !wr.Failed:
+			log.log(slog.LevelInfo, "pgflow ignored the output: the run had already failed", "task_status", wr.Status)
+		case wr.Status == "queued":
+			log.log(slog.LevelInfo, "task failed; pgflow will retry it", "error", wr.Error, "attempts", wr.Attempts)
+			fs.wake.Ring()
+			w.wakeAfterRetry(fs, t.StepSlug, wr.Attempts)
+		case wr.StepStatus == "skipped":
+			log.log(slog.LevelWarn, "task failed for good: attempts used up; its step is skipped (when_exhausted) and the run goes on",
+				"error", wr.Error, "attempts", wr.Attempts, "run_status", wr.RunStatus)
+			fs.wake.Ring()
+		default:
+			log.log(slog.LevelWarn, "task failed for good: attempts used up, the run failed", "error", wr.Error, "attempts", wr.Attempts)
+			fs.wake.Ring()
+		}
+	}
+}
+
+// taskLog logs lines about one task with its run, flow, step, index, attempt and message
+// id. The attributes are only formatted when a line is actually logged: building them for
+// every task showed in profiles, and at the default level (info) a successful task logs
+// nothing (its lines are debug; metrics count them).
+func (w *Worker) taskLog(t *poller.Task) *taskLogger {
+	return &taskLogger{base: w.log, ctx: w.runCtx, t: t}
+}
+
+type taskLogger struct {
+	base *slog.Logger
+	ctx  context.Context
+	t    *poller.Task
+	l    *slog.Logger
+}
+
+func (tl *taskLogger) log(level slog.Level, msg string, args ...any) {
+	if !tl.base.Enabled(tl.ctx, level) {
+		return
+	}
+	if tl.l == nil {
+		t := tl.t
+		tl.l = tl.base.With("run_id", t.RunID, "flow", t.FlowSlug, "step", t.StepSlug, "task_index", t.TaskIndex,
+			"attempt", t.Attempt, "msg_id", t.MsgID)
+	}
+	tl.l.Log(tl.ctx, level, msg, args...)
+}

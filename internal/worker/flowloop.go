@@ -1,0 +1,121 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+)
+
+// flowLoop fetches one flow's tasks until ctx is done or the flow is deprecated. It reads
+// only as many messages as it has free slots, polls again at once while batches come back
+// full, and otherwise waits for a wake-up (a notification, a completion whose step has
+// dependents, a failure's retry time, a freed slot) or its timer: the polling backoff, or
+// the notify fallback interval.
+func (w *Worker) flowLoop(ctx context.Context, fs *flowState, listen *poller.Listener) {
+	idle := poller.Backoff{Min: w.cfg.MinPollInterval, Max: w.cfg.MaxPollInterval}
+	dbRetry := poller.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
+	timer := time.NewTimer(0) // first poll at once
+	defer timer.Stop()
+	dbDown := false
+	idleWait := func() time.Duration {
+		if fs.notified && listen != nil && listen.Connected() {
+			return w.cfg.NotifyFallback
+		}
+		return idle.Next()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-fs.wake:
+		case <-timer.C:
+		}
+		if fs.deprecated.Load() {
+			return
+		}
+		n := 0
+		if w.done.Pending() < w.cfg.MaxUnwritten { // backpressure: finished work waits to be written
+			n = w.reserve(fs, w.cfg.BatchSize)
+		}
+		if n == 0 {
+			// Full, or outcomes wait to be written: a freed slot or a write rings the wake.
+			// The timer is only a safety net.
+			fs.starved.Store(true)
+			timer.Reset(w.cfg.MaxPollInterval)
+			continue
+		}
+		fs.starved.Store(false)
+		began := time.Now()
+		fs.fetching.Store(true)
+		tasks, err := fs.fetcher.Fetch(ctx, n)
+		w.unreserve(fs, n-len(tasks))
+		for _, t := range tasks {
+			w.launch(fs, t)
+		}
+		fs.fetches.Add(1)
+		fs.fetching.Store(false)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			w.metricPoll(fs, "error")
+			w.cfg.Health.SetDatabase(false)
+			wait := dbRetry.Next()
+			if !dbDown {
+				w.log.Warn("fetching tasks failed; retrying with backoff", "flow", fs.def.Slug, "error", err, "retry_in", wait)
+			}
+			dbDown = true
+			timer.Reset(wait)
+			continue
+		}
+		if dbDown {
+			w.log.Info("database reachable again", "flow", fs.def.Slug)
+			dbDown = false
+		}
+		w.cfg.Health.SetDatabase(true)
+		dbRetry.Reset()
+		if m := w.cfg.Metrics; m != nil {
+			m.ReadLatency.WithLabelValues(fs.def.Slug).Observe(time.Since(began).Seconds())
+		}
+		if len(tasks) == 0 {
+			w.metricPoll(fs, "empty")
+			timer.Reset(idleWait())
+			continue
+		}
+		w.metricPoll(fs, "tasks")
+		idle.Reset()
+		if len(tasks) == n {
+			fs.wake.Ring() // a full batch: more may be waiting
+		}
+		timer.Reset(idleWait())
+	}
+}
+
+// reserve takes up to want slots from the global and the flow's limits.
+func (w *Worker) reserve(fs *flowState, want int) int {
+	g := w.global.tryAcquire(want)
+	f := fs.slots.tryAcquire(g)
+	w.global.release(g - f)
+	return f
+}
+
+// finished frees the slot of a task whose handler ended and wakes the loops waiting for one.
+func (w *Worker) finished(fs *flowState) {
+	fs.slots.release(1)
+	w.global.release(1)
+}
+
+// unreserve gives back slots a fetch reserved and did not fill. The flow's own slots are
+// given back quietly (its loop is the only one that waits for them, and it just found the
+// queue empty); the global ones wake other flows that found none free.
+func (w *Worker) unreserve(fs *flowState, n int) {
+	fs.slots.giveBack(n)
+	w.global.release(n)
+}
+
+func (w *Worker) metricPoll(fs *flowState, result string) {
+	if m := w.cfg.Metrics; m != nil {
+		m.Polls.WithLabelValues(fs.def.Slug, result).Inc()
+	}
+}

@@ -1,0 +1,117 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/recovery"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
+)
+
+// A fetch runs start_tasks and reads its reply in one round trip. When the connection dies
+// after the commit but before the reply arrives, pgflow holds tasks as started by this
+// worker that it never heard of: alive and heartbeating, the worker would keep them from
+// every sweep until their timeout ran out. So the worker remembers the tasks it runs (from
+// launch until their outcome is written); each recovery round also lists the tasks pgflow
+// holds as started by this worker (recovery.Started, in the sweep's own round trip), and
+// those it does not know, of a flow where no fetch ran meanwhile, are handed back through
+// fail_task.
+
+// taskSet is the tasks this worker runs or has outcomes of that are not written yet.
+type taskSet struct {
+	mu    sync.Mutex
+	tasks map[taskKey]poller.Task
+}
+
+type taskKey struct {
+	run, step string
+	index     int
+}
+
+func keyOf(t *poller.Task) taskKey { return taskKey{t.RunID, t.StepSlug, t.TaskIndex} }
+
+func (s *taskSet) add(t *poller.Task) {
+	s.mu.Lock()
+	if s.tasks == nil {
+		s.tasks = map[taskKey]poller.Task{}
+	}
+	s.tasks[keyOf(t)] = *t
+	s.mu.Unlock()
+}
+
+// startedBefore returns the tasks started before t.
+func (s *taskSet) startedBefore(t time.Time) []poller.Task {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []poller.Task
+	for _, task := range s.tasks {
+		if task.StartedAt.Before(t) {
+			out = append(out, task)
+		}
+	}
+	return out
+}
+
+func (s *taskSet) remove(t *poller.Task) {
+	s.mu.Lock()
+	delete(s.tasks, keyOf(t))
+	s.mu.Unlock()
+}
+
+func (s *taskSet) has(k taskKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.tasks[k]
+	return ok
+}
+
+// fetchGenerations reads each flow's fetch counter; a flow with a fetch in flight reads -1.
+func (w *Worker) fetchGenerations() map[*flowState]int64 {
+	gens := map[*flowState]int64{}
+	for _, fs := range w.flows {
+		if fs.fetching.Load() {
+			gens[fs] = -1
+		} else {
+			gens[fs] = fs.fetches.Load()
+		}
+	}
+	return gens
+}
+
+// handBackOrphans fails the started tasks of own that this worker does not know. before is
+// fetchGenerations from before own was read: a flow that fetched since may have launched
+// tasks own lists, so its turn waits for the next round.
+func (w *Worker) handBackOrphans(ctx context.Context, own []recovery.Started, before map[*flowState]int64) {
+	after := w.fetchGenerations()
+	for _, o := range own {
+		fs := w.byWorker[o.WorkerID]
+		if fs == nil || before[fs] < 0 || before[fs] != after[fs] || w.known.has(taskKey{o.RunID, o.StepSlug, o.TaskIndex}) {
+			continue
+		}
+		c := taskwrite.Call{RunID: o.RunID, StepSlug: o.StepSlug, TaskIndex: o.TaskIndex, Attempt: o.Attempt,
+			Arg: fmt.Sprintf("Task stalled: worker %s started it, but the reply of start_tasks was lost (connection cut "+
+				"during the fetch), so it never ran; returned to pgflow by pgflow-wasm", o.WorkerID)}
+		res := make([]taskwrite.Result, 1)
+		b := &pgx.Batch{}
+		taskwrite.Queue(b, taskwrite.Fail, []taskwrite.Call{c}, res, taskwrite.Options{AttemptHistory: w.history})
+		if err := w.cfg.Pool.SendBatch(ctx, b).Close(); err != nil {
+			if ctx.Err() == nil {
+				w.log.Warn("handing back a task of a lost fetch reply failed; next round retries", "run_id", o.RunID, "error", err)
+			}
+			return
+		}
+		if res[0].Stale {
+			continue
+		}
+		w.log.Warn("handed back a task started by a fetch whose reply was lost", "run_id", o.RunID, "flow", fs.def.Slug,
+			"step", o.StepSlug, "task_index", o.TaskIndex, "attempt", o.Attempt, "status", res[0].Status)
+		if res[0].Status == "queued" {
+			w.wakeAfterRetry(fs, o.StepSlug, res[0].Attempts)
+		}
+	}
+}

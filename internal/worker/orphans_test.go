@@ -1,0 +1,97 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
+)
+
+// A fetch whose reply was lost (the connection died after start_tasks committed) leaves a
+// task started by a live worker that never heard of it: the worker hands it back itself.
+func TestATaskStartedByALostFetchReplyIsHandedBack(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	f := flows(t, `
+flows:
+  - slug: lost
+    base_delay: 0
+    steps:
+      - {slug: o, module: "{{oracle}}"}
+`)
+	// Hour-long polls: after its first poll the worker only looks when something wakes it.
+	w := startWorker(t, db.Pool, f, worker.Config{MinPollInterval: time.Hour, MaxPollInterval: time.Hour,
+		RecoveryInterval: 200 * time.Millisecond})
+	time.Sleep(300 * time.Millisecond) // past its first poll
+	id := startRun(t, db.Pool, "lost", `{"n": 1}`)
+	var started int
+	if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.start_tasks('lost',
+		(select array_agg(msg_id) from pgmq.read('lost', 3600, 10)), $1::uuid)`, w.WorkerIDs()["lost"]).Scan(&started); err != nil || started != 1 {
+		t.Fatalf("starting the task as the worker: %v (%d started)", err, started)
+	}
+	r := waitRun(t, db.Pool, id, 30*time.Second)
+	if r.Status != "completed" {
+		t.Fatalf("run: %s (%s)", r.Status, r.Error)
+	}
+	task := taskOf(t, db.Pool, id)
+	if task.Attempts != 2 || !strings.Contains(task.Error, "the reply of start_tasks was lost") {
+		t.Errorf("attempts %d, last error %q: want attempt 2 after the hand-back, saying why", task.Attempts, task.Error)
+	}
+}
+
+// While outcomes cannot be written (here: another session holds every run row, which the
+// completer must lock), the worker stops fetching once MaxUnwritten outcomes wait, instead of
+// running ever more tasks whose results pile up in memory.
+func TestUnwrittenOutcomesHoldBackFetching(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	f := flows(t, `
+flows:
+  - slug: held
+    steps:
+      - {slug: o, module: "{{oracle}}"}
+`)
+	const concurrency, maxUnwritten, runs = 4, 8, 100
+	startWorker(t, db.Pool, f, worker.Config{Concurrency: concurrency, BatchSize: concurrency, MaxUnwritten: maxUnwritten})
+	if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('held', '{}') from generate_series(1, $1)`, runs); err != nil {
+		t.Fatal(err)
+	}
+	blocker, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback(ctx)
+	if _, err := blocker.Exec(ctx, `select run_id from pgflow.runs where flow_slug = 'held' for share`); err != nil {
+		t.Fatal(err)
+	}
+	most := 0
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		var started int
+		if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.step_tasks where flow_slug = 'held' and status = 'started'`).Scan(&started); err != nil {
+			t.Fatal(err)
+		}
+		most = max(most, started)
+	}
+	// Started tasks are running (at most concurrency) or done and unwritten (MaxUnwritten),
+	// plus at most one batch fetched while the last outcomes were queued.
+	if most > concurrency+maxUnwritten+concurrency {
+		t.Errorf("%d tasks were started while outcomes could not be written; the bound is %d", most, concurrency+maxUnwritten+concurrency)
+	}
+	if most < maxUnwritten {
+		t.Errorf("only %d tasks started: the completer was never held back, the test proves nothing", most)
+	}
+	if err := blocker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, func() (bool, string) {
+		var done int
+		_ = db.Pool.QueryRow(ctx, `select count(*) from pgflow.runs where flow_slug = 'held' and status = 'completed'`).Scan(&done)
+		return done == runs, fmt.Sprintf("%d of %d runs completed after the block", done, runs)
+	})
+}

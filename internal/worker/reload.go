@@ -1,0 +1,278 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+)
+
+// Serve runs a worker for a flows file and, while it runs, watches the file and every module
+// it names. When one changes (by content: its sha256) or a reload is asked for (SIGHUP),
+// it loads the new file and modules and compiles the flows; if all that succeeds, a fresh
+// worker starts serving and the old one drains: new tasks use the new modules, tasks already
+// running finish on the old ones, new flows and steps are served. A refused change (a file
+// that does not parse, a module the sandbox rejects, a flow whose shape differs from the
+// database's) is logged with its reason and the running worker goes on. Every reload is
+// logged with each module's old and new sha256.
+//
+// Swapping whole workers keeps reloading out of the worker's hot path: nothing a task
+// touches is ever replaced under it.
+
+// ServeConfig configures Serve.
+type ServeConfig struct {
+	FlowsPath string
+	// Worker is the template of each worker; its Flows is set to the loaded file.
+	Worker Config
+	// Compile creates or checks the file's flows in the database (package compile); an
+	// error refuses the file.
+	Compile func(ctx context.Context, file *flowfile.File) error
+	// WatchInterval is how often the files are looked at [500ms]; negative: never.
+	WatchInterval time.Duration
+	// Reload asks for a reload now (serve sends SIGHUP here).
+	Reload <-chan os.Signal
+	// OnServe is told each worker that starts serving, and its file (the dashboard follows).
+	OnServe func(*Worker, *flowfile.File)
+}
+
+// generation is one worker and what it was built from.
+type generation struct {
+	w       *Worker
+	file    *flowfile.File
+	hashes  map[string]string // path -> sha256 of flows.yaml and every module
+	cancel  context.CancelFunc
+	stopped chan struct{}
+	err     error
+}
+
+// Serve serves until ctx is done (then the current worker drains and Serve returns nil) or
+// a worker returns on its own (its error, such as ErrRestart).
+func Serve(ctx context.Context, cfg ServeConfig) error {
+	if cfg.WatchInterval == 0 {
+		cfg.WatchInterval = 500 * time.Millisecond
+	}
+	log := cfg.Worker.WithDefaults().Log
+	cur, err := startGeneration(ctx, cfg, nil)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it served
+		}
+		return err
+	}
+	var draining sync.WaitGroup
+	defer draining.Wait()
+	watch := &fileWatch{}
+	watch.reset(cur.hashes)
+	var tick <-chan time.Time
+	if cfg.WatchInterval > 0 {
+		t := time.NewTicker(cfg.WatchInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		var why string
+		select {
+		case <-ctx.Done():
+			cur.cancel()
+			<-cur.stopped
+			return ignoreCanceled(cur.err)
+		case <-cur.stopped:
+			return cur.err
+		case <-cfg.Reload:
+			why = "reload asked for (SIGHUP)"
+		case <-tick:
+			changed := watch.changed(cur.file, cfg.FlowsPath)
+			if len(changed) == 0 {
+				continue
+			}
+			why = fmt.Sprintf("changed: %v", changed)
+		}
+		next, err := startGeneration(ctx, cfg, cur)
+		if err != nil {
+			log.Error("reload refused: still serving the flows loaded before", "why", why, "error", err)
+			// Look again only when a file changes anew: the same broken file is not retried.
+			watch.reset(hashesOf(cfg.FlowsPath, cur.file))
+			continue
+		}
+		logReload(cfg, cur, next, why)
+		old := cur
+		cur = next
+		watch.reset(cur.hashes)
+		draining.Add(1)
+		go func() {
+			defer draining.Done()
+			old.w.Stop() // drains: running tasks finish on the old modules
+			<-old.stopped
+		}()
+	}
+}
+
+// startGeneration loads the file and its modules, compiles the flows and starts a worker;
+// it returns once that worker serves. On any error nothing keeps running.
+func startGeneration(ctx context.Context, cfg ServeConfig, prev *generation) (*generation, error) {
+	file, err := flowfile.Load(cfg.FlowsPath)
+	if err != nil {
+		return nil, err
+	}
+	wc := cfg.Worker
+	wc.Flows = file
+	w, err := New(ctx, wc)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Compile(ctx, file); err != nil {
+		w.closeModules(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	g := &generation{w: w, file: file, hashes: hashesOf(cfg.FlowsPath, file), cancel: cancel, stopped: make(chan struct{})}
+	go func() { g.err = w.Run(runCtx); close(g.stopped) }()
+	select {
+	case <-w.Started():
+	case <-g.stopped:
+		cancel()
+		if prev == nil {
+			return nil, g.err
+		}
+		return nil, fmt.Errorf("the new worker did not start: %w", g.err)
+	}
+	if cfg.OnServe != nil {
+		cfg.OnServe(w, file)
+	}
+	return g, nil
+}
+
+// logReload says what changed: flows added and removed, modules with their old and new sha256.
+func logReload(cfg ServeConfig, old, next *generation, why string) {
+	log := cfg.Worker.WithDefaults().Log
+	log.Info("reloaded: new tasks run on the new flows and modules; tasks already running finish on the old", "why", why)
+	for _, fl := range next.file.Flows {
+		if old.file.Flow(fl.Slug) == nil {
+			log.Info("reload: flow added", "flow", fl.Slug)
+		}
+	}
+	for _, fl := range old.file.Flows {
+		if next.file.Flow(fl.Slug) == nil {
+			log.Info("reload: flow no longer served by this worker", "flow", fl.Slug)
+		}
+	}
+	for _, fl := range next.file.Flows {
+		for _, s := range fl.Steps {
+			newInfo, _ := next.w.ModuleInfo(fl.Slug, s.Slug)
+			oldInfo, ok := old.w.ModuleInfo(fl.Slug, s.Slug)
+			switch {
+			case !ok:
+				log.Info("reload: step added", "flow", fl.Slug, "step", s.Slug, "sha256", newInfo.SHA256)
+			case oldInfo.SHA256 != newInfo.SHA256:
+				log.Info("reload: module replaced", "flow", fl.Slug, "step", s.Slug, "module", s.Module,
+					"old_sha256", oldInfo.SHA256, "new_sha256", newInfo.SHA256)
+			}
+		}
+	}
+}
+
+func ignoreCanceled(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// fileWatch notices changed files cheaply: a file is hashed again only when its size or
+// modification time moved and then stayed put for one look (a compiler may still be writing
+// it), and counts as changed only when its sha256 did.
+type fileWatch struct {
+	stats   map[string]fileStat
+	pending map[string]fileStat // moved at the last look
+	hashes  map[string]string
+}
+
+type fileStat struct {
+	size int64
+	mod  time.Time
+}
+
+func (fw *fileWatch) reset(hashes map[string]string) {
+	fw.hashes = hashes
+	fw.stats = map[string]fileStat{}
+	fw.pending = map[string]fileStat{}
+	for p := range hashes {
+		fw.stats[p] = statOf(p)
+	}
+}
+
+// changed lists the watched files (flows.yaml and the modules of file) whose content
+// differs from when reset was called.
+func (fw *fileWatch) changed(file *flowfile.File, flowsPath string) []string {
+	var out []string
+	for _, p := range watchedPaths(flowsPath, file) {
+		st := statOf(p)
+		if old, ok := fw.stats[p]; ok && old == st {
+			continue
+		}
+		if prev, ok := fw.pending[p]; !ok || prev != st {
+			fw.pending[p] = st // look again next time
+			continue
+		}
+		delete(fw.pending, p)
+		fw.stats[p] = st
+		if h := hashFile(p); h != fw.hashes[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func watchedPaths(flowsPath string, file *flowfile.File) []string {
+	paths := []string{flowsPath}
+	if file == nil {
+		return paths
+	}
+	seen := map[string]bool{}
+	for _, fl := range file.Flows {
+		for _, s := range fl.Steps {
+			if !seen[s.Module] {
+				seen[s.Module] = true
+				paths = append(paths, s.Module)
+			}
+		}
+	}
+	return paths
+}
+
+func hashesOf(flowsPath string, file *flowfile.File) map[string]string {
+	out := map[string]string{}
+	for _, p := range watchedPaths(flowsPath, file) {
+		out[p] = hashFile(p)
+	}
+	return out
+}
+
+func statOf(p string) fileStat {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return fileStat{size: -1}
+	}
+	return fileStat{size: fi.Size(), mod: fi.ModTime()}
+}
+
+// hashFile is the file's sha256 in hex; "" when it cannot be read (a module being rewritten).
+func hashFile(p string) string {
+	f, err := os.Open(p)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,170 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
+)
+
+// copyFile writes src's bytes to dst through a temporary name, as a build would replace it.
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := dst + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A running worker picks up a rebuilt module within 2 s while a stream of runs flows, with no
+// task lost or run twice; a SIGHUP after adding a flow to flows.yaml serves the new flow; a
+// module that does not load is refused and the running one goes on.
+func TestServeReloadsChangedModulesAndFlows(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	handler := filepath.Join(dir, "handler.wasm")
+	copyFile(t, workertest.Module(t, "modules/testdata/oracle.wasm"), handler)
+	flowsPath := filepath.Join(dir, "flows.yaml")
+	one := "flows:\n  - slug: stream\n    steps:\n      - {slug: s, module: handler.wasm}\n"
+	if err := os.WriteFile(flowsPath, []byte(one), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	reload := make(chan os.Signal, 1)
+	serveCtx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() {
+		served <- worker.Serve(serveCtx, worker.ServeConfig{
+			FlowsPath: flowsPath,
+			Worker: workertest.Fast(worker.Config{Pool: db.Pool, Engine: engine(t, "wazero"),
+				Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}),
+			Compile: func(ctx context.Context, file *flowfile.File) error {
+				_, err := compile.Compile(ctx, db.Pool, file, compile.Options{})
+				return err
+			},
+			WatchInterval: 100 * time.Millisecond,
+			Reload:        reload,
+		})
+	}()
+	defer func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		var n int
+		_ = db.Pool.QueryRow(ctx, `select count(*) from pgflow.workers where queue_name = 'stream'`).Scan(&n)
+		return n > 0, "the worker never registered:\n" + logs.String()
+	})
+	// A stream of runs, one every 20 ms, while the module is rebuilt.
+	var ids []string
+	streamUntil := func(cond func() bool, within time.Duration) {
+		deadline := time.Now().Add(within)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within %s; log:\n%s", within, logs)
+			}
+			ids = append(ids, startRun(t, db.Pool, "stream", fmt.Sprintf(`{"i": %d}`, len(ids))))
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	output := func(id string) string {
+		var out string
+		_ = db.Pool.QueryRow(ctx, `select coalesce(output::text, '') from pgflow.step_tasks where run_id = $1::uuid`, id).Scan(&out)
+		return out
+	}
+	streamUntil(func() bool { return len(ids) > 10 && strings.Contains(output(ids[5]), `"context"`) }, 30*time.Second)
+
+	// Rebuilt from source by the C compiler, writing the file in place as builds do: the echo
+	// handler, which returns input.run.value, or the whole input.
+	root := workertest.RepoRoot(t)
+	build := exec.Command("clang", "--target=wasm32-wasi", "-mexec-model=reactor", "-O2", "-Wl,--strip-all",
+		"-I", filepath.Join(root, "abi/c"), "-o", handler, filepath.Join(root, "modules/testdata/echo.c"))
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("rebuilding the handler: %v\n%s", err, out)
+	}
+	swapped := time.Now()
+	var firstNew time.Time
+	streamUntil(func() bool {
+		last := ids[len(ids)-1]
+		if out := output(last); out != "" && !strings.Contains(out, `"context"`) {
+			var at time.Time
+			_ = db.Pool.QueryRow(ctx, `select started_at from pgflow.step_tasks where run_id = $1::uuid`, last).Scan(&at)
+			firstNew = at
+			return true
+		}
+		return false
+	}, 30*time.Second)
+	// The runs started while the file was being swapped end too, each once.
+	for _, id := range ids {
+		if r := waitRun(t, db.Pool, id, 30*time.Second); r.Status != "completed" {
+			t.Fatalf("run %s: %s (%s)", id, r.Status, r.Error)
+		}
+	}
+	took := firstNew.Sub(swapped)
+	t.Logf("the rebuilt module ran %s after the file changed", took)
+	if took > 2*time.Second {
+		t.Errorf("the rebuilt module ran first %s after the file changed, want within 2 s", took)
+	}
+	var twice int
+	if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.step_tasks where flow_slug = 'stream' and attempts_count <> 1`).Scan(&twice); err != nil || twice != 0 {
+		t.Errorf("%d tasks ran more than once (%v)", twice, err)
+	}
+	if !strings.Contains(logs.String(), "reload: module replaced") || !strings.Contains(logs.String(), "old_sha256=") {
+		t.Errorf("the reload is not logged with the old and new sha256:\n%s", logs)
+	}
+
+	// A module that is not WebAssembly: refused, the worker serves on.
+	if err := os.WriteFile(handler, []byte("not wasm"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "reload refused") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "reload refused") {
+		t.Fatalf("a broken module was not refused:\n%s", logs)
+	}
+	if r := waitRun(t, db.Pool, startRun(t, db.Pool, "stream", `{"value": "still served"}`), 30*time.Second); r.Status != "completed" {
+		t.Fatalf("after a refused reload: %s (%s)", r.Status, r.Error)
+	}
+
+	// SIGHUP with a flow added (and the module fixed).
+	copyFile(t, workertest.Module(t, "modules/testdata/echo.wasm"), handler)
+	two := one + "  - slug: added\n    steps:\n      - {slug: s, module: handler.wasm}\n"
+	if err := os.WriteFile(flowsPath, []byte(two), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reload <- syscall.SIGHUP
+	deadline = time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "reload: flow added") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	r := waitRun(t, db.Pool, startRun(t, db.Pool, "added", `{"value": 42}`), 30*time.Second)
+	if r.Status != "completed" || string(r.Output) != `{"s": 42}` {
+		t.Fatalf("the added flow: %s %s (%s)", r.Status, r.Output, r.Error)
+	}
+}

@@ -1,0 +1,429 @@
+// Package host is the pgflow-wasm worker: one process serving every flow of a flows file.
+//
+// For each flow it registers a row in pgflow.workers, heartbeats it, fetches tasks (package
+// poller), runs each in a fresh sandbox instance (package sandbox) under the step's timeout and
+// memory limit, and hands the outcome to the completer, which writes complete_task/fail_task in
+// group-committed batches. A recovery sweep returns tasks stalled by dead workers to pgflow.
+// On shutdown it stops fetching, drains running tasks up to a deadline, fails what remains so
+// pgflow retries it elsewhere, and marks its worker rows deprecated.
+//
+// docs/state_machine.md draws the life of a task through these pieces.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
+)
+
+// Signal chooses how a worker learns that new tasks wait.
+type Signal string
+
+// Signals.
+const (
+	// SignalPolling reads the queue with decorrelated-jitter backoff between
+	// MinPollInterval and MaxPollInterval, back to the minimum whenever work is found.
+	SignalPolling Signal = "polling"
+	// SignalNotify LISTENs for the queue's insert notifications, with a fallback poll
+	// every NotifyFallback.
+	SignalNotify Signal = "notify"
+)
+
+// ErrRestart is returned by Run when the worker stopped itself because handler calls
+// abandoned by the sandbox's watchdog piled up: the process should start afresh.
+var ErrRestart = errors.New("too many abandoned handler calls: restart the worker")
+
+// Config configures a Worker. Zero values take the defaults given in brackets.
+type Config struct {
+	Flows   *flowfile.File
+	Pool    *pgxpool.Pool
+	Engine  sandbox.Engine
+	Log     *slog.Logger       // [slog.Default()]
+	Metrics *telemetry.Metrics // optional
+	Health  *telemetry.Health  // optional
+
+	Concurrency int // tasks running at once across all flows [32]
+	BatchSize   int // messages per read [32]
+
+	Signal          Signal        // [SignalPolling]
+	MinPollInterval time.Duration // [100ms]
+	MaxPollInterval time.Duration // [5s]
+	// NotifyFallback is how often a notified flow polls anyway: messages that become visible
+	// again (a retry's delay, a dead reader's visibility running out) send no notification [10s]
+	NotifyFallback time.Duration
+
+	HeartbeatInterval time.Duration // [5s]
+	WorkerStaleAfter  time.Duration // a pgflow-wasm worker silent this long is dead to recovery [30s]
+	// LivenessGrace: a pgflow-wasm worker whose liveness lock has been gone this long is dead
+	// (package liveness) [3s]
+	LivenessGrace    time.Duration
+	RecoveryInterval time.Duration // [2s]
+	StalledMargin    time.Duration // added to a step's timeout before its task counts as stalled [20s]
+	// ForeignStaleAfter: tasks of workers of another kind (pgflow's TypeScript worker) are
+	// recovered once their worker's heartbeat is this old; negative never [10m]
+	ForeignStaleAfter time.Duration
+	// RequeueGuardInterval and RequeueGuardAfter tune the locks that keep pgflow 0.13.2+'s
+	// requeue_stalled_tasks off long tasks (requeueguard.go) [5s, 10s]; a negative After
+	// turns the guard off.
+	RequeueGuardInterval, RequeueGuardAfter time.Duration
+	// MaxUnwritten bounds the outcomes waiting to be written: while more wait, no task is
+	// fetched, so a stalled database never piles up finished work in memory
+	// [CompletionBatch x CompletionWriters + 2 x Concurrency: 264 by default]
+	MaxUnwritten int
+
+	DrainTimeout time.Duration // how long shutdown waits for running tasks [30s]
+	// AttemptHistory is how long failed attempts are kept in pgflow_wasm.task_attempts
+	// (pgflow keeps only a task's last error) [168h]; negative keeps none.
+	AttemptHistory  time.Duration
+	MaxAbandoned    int // abandoned sandbox calls that make the worker restart itself [4]
+	CompletionBatch int // outcomes per write transaction [100]
+	// CompletionWriters is how many write transactions may be in flight at once [2]:
+	// complete_task is heavy, and one transaction at a time keeps one database core busy.
+	CompletionWriters int
+}
+
+// WithDefaults returns the config with every unset option at its default (the values in
+// brackets above).
+func (c Config) WithDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if c.Health == nil {
+		c.Health = &telemetry.Health{}
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 32
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 32
+	}
+	if c.Signal == "" {
+		c.Signal = SignalPolling
+	}
+	def(&c.MinPollInterval, 100*time.Millisecond)
+	def(&c.MaxPollInterval, 5*time.Second)
+	def(&c.NotifyFallback, 10*time.Second)
+	def(&c.HeartbeatInterval, 5*time.Second)
+	def(&c.WorkerStaleAfter, 30*time.Second)
+	def(&c.LivenessGrace, 3*time.Second)
+	def(&c.RecoveryInterval, 2*time.Second)
+	def(&c.StalledMargin, 20*time.Second)
+	def(&c.RequeueGuardInterval, 5*time.Second)
+	if c.RequeueGuardAfter == 0 {
+		c.RequeueGuardAfter = 10 * time.Second
+	}
+	if c.ForeignStaleAfter == 0 {
+		c.ForeignStaleAfter = 10 * time.Minute
+	}
+	def(&c.DrainTimeout, 30*time.Second)
+	def(&c.AttemptHistory, 7*24*time.Hour)
+	if c.MaxAbandoned <= 0 {
+		c.MaxAbandoned = 4
+	}
+	if c.CompletionBatch <= 0 {
+		c.CompletionBatch = 100
+	}
+	if c.CompletionWriters <= 0 {
+		c.CompletionWriters = 2
+	}
+	if c.MaxUnwritten <= 0 {
+		// Room for every writer's full batch plus what the handlers finish meanwhile: a
+		// smaller bound kept the completer from filling its batches and cost a 2,000-task
+		// map step 18% of its throughput (docs/benchmarks.md).
+		c.MaxUnwritten = c.CompletionBatch*c.CompletionWriters + 2*c.Concurrency
+	}
+	return c
+}
+
+// Worker serves the flows of one flows file. Create with New, then Run.
+type Worker struct {
+	cfg      Config
+	log      *slog.Logger
+	flows    []*flowState
+	byFlow   map[string]*flowState
+	byWorker map[string]*flowState // by pgflow.workers id
+	global   *slots
+	done     *completer.Completer
+	known    taskSet         // tasks launched whose outcome is not written yet (orphans.go)
+	proto    schema.Protocol // the pgflow the database speaks, read at Run
+	running  sync.WaitGroup  // tasks in flight
+
+	// runCtx is the context handlers run under; it is cancelled only when the drain
+	// deadline passes, never by the first shutdown signal.
+	runCtx    context.Context
+	cancelRun context.CancelFunc
+
+	stopOnce sync.Once
+	stop     chan struct{} // closed to stop on the worker's own account
+	started  chan struct{} // closed once the worker serves (Started)
+	restart  atomic.Bool
+	// history: pgflow_wasm.task_attempts exists and failures are kept in it (set in Run).
+	history  bool
+	prunedAt time.Time // the recovery loop's last prune of the history
+}
+
+// flowState is one served flow.
+type flowState struct {
+	def        *flowfile.Flow
+	workerID   string
+	steps      map[string]*stepState
+	fetcher    *poller.Fetcher
+	wake       poller.Wake
+	slots      *slots       // per-flow limit; nil when only the global one applies
+	notified   bool         // its queue notifies on inserts (--signal notify): idle, it waits for them
+	fetching   atomic.Bool  // a fetch is in flight or its tasks are being launched
+	fetches    atomic.Int64 // fetches ended (orphans.go)
+	starved    atomic.Bool
+	deprecated atomic.Bool
+	inFlight   prometheus.Gauge // nil without metrics
+}
+
+// stepState is one step with its loaded module and the options pgflow applies to it.
+type stepState struct {
+	def           *flowfile.Step
+	module        sandbox.Module
+	timeout       time.Duration // effective: the step's, else the flow's (as stored in pgflow)
+	baseDelay     int           // effective, seconds: retries wait floor(base_delay * 2^attempts)
+	hasDependents bool
+	metrics       *stepMetrics // nil without metrics
+	// maxDependentStartDelay is the longest start_delay among dependent steps, in seconds:
+	// their messages appear that long after this step completes.
+	maxDependentStartDelay int
+}
+
+// New loads and validates every step's module. It does not touch the database.
+func New(ctx context.Context, cfg Config) (*Worker, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Flows == nil || cfg.Pool == nil || cfg.Engine == nil {
+		return nil, errors.New("host.New: Flows, Pool and Engine are required")
+	}
+	w := &Worker{cfg: cfg, log: cfg.Log, byFlow: map[string]*flowState{}, byWorker: map[string]*flowState{}, stop: make(chan struct{}),
+		started: make(chan struct{})}
+	w.global = &slots{max: cfg.Concurrency, onFree: w.wakeStarved}
+	w.runCtx, w.cancelRun = context.WithCancel(context.Background())
+	for _, fl := range cfg.Flows.Flows {
+		fs := &flowState{def: fl, workerID: uuidv4.New(), steps: map[string]*stepState{}, wake: poller.NewWake()}
+		if cfg.Metrics != nil {
+			fs.inFlight = cfg.Metrics.InFlight.WithLabelValues(fl.Slug)
+		}
+		if fl.MaxConcurrency > 0 {
+			wake := fs.wake
+			fs.slots = &slots{max: fl.MaxConcurrency, onFree: wake.Ring}
+		}
+		for _, s := range fl.Steps {
+			mod, err := cfg.Engine.Load(ctx, s.Module, sandbox.ModuleConfig{MemoryLimit: s.MemoryLimit, ReuseInstance: s.ReuseInstance,
+				Fuel: s.Fuel, Capabilities: stepCapabilities(cfg.Flows, fl, s, cfg.Metrics, cfg.Log)})
+			if err != nil {
+				w.closeModules(ctx)
+				return nil, fmt.Errorf("%s:%d: flow %q step %q: %w", cfg.Flows.Path, s.ModuleLine, fl.Slug, s.Slug, err)
+			}
+			st := &stepState{def: s, module: mod, metrics: newStepMetrics(cfg.Metrics, fl.Slug, s.Slug)}
+			for _, dep := range fl.Dependents(s.Slug) {
+				st.hasDependents = true
+				if d := fl.Step(dep); d.StartDelay != nil {
+					st.maxDependentStartDelay = max(st.maxDependentStartDelay, *d.StartDelay)
+				}
+			}
+			fs.steps[s.Slug] = st
+		}
+		w.flows = append(w.flows, fs)
+		w.byFlow[fl.Slug] = fs
+		w.byWorker[fs.workerID] = fs
+	}
+	w.done = completer.New(cfg.Pool, completer.Config{MaxBatch: cfg.CompletionBatch, Writers: cfg.CompletionWriters,
+		OnWritten: w.onWritten, Log: w.log})
+	return w, nil
+}
+
+// WorkerIDs returns the pgflow.workers id this worker registers for each flow.
+func (w *Worker) WorkerIDs() map[string]string {
+	out := map[string]string{}
+	for _, fs := range w.flows {
+		out[fs.def.Slug] = fs.workerID
+	}
+	return out
+}
+
+// ModuleInfo describes the module a served step runs, as loaded (path, sha256, ABI version).
+func (w *Worker) ModuleInfo(flow, step string) (sandbox.Info, bool) {
+	fs := w.byFlow[flow]
+	if fs == nil || fs.steps[step] == nil {
+		return sandbox.Info{}, false
+	}
+	return fs.steps[step].module.Info(), true
+}
+
+// Started is closed once Run serves: registered, its flows fetching.
+func (w *Worker) Started() <-chan struct{} { return w.started }
+
+// Stop asks a running worker to drain and return, as a shutdown signal does.
+func (w *Worker) Stop() { w.stopOnce.Do(func() { close(w.stop) }) }
+
+// Run serves until ctx is cancelled (or Stop is called, or every flow is deprecated), then
+// shuts down gracefully and returns nil; ErrRestart when abandoned calls piled up.
+// The flows must have been compiled into the database (package compile).
+func (w *Worker) Run(ctx context.Context) error {
+	defer w.closeModules(context.WithoutCancel(ctx))
+	proto, err := checkSchema(ctx, w.cfg.Pool)
+	if err != nil {
+		return err
+	}
+	w.proto = proto
+	w.keepAttemptHistory(ctx)
+	if err := w.loadEffectiveOptions(ctx); err != nil {
+		return err
+	}
+	listen, err := w.prepareSignal(ctx)
+	if err != nil {
+		return err
+	}
+	alive, err := w.connectLiveness(ctx)
+	if err != nil {
+		return fmt.Errorf("registering the worker: %w", err)
+	}
+	w.cfg.Health.SetDatabase(true)
+
+	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	var bg sync.WaitGroup
+	goBG := func(fn func(context.Context)) {
+		bg.Add(1)
+		go func() { defer bg.Done(); fn(bgCtx) }()
+	}
+	w.done.Start()
+	goBG(func(ctx context.Context) { w.heartbeatLoop(ctx, alive) })
+	goBG(w.recoveryLoop)
+	if proto.Requeue && w.cfg.RequeueGuardAfter > 0 {
+		goBG(w.requeueGuardLoop)
+	}
+	if listen != nil {
+		goBG(listen.Run)
+	}
+
+	fetchCtx, stopFetching := context.WithCancel(bgCtx)
+	var loops sync.WaitGroup
+	for _, fs := range w.flows {
+		loops.Add(1)
+		go func() { defer loops.Done(); w.flowLoop(fetchCtx, fs, listen) }()
+	}
+	w.cfg.Health.SetStarted()
+	close(w.started)
+	for _, fs := range w.flows {
+		w.log.Info("serving flow", "flow", fs.def.Slug, "worker_id", fs.workerID)
+	}
+	w.log.Info("worker started", "flows", len(w.flows), "concurrency", w.cfg.Concurrency,
+		"signal", string(w.cfg.Signal), "engine", w.cfg.Engine.Name())
+
+	select {
+	case <-ctx.Done():
+		w.log.Info("shutting down: draining running tasks", "drain_timeout", w.cfg.DrainTimeout)
+	case <-w.stop:
+		w.log.Info("stopping: draining running tasks", "drain_timeout", w.cfg.DrainTimeout)
+	}
+	w.cfg.Health.SetDraining()
+	stopFetching()
+	loops.Wait()
+	w.drain()
+	// Outcomes get a little longer than tasks did: a finished handler's work is worth keeping.
+	writeCtx, cancelWrite := context.WithTimeout(context.Background(), 10*time.Second)
+	w.done.Stop(writeCtx)
+	cancelWrite()
+	w.deprecate()
+	stopBackground()
+	bg.Wait()
+	w.log.Info("worker stopped")
+	if w.restart.Load() {
+		return ErrRestart
+	}
+	return nil
+}
+
+// keepAttemptHistory creates pgflow_wasm.task_attempts when missing and makes every failure
+// write keep its attempt there; a role that may not create it costs the history only.
+func (w *Worker) keepAttemptHistory(ctx context.Context) {
+	if w.cfg.AttemptHistory < 0 {
+		return
+	}
+	if err := schema.EnsureAttemptHistory(ctx, w.cfg.Pool); err != nil {
+		w.log.Warn("failed attempts are not kept (pgflow keeps only a task's last error): cannot create pgflow_wasm.task_attempts",
+			"error", err, "fix", "run `pgflow-wasm db install` once as a role that may create schema pgflow_wasm")
+		return
+	}
+	w.history = true
+	w.done.KeepAttemptHistory()
+}
+
+// drain waits for running tasks up to the drain timeout; then it cancels the rest, whose
+// outcomes become failures that pgflow retries (on this or another worker).
+func (w *Worker) drain() {
+	finished := make(chan struct{})
+	go func() { w.running.Wait(); close(finished) }()
+	select {
+	case <-finished:
+		return
+	case <-time.After(w.cfg.DrainTimeout):
+	}
+	w.log.Warn("drain timeout: stopping the tasks still running; pgflow will retry them")
+	w.cancelRun()
+	select {
+	case <-finished:
+	case <-time.After(10 * time.Second):
+		w.log.Error("tasks did not stop after cancellation; exiting without them (recovery will requeue them)")
+	}
+}
+
+func (w *Worker) closeModules(ctx context.Context) {
+	for _, fs := range w.flows {
+		for _, st := range fs.steps {
+			if st.module != nil {
+				_ = st.module.Close(ctx)
+			}
+		}
+	}
+}
+
+// wakeStarved makes every fetch loop that found no free slot poll again.
+func (w *Worker) wakeStarved() {
+	for _, fs := range w.flows {
+		if fs.starved.Load() {
+			fs.wake.Ring()
+		}
+	}
+}
+
+// stepMetrics are one step's metric series, looked up once: label lookups per task cost.
+type stepMetrics struct {
+	started, completed, fuel prometheus.Counter
+	duration                 prometheus.Observer
+}
+
+func newStepMetrics(m *telemetry.Metrics, flow, step string) *stepMetrics {
+	if m == nil {
+		return nil
+	}
+	return &stepMetrics{
+		started:   m.TasksStarted.WithLabelValues(flow, step),
+		completed: m.TasksCompleted.WithLabelValues(flow, step),
+		duration:  m.TaskDuration.WithLabelValues(flow, step),
+		fuel:      m.FuelUsed.WithLabelValues(flow, step),
+	}
+}
