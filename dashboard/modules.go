@@ -15,7 +15,7 @@ func LoadModules(ctx context.Context, file *flowfile.File, engine sandbox.Engine
 	infos := map[[2]string]sandbox.Info{}
 	for _, fl := range file.Flows {
 		for _, s := range fl.Steps {
-			m, err := engine.Load(ctx, s.Module, sandbox.ModuleConfig{MemoryLimit: s.MemoryLimit, ReuseInstance: s.ReuseInstance})
+			m, err := engine.Load(ctx, s.Module, s.ModuleConfig())
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d: flow %q step %q: %w", file.Path, s.ModuleLine, fl.Slug, s.Slug, err)
 			}

@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
 // Defaults for flow options. They are always sent to pgflow.create_flow explicitly,
@@ -138,4 +140,12 @@ func Load(path string) (*File, error) {
 		return nil, err
 	}
 	return Parse(path, filepath.Dir(abs), data)
+}
+
+// ModuleConfig is the sandbox configuration of the step's module, less its capabilities
+// (which the worker adds from http and env): the one mapping from a step to how its module
+// is compiled and limited. serve, validate, module inspect and the dashboard all load a
+// step's module with it, so each compiles the code the worker runs.
+func (s *Step) ModuleConfig() sandbox.ModuleConfig {
+	return sandbox.ModuleConfig{MemoryLimit: s.MemoryLimit, ReuseInstance: s.ReuseInstance, Fuel: s.Fuel}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/instrument"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
 )
 
@@ -202,6 +203,7 @@ func (e *engine) load(ctx context.Context, path string, mc ModuleConfig) (*modul
 	if err != nil {
 		return nil, err
 	}
+	info.Compilation = e.compilation(compileOptions{fuel: mc.Fuel > 0})
 	_, hasInit := parsed.Export(abi.ExportInitialize)
 	m := &module{
 		eng:      e,
@@ -220,6 +222,18 @@ func (e *engine) load(ctx context.Context, path string, mc ModuleConfig) (*modul
 		}
 	}
 	return m, nil
+}
+
+// compilation describes the code a compile with opts produces (Info.Compilation).
+func (e *engine) compilation(opts compileOptions) string {
+	s := fmt.Sprintf("%s, instrumented v%d", e.name, instrument.Version)
+	if e.cfg.Uninstrumented && e.name == EngineWazero {
+		s = e.name + ", uninstrumented"
+	}
+	if opts.fuel {
+		s += ", fuel metered"
+	}
+	return s
 }
 
 // compile runs the backend's compile under CompileTimeout. Neither engine can stop a

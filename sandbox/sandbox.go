@@ -162,6 +162,10 @@ type Info struct {
 	Exports        []Func
 	MemoryMinPages uint32
 	MemoryMaxPages uint32 // 0 when the module declares no maximum
+	// Compilation says how the engine compiled the module (engine, instrumentation, fuel
+	// metering): two loads with equal Compilation and SHA256 run the same code. Empty
+	// from Inspect, which compiles nothing.
+	Compilation string
 }
 
 // Func is one import or export, with its signature in WebAssembly text form, e.g.

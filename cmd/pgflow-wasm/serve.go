@@ -327,7 +327,9 @@ func validateCommand() *cli.Command {
 		Description: "Reports every problem with its file and line: unknown keys, bad slugs, missing\n" +
 			"dependencies, cycles, options out of range, missing modules, and modules the sandbox\n" +
 			"rejects (unknown imports, missing exports, memory above the step's limit...).",
-		Flags: append([]cli.Flag{flowsFlag()}, engineFlags()...),
+		Flags: append([]cli.Flag{flowsFlag(),
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "list every step with its module's sha256 and how the engine compiled it"}},
+			engineFlags()...),
 		Action: func(c *cli.Context) error {
 			file, engine, err := flowsAndEngine(c)
 			if err != nil {
@@ -339,11 +341,15 @@ func validateCommand() *cli.Command {
 			for _, fl := range file.Flows {
 				for _, s := range fl.Steps {
 					steps++
-					m, err := engine.Load(c.Context, s.Module, sandbox.ModuleConfig{MemoryLimit: s.MemoryLimit, ReuseInstance: s.ReuseInstance})
+					m, err := engine.Load(c.Context, s.Module, s.ModuleConfig())
 					if err != nil {
 						rejected++
 						fmt.Fprintf(c.App.ErrWriter, "%s:%d: flow %q step %q: %v\n", file.Path, s.ModuleLine, fl.Slug, s.Slug, err)
 						continue
+					}
+					if c.Bool("verbose") {
+						info := m.Info()
+						fmt.Fprintf(c.App.Writer, "%s/%s\t%s\tsha256 %s\t%s\n", fl.Slug, s.Slug, s.Module, info.SHA256[:12], info.Compilation)
 					}
 					_ = m.Close(c.Context)
 				}

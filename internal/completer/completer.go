@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
@@ -71,6 +72,9 @@ type Config struct {
 	// to poll again at once.
 	OnWritten func([]Written)
 	Log       *slog.Logger
+	// StopTimeout is how long Stop keeps writing what is pending [10s]: a finished handler's
+	// work is worth keeping a little longer than a running one's.
+	StopTimeout time.Duration
 	// AttemptHistory keeps each failure in pgflow_wasm.task_attempts (taskwrite.Options).
 	AttemptHistory bool
 }
@@ -102,6 +106,9 @@ func New(pool *pgxpool.Pool, cfg Config) *Completer {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = 10 * time.Second
 	}
 	if cfg.OnWritten == nil {
 		cfg.OnWritten = func([]Written) {}
@@ -136,8 +143,8 @@ func (c *Completer) Pending() int {
 	return len(c.pending) + c.inflight
 }
 
-// Start runs the writers until Stop.
-func (c *Completer) Start() {
+// Start runs the writers until Stop (the service contract: package service).
+func (c *Completer) Start(context.Context) error {
 	// Writes get their own context, cancelled only by abort: a write in flight must finish
 	// while the worker drains, or a handler's finished work would be thrown away.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -152,12 +159,15 @@ func (c *Completer) Start() {
 			c.writer(ctx, i)
 		}()
 	}
+	return nil
 }
 
-// Stop writes what is pending, retrying until ctx is done, then returns. Outcomes still
-// unwritten are reported through OnWritten with Err set: their tasks stay started in
+// Stop writes what is pending, retrying for up to Config.StopTimeout, then returns. Outcomes
+// still unwritten are reported through OnWritten with Err set: their tasks stay started in
 // pgflow, and the stalled-task sweep of any worker requeues them.
-func (c *Completer) Stop(ctx context.Context) {
+func (c *Completer) Stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.StopTimeout)
+	defer cancel()
 	close(c.stopped)
 	done := make(chan struct{})
 	go func() { c.writers.Wait(); close(done) }()
@@ -218,7 +228,7 @@ func (c *Completer) take(least int) []Outcome {
 // writer writes batches until the completer stops (nothing pending) or aborts. Writer 0
 // writes whatever is pending; the others only a backlog (parallelBacklog).
 func (c *Completer) writer(ctx context.Context, i int) {
-	retry := poller.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+	retry := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	wake, least := c.wakeFirst, 1
 	if i > 0 {
 		wake, least = c.wakeMore, parallelBacklog

@@ -46,18 +46,18 @@ func collect(t *testing.T, db *pgtest.DB, outcomes []completer.Outcome) []comple
 	t.Helper()
 	var mu sync.Mutex
 	var got []completer.Written
-	c := completer.New(db.Pool, completer.Config{OnWritten: func(ws []completer.Written) {
+	c := completer.New(db.Pool, completer.Config{StopTimeout: 30 * time.Second, OnWritten: func(ws []completer.Written) {
 		mu.Lock()
 		got = append(got, ws...)
 		mu.Unlock()
 	}})
-	c.Start()
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	for _, o := range outcomes {
 		c.Add(o)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c.Stop(ctx)
+	c.Stop()
 	return got
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
@@ -139,7 +140,7 @@ func TestFetchSkipsATaskAnotherWorkerStartedFirst(t *testing.T) {
 
 func TestBackoffStaysWithinBoundsAndResets(t *testing.T) {
 	t.Parallel()
-	b := poller.Backoff{Min: 10 * time.Millisecond, Max: 80 * time.Millisecond}
+	b := backoff.Backoff{Min: 10 * time.Millisecond, Max: 80 * time.Millisecond}
 	sawMax := false
 	for range 200 {
 		d := b.Next()

@@ -4,43 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
 )
-
-// Backoff spaces out polls of an idle queue with decorrelated jitter: each wait is random
-// between Min and three times the previous wait, capped at Max. Workers that go idle together
-// drift apart instead of polling in lockstep. Reset returns to Min when work is found.
-type Backoff struct {
-	Min, Max time.Duration
-	cur      time.Duration
-}
-
-// Next returns the next wait: Min right after a Reset (or at first), then growing.
-func (b *Backoff) Next() time.Duration {
-	if b.cur < b.Min {
-		b.cur = b.Min
-		return b.Min
-	}
-	hi := b.cur * 3
-	if hi > b.Max {
-		hi = b.Max
-	}
-	d := b.Min
-	if hi > b.Min {
-		d += rand.N(hi - b.Min)
-	}
-	b.cur = d
-	return d
-}
-
-// Reset makes the next wait start from Min again.
-func (b *Backoff) Reset() { b.cur = 0 }
 
 // Wake is a level-triggered doorbell: any number of Rings before a wait count as one.
 type Wake chan struct{}
@@ -88,7 +60,7 @@ func (l *Listener) setConnected(v bool) {
 
 // Run listens until ctx is done.
 func (l *Listener) Run(ctx context.Context) {
-	retry := Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
+	retry := backoff.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
 	for ctx.Err() == nil {
 		err := l.listenOnce(ctx, &retry)
 		l.setConnected(false)
@@ -105,7 +77,7 @@ func (l *Listener) Run(ctx context.Context) {
 	}
 }
 
-func (l *Listener) listenOnce(ctx context.Context, retry *Backoff) error {
+func (l *Listener) listenOnce(ctx context.Context, retry *backoff.Backoff) error {
 	conn, err := pgx.ConnectConfig(ctx, l.config)
 	if err != nil {
 		return err

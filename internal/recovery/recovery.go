@@ -272,17 +272,15 @@ func (s *Sweeper) SweepOwn(ctx context.Context) ([]Recovered, []Started, error) 
 	var out []Recovered
 	for _, r := range candidates {
 		r.Reason = fmt.Sprintf("Task stalled: %s; returned to pgflow by pgflow-wasm recovery", r.Reason)
-		calls := []taskwrite.Call{{RunID: r.RunID, StepSlug: r.StepSlug, TaskIndex: r.TaskIndex, Attempt: r.Attempt, Arg: r.Reason}}
-		res := make([]taskwrite.Result, 1)
-		b := &pgx.Batch{}
-		taskwrite.Queue(b, taskwrite.Fail, calls, res, taskwrite.Options{AttemptHistory: cfg.AttemptHistory})
-		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		call := taskwrite.Call{RunID: r.RunID, StepSlug: r.StepSlug, TaskIndex: r.TaskIndex, Attempt: r.Attempt, Arg: r.Reason}
+		res, err := taskwrite.FailOne(ctx, s.pool, call, taskwrite.Options{AttemptHistory: cfg.AttemptHistory})
+		if err != nil {
 			return out, own, fmt.Errorf("fail_task(%s %s[%d]): %w", r.RunID, r.StepSlug, r.TaskIndex, err)
 		}
-		if res[0].Stale {
+		if res.Stale {
 			continue // completed, failed or restarted since the candidates were read
 		}
-		r.Status, r.Attempts = res[0].Status, res[0].Attempts
+		r.Status, r.Attempts = res.Status, res.Attempts
 		out = append(out, r)
 	}
 	return out, own, nil

@@ -25,6 +25,7 @@
 package taskwrite
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -146,4 +147,21 @@ func Queue(b *pgx.Batch, kind Kind, calls []Call, results []Result, opts Options
 		}
 		return rows.Err()
 	})
+}
+
+// Sender runs a batch: a pool, a connection or a transaction.
+type Sender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// FailOne fails one task through the guarded call, in a transaction of its own: what the
+// recovery sweep and the worker's hand-back of lost fetch replies do.
+func FailOne(ctx context.Context, db Sender, c Call, opts Options) (Result, error) {
+	res := make([]Result, 1)
+	b := &pgx.Batch{}
+	Queue(b, Fail, []Call{c}, res, opts)
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
+		return Result{}, err
+	}
+	return res[0], nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 )
 
@@ -13,8 +14,8 @@ import (
 // dependents, a failure's retry time, a freed slot) or its timer: the polling backoff, or
 // the notify fallback interval.
 func (w *Worker) flowLoop(ctx context.Context, fs *flowState, listen *poller.Listener) {
-	idle := poller.Backoff{Min: w.cfg.MinPollInterval, Max: w.cfg.MaxPollInterval}
-	dbRetry := poller.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
+	idle := backoff.Backoff{Min: w.cfg.MinPollInterval, Max: w.cfg.MaxPollInterval}
+	dbRetry := backoff.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
 	timer := time.NewTimer(0) // first poll at once
 	defer timer.Stop()
 	dbDown := false

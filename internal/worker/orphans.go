@@ -6,10 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/recovery"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/requeueguard"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
 )
 
@@ -44,14 +43,14 @@ func (s *taskSet) add(t *poller.Task) {
 	s.mu.Unlock()
 }
 
-// startedBefore returns the tasks started before t.
-func (s *taskSet) startedBefore(t time.Time) []poller.Task {
+// startedBefore returns the tasks started before t (the requeue guard locks them).
+func (s *taskSet) startedBefore(t time.Time) []requeueguard.Task {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []poller.Task
+	var out []requeueguard.Task
 	for _, task := range s.tasks {
 		if task.StartedAt.Before(t) {
-			out = append(out, task)
+			out = append(out, requeueguard.Task{RunID: task.RunID, StepSlug: task.StepSlug, TaskIndex: task.TaskIndex})
 		}
 	}
 	return out
@@ -96,22 +95,20 @@ func (w *Worker) handBackOrphans(ctx context.Context, own []recovery.Started, be
 		c := taskwrite.Call{RunID: o.RunID, StepSlug: o.StepSlug, TaskIndex: o.TaskIndex, Attempt: o.Attempt,
 			Arg: fmt.Sprintf("Task stalled: worker %s started it, but the reply of start_tasks was lost (connection cut "+
 				"during the fetch), so it never ran; returned to pgflow by pgflow-wasm", o.WorkerID)}
-		res := make([]taskwrite.Result, 1)
-		b := &pgx.Batch{}
-		taskwrite.Queue(b, taskwrite.Fail, []taskwrite.Call{c}, res, taskwrite.Options{AttemptHistory: w.history})
-		if err := w.cfg.Pool.SendBatch(ctx, b).Close(); err != nil {
+		res, err := taskwrite.FailOne(ctx, w.cfg.Pool, c, taskwrite.Options{AttemptHistory: w.history})
+		if err != nil {
 			if ctx.Err() == nil {
 				w.log.Warn("handing back a task of a lost fetch reply failed; next round retries", "run_id", o.RunID, "error", err)
 			}
 			return
 		}
-		if res[0].Stale {
+		if res.Stale {
 			continue
 		}
 		w.log.Warn("handed back a task started by a fetch whose reply was lost", "run_id", o.RunID, "flow", fs.def.Slug,
-			"step", o.StepSlug, "task_index", o.TaskIndex, "attempt", o.Attempt, "status", res[0].Status)
-		if res[0].Status == "queued" {
-			w.wakeAfterRetry(fs, o.StepSlug, res[0].Attempts)
+			"step", o.StepSlug, "task_index", o.TaskIndex, "attempt", o.Attempt, "status", res.Status)
+		if res.Status == "queued" {
+			w.wakeAfterRetry(fs, o.StepSlug, res.Attempts)
 		}
 	}
 }

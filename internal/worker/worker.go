@@ -24,7 +24,10 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/heartbeat"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/requeueguard"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
@@ -231,8 +234,9 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 			fs.slots = &slots{max: fl.MaxConcurrency, onFree: wake.Ring}
 		}
 		for _, s := range fl.Steps {
-			mod, err := cfg.Engine.Load(ctx, s.Module, sandbox.ModuleConfig{MemoryLimit: s.MemoryLimit, ReuseInstance: s.ReuseInstance,
-				Fuel: s.Fuel, Capabilities: stepCapabilities(cfg.Flows, fl, s, cfg.Metrics, cfg.Log)})
+			mc := s.ModuleConfig()
+			mc.Capabilities = stepCapabilities(cfg.Flows, fl, s, cfg.Metrics, cfg.Log)
+			mod, err := cfg.Engine.Load(ctx, s.Module, mc)
 			if err != nil {
 				w.closeModules(ctx)
 				return nil, fmt.Errorf("%s:%d: flow %q step %q: %w", cfg.Flows.Path, s.ModuleLine, fl.Slug, s.Slug, err)
@@ -282,6 +286,12 @@ func (w *Worker) Stop() { w.stopOnce.Do(func() { close(w.stop) }) }
 // Run serves until ctx is cancelled (or Stop is called, or every flow is deprecated), then
 // shuts down gracefully and returns nil; ErrRestart when abandoned calls piled up.
 // The flows must have been compiled into the database (package compile).
+//
+// Serving is a group of services (package service) started in this order and stopped in the
+// reverse: the heartbeat (the worker rows exist before any task names them, and are marked
+// stopped last), the requeue guard, the recovery sweep, the completer (it writes what the
+// drain finished before the rows are marked stopped), the notify listener; then one fetch
+// loop per flow.
 func (w *Worker) Run(ctx context.Context) error {
 	defer w.closeModules(context.WithoutCancel(ctx))
 	proto, err := checkSchema(ctx, w.cfg.Pool)
@@ -297,29 +307,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	alive, err := w.connectLiveness(ctx)
-	if err != nil {
-		return fmt.Errorf("registering the worker: %w", err)
+	var services service.Group
+	if err := services.Start(ctx, w.services(listen)...); err != nil {
+		return err
 	}
 	w.cfg.Health.SetDatabase(true)
 
-	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
-	var bg sync.WaitGroup
-	goBG := func(fn func(context.Context)) {
-		bg.Add(1)
-		go func() { defer bg.Done(); fn(bgCtx) }()
-	}
-	w.done.Start()
-	goBG(func(ctx context.Context) { w.heartbeatLoop(ctx, alive) })
-	goBG(w.recoveryLoop)
-	if proto.Requeue && w.cfg.RequeueGuardAfter > 0 {
-		goBG(w.requeueGuardLoop)
-	}
-	if listen != nil {
-		goBG(listen.Run)
-	}
-
-	fetchCtx, stopFetching := context.WithCancel(bgCtx)
+	fetchCtx, stopFetching := context.WithCancel(context.WithoutCancel(ctx))
 	var loops sync.WaitGroup
 	for _, fs := range w.flows {
 		loops.Add(1)
@@ -343,18 +337,47 @@ func (w *Worker) Run(ctx context.Context) error {
 	stopFetching()
 	loops.Wait()
 	w.drain()
-	// Outcomes get a little longer than tasks did: a finished handler's work is worth keeping.
-	writeCtx, cancelWrite := context.WithTimeout(context.Background(), 10*time.Second)
-	w.done.Stop(writeCtx)
-	cancelWrite()
-	w.deprecate()
-	stopBackground()
-	bg.Wait()
+	services.Stop()
 	w.log.Info("worker stopped")
 	if w.restart.Load() {
 		return ErrRestart
 	}
 	return nil
+}
+
+// services are the worker's background parts, in the order they start.
+func (w *Worker) services(listen *poller.Listener) []service.Service {
+	rows := make([]heartbeat.Row, len(w.flows))
+	for i, fs := range w.flows {
+		rows[i] = heartbeat.Row{WorkerID: fs.workerID, Queue: fs.def.Slug}
+	}
+	out := []service.Service{
+		heartbeat.New(heartbeat.Config{Pool: w.cfg.Pool, Rows: rows, Interval: w.cfg.HeartbeatInterval,
+			StoppedAt: w.proto.StoppedAt, Log: w.log, Health: w.cfg.Health, OnDeprecated: w.deprecated}),
+	}
+	if w.proto.Requeue && w.cfg.RequeueGuardAfter > 0 {
+		out = append(out, requeueguard.New(requeueguard.Config{Pool: w.cfg.Pool, Interval: w.cfg.RequeueGuardInterval,
+			After: w.cfg.RequeueGuardAfter, StartedBefore: w.known.startedBefore, Log: w.log}))
+	}
+	out = append(out, service.NewLoop(w.recoveryLoop), w.done)
+	if listen != nil {
+		out = append(out, service.NewLoop(listen.Run))
+	}
+	return out
+}
+
+// deprecated stops fetching a flow whose worker row an operator deprecated, and the whole
+// worker once every flow is.
+func (w *Worker) deprecated(workerID string) {
+	fs := w.byWorker[workerID]
+	if fs == nil || fs.deprecated.Swap(true) {
+		return
+	}
+	w.log.Info("flow deprecated for this worker: no new tasks; running ones finish", "flow", fs.def.Slug, "worker_id", workerID)
+	if w.allDeprecated() {
+		w.log.Info("every flow of this worker is deprecated: stopping")
+		w.Stop()
+	}
 }
 
 // keepAttemptHistory creates pgflow_wasm.task_attempts when missing and makes every failure

@@ -1,10 +1,16 @@
-package worker
+// Package requeueguard keeps pgflow 0.13.2+'s requeue_stalled_tasks off a worker's long
+// tasks (details below).
+package requeueguard
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 )
 
 // pgflow 0.13.2 added requeue_stalled_tasks(), which pg_cron runs every 15 s where pg_cron
@@ -18,10 +24,40 @@ import (
 // the last one ends, so there is no moment without them. A killed worker's session ends and
 // its locks with it: upstream's requeue (and our sweep) then take its tasks back as before.
 
-// Config.RequeueGuardInterval is how often the locks are renewed (the transaction that holds
+// Config.Interval is how often the locks are renewed (the transaction that holds
 // them ends, so it holds back vacuum for seconds, not for a task's whole life).
-// Config.RequeueGuardAfter: a task that has run this long gets a lock. Upstream waits the
+// Config.After: a task that has run this long gets a lock. Upstream waits the
 // flow timeout (1 s at least) plus 30 s, so every task is locked well before it could be taken.
+
+// Task names one started task.
+type Task struct {
+	RunID     string
+	StepSlug  string
+	TaskIndex int
+}
+
+// Config configures a Guard.
+type Config struct {
+	Pool     *pgxpool.Pool // its connection settings open the guard's two sessions
+	Interval time.Duration
+	After    time.Duration
+	// StartedBefore lists the worker's tasks started before a time and still running.
+	StartedBefore func(time.Time) []Task
+	Log           *slog.Logger
+}
+
+// Guard is a Service holding the locks while it runs.
+type Guard struct {
+	cfg Config
+	*service.Loop
+}
+
+// New returns a Guard; Start and Stop it like any service.
+func New(cfg Config) *Guard {
+	g := &Guard{cfg: cfg}
+	g.Loop = service.NewLoop(g.run)
+	return g
+}
 
 const guardSQL = `
 select count(*) from (
@@ -31,8 +67,8 @@ select count(*) from (
   where st.status = 'started'
   for key share of st) locked`
 
-// requeueGuardLoop holds the locks until ctx ends.
-func (w *Worker) requeueGuardLoop(ctx context.Context) {
+// run holds the locks until ctx ends.
+func (g *Guard) run(ctx context.Context) {
 	var held [2]pgx.Tx // the transaction holding the locks now, and the one before
 	var conns [2]*pgx.Conn
 	defer func() {
@@ -43,7 +79,7 @@ func (w *Worker) requeueGuardLoop(ctx context.Context) {
 		}
 	}()
 	next := 0
-	t := time.NewTicker(w.cfg.RequeueGuardInterval)
+	t := time.NewTicker(g.cfg.Interval)
 	defer t.Stop()
 	for {
 		select {
@@ -51,7 +87,7 @@ func (w *Worker) requeueGuardLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		tasks := w.known.startedBefore(time.Now().Add(-w.cfg.RequeueGuardAfter))
+		tasks := g.cfg.StartedBefore(time.Now().Add(-g.cfg.After))
 		var runs, steps []string
 		var idx []int32
 		for _, task := range tasks {
@@ -59,13 +95,13 @@ func (w *Worker) requeueGuardLoop(ctx context.Context) {
 		}
 		// Lock on one connection, then let the other's transaction go.
 		if len(tasks) > 0 {
-			tx, err := w.guardTx(ctx, &conns[next])
+			tx, err := g.begin(ctx, &conns[next])
 			if err == nil {
 				_, err = tx.Exec(ctx, guardSQL, runs, steps, idx)
 			}
 			if err != nil {
 				if ctx.Err() == nil {
-					w.log.Warn("could not guard long tasks against pgflow's requeue_stalled_tasks", "tasks", len(tasks), "error", err)
+					g.cfg.Log.Warn("could not guard long tasks against pgflow's requeue_stalled_tasks", "tasks", len(tasks), "error", err)
 				}
 				if tx != nil {
 					tx.Rollback(context.Background())
@@ -85,10 +121,10 @@ func (w *Worker) requeueGuardLoop(ctx context.Context) {
 	}
 }
 
-// guardTx begins a transaction on *conn, connecting it first when needed.
-func (w *Worker) guardTx(ctx context.Context, conn **pgx.Conn) (pgx.Tx, error) {
+// begin begins a transaction on *conn, connecting it first when needed.
+func (g *Guard) begin(ctx context.Context, conn **pgx.Conn) (pgx.Tx, error) {
 	if *conn == nil || (*conn).IsClosed() {
-		cfg := w.cfg.Pool.Config().ConnConfig.Copy()
+		cfg := g.cfg.Pool.Config().ConnConfig.Copy()
 		cfg.RuntimeParams["application_name"] = "pgflow-wasm requeue guard"
 		c, err := pgx.ConnectConfig(ctx, cfg)
 		if err != nil {

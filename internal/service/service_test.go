@@ -1,0 +1,77 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
+)
+
+func TestGroupStopsInReverseAndUndoesAFailedStart(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var events []string
+	record := func(s string) {
+		mu.Lock()
+		events = append(events, s)
+		mu.Unlock()
+	}
+	part := func(name string, fail bool) service.Service {
+		return service.Func{
+			OnStart: func(context.Context) error {
+				record("start " + name)
+				if fail {
+					return errors.New(name + " refused")
+				}
+				return nil
+			},
+			OnStop: func() { record("stop " + name) },
+		}
+	}
+	var g service.Group
+	if err := g.Start(context.Background(), part("a", false), part("b", false)); err != nil {
+		t.Fatal(err)
+	}
+	g.Stop()
+	g.Stop() // a second Stop stops nothing twice
+	if err := g.Start(context.Background(), part("c", false), part("d", true), part("e", false)); err == nil {
+		t.Fatal("a failed start returned no error")
+	}
+	want := []string{"start a", "start b", "stop b", "stop a", "start c", "start d", "stop c"}
+	if !reflect.DeepEqual(events, want) {
+		t.Fatalf("events = %q, want %q", events, want)
+	}
+}
+
+func TestLoopRunsUntilStopAndOutlivesItsStartContext(t *testing.T) {
+	t.Parallel()
+	ended := make(chan struct{})
+	running := make(chan struct{})
+	l := service.NewLoop(func(ctx context.Context) {
+		close(running)
+		<-ctx.Done()
+		close(ended)
+	})
+	l.Stop() // before Start: nothing to stop
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := l.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-running
+	cancel() // the start context ending does not stop the loop
+	select {
+	case <-ended:
+		t.Fatal("the loop ended with its start context")
+	default:
+	}
+	l.Stop()
+	select {
+	case <-ended:
+	default:
+		t.Fatal("Stop returned before the loop ended")
+	}
+	l.Stop()
+}

@@ -1,0 +1,91 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/recovery"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
+)
+
+// recoveryLoop sweeps for stalled tasks at start (a previous worker may have died moments
+// ago) and then every RecoveryInterval.
+func (w *Worker) recoveryLoop(ctx context.Context) {
+	cfg := recovery.Config{WorkerStaleAfter: w.cfg.WorkerStaleAfter, StartedMargin: w.cfg.StalledMargin,
+		LivenessGrace: w.cfg.LivenessGrace, ForeignStaleAfter: max(w.cfg.ForeignStaleAfter, 0), Self: w.workerIDs(),
+		PermanentlyStalled: w.proto.Requeue, AttemptHistory: w.history}
+	for _, fs := range w.flows {
+		cfg.Flows = append(cfg.Flows, fs.def.Slug)
+	}
+	sweeper := recovery.NewSweeper(w.cfg.Pool, cfg)
+	next := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(next):
+		}
+		next = w.cfg.RecoveryInterval
+		w.pruneAttemptHistory(ctx)
+		gens := w.fetchGenerations()
+		got, own, err := sweeper.SweepOwn(ctx)
+		w.handBackOrphans(ctx, own, gens)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Warn("stalled-task sweep failed", "error", err)
+			}
+			continue
+		}
+		for _, r := range got {
+			fs := w.byFlow[r.FlowSlug]
+			w.log.Warn("recovered a stalled task", "run_id", r.RunID, "flow", r.FlowSlug, "step", r.StepSlug,
+				"task_index", r.TaskIndex, "status", r.Status, "attempts", r.Attempts, "reason", r.Reason)
+			if m := w.cfg.Metrics; m != nil {
+				m.Recovered.WithLabelValues(r.FlowSlug).Inc()
+			}
+			if fs != nil && r.Status == "queued" {
+				w.wakeAfterRetry(fs, r.StepSlug, r.Attempts)
+			}
+		}
+	}
+}
+
+// pruneAttemptHistory deletes failed attempts older than AttemptHistory, at most once a
+// minute and a bounded number of rows at a time (the next sweeps take the rest).
+func (w *Worker) pruneAttemptHistory(ctx context.Context) {
+	if !w.history || time.Since(w.prunedAt) < time.Minute {
+		return
+	}
+	w.prunedAt = time.Now()
+	if _, err := schema.PruneAttemptHistory(ctx, w.cfg.Pool, w.cfg.AttemptHistory, 10000); err != nil && ctx.Err() == nil {
+		w.log.Warn("pruning the attempt history failed", "error", err)
+	}
+}
+
+// wakeAfterRetry polls the flow when pgflow makes a retried task visible again:
+// floor(base_delay * 2^attempts) seconds after the failure.
+func (w *Worker) wakeAfterRetry(fs *flowState, step string, attempts int) {
+	st := fs.steps[step]
+	if st == nil {
+		return
+	}
+	delay := time.Duration(float64(st.baseDelay)*float64(uint64(1)<<min(attempts, 30))) * time.Second
+	time.AfterFunc(delay+50*time.Millisecond, fs.wake.Ring)
+}
+
+func (w *Worker) workerIDs() []string {
+	ids := make([]string, len(w.flows))
+	for i, fs := range w.flows {
+		ids[i] = fs.workerID
+	}
+	return ids
+}
+
+func (w *Worker) allDeprecated() bool {
+	for _, fs := range w.flows {
+		if !fs.deprecated.Load() {
+			return false
+		}
+	}
+	return true
+}
