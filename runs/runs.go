@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
@@ -54,7 +55,19 @@ func Start(ctx context.Context, pool *pgxpool.Pool, flow string, input json.RawM
 	return startWithID(ctx, pool, flow, input, uuidv4.New())
 }
 
-func startWithID(ctx context.Context, pool *pgxpool.Pool, flow string, input json.RawMessage, id string) (string, error) {
+// Querier runs statements: a pool, a connection or a transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// StartTx starts a run inside the caller's transaction: its first tasks are queued when
+// the transaction commits, and never if it rolls back.
+func StartTx(ctx context.Context, tx pgx.Tx, flow string, input json.RawMessage) (string, error) {
+	return startWithID(ctx, tx, flow, input, uuidv4.New())
+}
+
+func startWithID(ctx context.Context, pool Querier, flow string, input json.RawMessage, id string) (string, error) {
 	if !json.Valid(input) {
 		return "", fmt.Errorf("the input is not valid JSON: %s", abbreviate(string(input), 80))
 	}

@@ -145,7 +145,7 @@ func serve(c *cli.Context) error {
 	defer pool.Close()
 
 	health := &telemetry.Health{}
-	metrics := telemetry.NewMetrics(engine.Abandoned)
+	metrics := telemetry.NewMetrics(nil, engine.Abandoned)
 	if addr := c.String("metrics-addr"); addr != "" {
 		srv, err := telemetry.Listen(addr, metrics, health)
 		if err != nil {

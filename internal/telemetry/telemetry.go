@@ -18,7 +18,7 @@ import (
 // Metrics are the worker's counters, gauges and histograms. A nil *Metrics is valid and
 // records nothing, so tests and library users need not create one.
 type Metrics struct {
-	Registry       *prometheus.Registry
+	Registry       *prometheus.Registry // the registry of its own; nil when registered elsewhere
 	TasksStarted   *prometheus.CounterVec   // flow, step
 	TasksCompleted *prometheus.CounterVec   // flow, step
 	TasksFailed    *prometheus.CounterVec   // flow, step, kind
@@ -39,15 +39,20 @@ type Metrics struct {
 	HTTPLatency  *prometheus.HistogramVec // flow, step, host: time to the response headers
 }
 
-// NewMetrics registers every metric in a fresh registry (plus Go and process collectors).
-// abandoned reports the sandbox's abandoned calls.
-func NewMetrics(abandoned func() int) *Metrics {
-	r := prometheus.NewRegistry()
-	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	f := promauto{r}
+// NewMetrics registers every metric in reg; with a nil reg, in a fresh registry (plus Go
+// and process collectors), kept in Metrics.Registry. abandoned reports the sandbox's
+// abandoned calls.
+func NewMetrics(reg prometheus.Registerer, abandoned func() int) *Metrics {
+	var own *prometheus.Registry
+	if reg == nil {
+		own = prometheus.NewRegistry()
+		own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg = own
+	}
+	f := promauto{reg}
 	flowStep := []string{"flow", "step"}
 	return &Metrics{
-		Registry:       r,
+		Registry:       own,
 		TasksStarted:   f.counter("pgflow_wasm_tasks_started_total", "Tasks started by this worker.", flowStep),
 		TasksCompleted: f.counter("pgflow_wasm_tasks_completed_total", "Tasks whose output pgflow recorded.", flowStep),
 		TasksFailed:    f.counter("pgflow_wasm_tasks_failed_total", "Tasks that failed (pgflow retries them while attempts remain), by error kind.", []string{"flow", "step", "kind"}),
@@ -106,7 +111,7 @@ func (o *StepHTTP) Denied(reason string) {
 	o.m.HTTPDenials.WithLabelValues(o.flow, o.step, reason).Inc()
 }
 
-type promauto struct{ r *prometheus.Registry }
+type promauto struct{ r prometheus.Registerer }
 
 func (p promauto) counter(name, help string, labels []string) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
@@ -174,7 +179,7 @@ func Listen(addr string, m *Metrics, h *Health) (*Server, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	if m != nil {
+	if m != nil && m.Registry != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	}
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })

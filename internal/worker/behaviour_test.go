@@ -197,7 +197,7 @@ flows:
 `)
 	health := &telemetry.Health{}
 	eng := engine(t, "wazero")
-	metrics := telemetry.NewMetrics(eng.Abandoned)
+	metrics := telemetry.NewMetrics(nil, eng.Abandoned)
 	srv, err := telemetry.Listen("127.0.0.1:0", metrics, health)
 	if err != nil {
 		t.Fatal(err)

@@ -54,6 +54,9 @@ func (w *Worker) execute(fs *flowState, t poller.Task) completer.Outcome {
 	if st.def.Deterministic {
 		task.Seed = taskSeed(&t)
 	}
+	ti := TaskInfo{FlowSlug: t.FlowSlug, StepSlug: t.StepSlug, RunID: t.RunID, TaskIndex: t.TaskIndex, Attempt: t.Attempt,
+		WorkerID: t.WorkerID, Engine: w.cfg.Engine.Name()}
+	hookCtx := w.hookStarted(ti)
 	res, err := st.module.Run(w.runCtx, task)
 	for _, l := range res.Logs {
 		log.log(guestLevel(l.Level), l.Message, "source", "handler")
@@ -67,12 +70,14 @@ func (w *Worker) execute(fs *flowState, t poller.Task) completer.Outcome {
 	}
 	if err == nil {
 		log.log(slog.LevelDebug, "handler succeeded", "duration", res.Duration)
+		w.hookFinished(hookCtx, ti, TaskResult{Duration: res.Duration, FuelUsed: res.FuelUsed})
 		return completer.Outcome{Task: t, Output: res.Output}
 	}
 	msg, kind := failMessage(err, st.timeout)
 	if w.runCtx.Err() != nil && kind != sandbox.KindTimeout {
 		msg = fmt.Sprintf("Worker stopped before the task finished (drain timeout %s); pgflow retries it. Handler: %s", w.cfg.DrainTimeout, msg)
 	}
+	w.hookFinished(hookCtx, ti, TaskResult{Duration: res.Duration, FuelUsed: res.FuelUsed, Failed: true, Kind: string(kind), Error: msg})
 	if m := w.cfg.Metrics; m != nil {
 		m.TasksFailed.WithLabelValues(t.FlowSlug, t.StepSlug, string(kind)).Inc()
 		if kind == sandbox.KindTimeout {

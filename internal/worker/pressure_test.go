@@ -105,7 +105,7 @@ flows:
       - {slug: e, module: "{{echo}}"}
 `)
 	eng := engine(t, "wazero")
-	metrics, health := telemetry.NewMetrics(eng.Abandoned), &telemetry.Health{}
+	metrics, health := telemetry.NewMetrics(nil, eng.Abandoned), &telemetry.Health{}
 	srv, err := telemetry.Listen("127.0.0.1:0", metrics, health)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
 )
 
 // Serve runs a worker for a flows file and, while it runs, watches the file and every module
@@ -26,13 +27,19 @@ import (
 // Swapping whole workers keeps reloading out of the worker's hot path: nothing a task
 // touches is ever replaced under it.
 
+// DefaultWatchInterval is how often Serve looks at the flows file and its modules.
+const DefaultWatchInterval = 500 * time.Millisecond
+
 // ServeConfig configures Serve.
 type ServeConfig struct {
+	// FlowsPath is the flows file, loaded at start and watched. Or Flows, a file already
+	// loaded (built in Go): it is served as it is, never reloaded.
 	FlowsPath string
+	Flows     *flowfile.File
 	// Worker is the template of each worker; its Flows is set to the loaded file.
 	Worker Config
-	// Compile creates or checks the file's flows in the database (package compile); an
-	// error refuses the file.
+	// Compile creates or checks the file's flows in the database; an error refuses the
+	// file. nil: compile.Compile with default options.
 	Compile func(ctx context.Context, file *flowfile.File) error
 	// WatchInterval is how often the files are looked at [500ms]; negative: never.
 	WatchInterval time.Duration
@@ -56,7 +63,17 @@ type generation struct {
 // a worker returns on its own (its error, such as ErrRestart).
 func Serve(ctx context.Context, cfg ServeConfig) error {
 	if cfg.WatchInterval == 0 {
-		cfg.WatchInterval = 500 * time.Millisecond
+		cfg.WatchInterval = DefaultWatchInterval
+	}
+	if cfg.Flows != nil {
+		cfg.WatchInterval, cfg.Reload = -1, nil // nothing on disk to follow
+	}
+	if cfg.Compile == nil {
+		pool := cfg.Worker.Pool
+		cfg.Compile = func(ctx context.Context, file *flowfile.File) error {
+			_, err := compile.Compile(ctx, pool, file, compile.Options{})
+			return err
+		}
 	}
 	log := cfg.Worker.WithDefaults().Log
 	cur, err := startGeneration(ctx, cfg, nil)
@@ -117,9 +134,12 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 // startGeneration loads the file and its modules, compiles the flows and starts a worker;
 // it returns once that worker serves. On any error nothing keeps running.
 func startGeneration(ctx context.Context, cfg ServeConfig, prev *generation) (*generation, error) {
-	file, err := flowfile.Load(cfg.FlowsPath)
-	if err != nil {
-		return nil, err
+	file := cfg.Flows
+	if file == nil {
+		var err error
+		if file, err = flowfile.Load(cfg.FlowsPath); err != nil {
+			return nil, err
+		}
 	}
 	wc := cfg.Worker
 	wc.Flows = file

@@ -59,6 +59,7 @@ type Config struct {
 	Log     *slog.Logger       // [slog.Default()]
 	Metrics *telemetry.Metrics // optional
 	Health  *telemetry.Health  // optional
+	Hooks   Hooks              // optional
 
 	Concurrency int // tasks running at once across all flows [32]
 	BatchSize   int // messages per read [32]

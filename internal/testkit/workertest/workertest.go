@@ -155,7 +155,7 @@ func StartWorker(t testing.TB, pool *pgxpool.Pool, file *flowfile.File, cfg work
 		cfg.Log = slog.New(slog.NewTextHandler(TestWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	if cfg.Metrics == nil {
-		cfg.Metrics = telemetry.NewMetrics(cfg.Engine.Abandoned)
+		cfg.Metrics = telemetry.NewMetrics(nil, cfg.Engine.Abandoned)
 	}
 	w, err := worker.New(ctx, cfg)
 	if err != nil {

@@ -1,0 +1,130 @@
+package pgflowwasm
+
+import (
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+)
+
+// Signal chooses how a client learns that new tasks wait.
+type Signal = worker.Signal
+
+// Signals.
+const (
+	// SignalPolling reads each queue with a backoff between MinPollInterval and
+	// MaxPollInterval, back to the minimum whenever work is found.
+	SignalPolling = worker.SignalPolling
+	// SignalNotify LISTENs for inserts into the queues, with a fallback poll every
+	// NotifyFallback.
+	SignalNotify = worker.SignalNotify
+)
+
+// Hooks let the program observe tasks (its own metrics, traces); see TaskInfo.
+type Hooks = worker.Hooks
+
+// TaskInfo names a task that runs (Hooks).
+type TaskInfo = worker.TaskInfo
+
+// TaskResult is how a task's handler ended (Hooks).
+type TaskResult = worker.TaskResult
+
+// Config configures a Client. Zero values take the defaults of DefaultConfig.
+type Config struct {
+	// FlowsPath is a flows.yaml: served, and while the client runs, reloaded when it or a
+	// module it names changes (WatchInterval) or Reload rings. Or Flows: a file built in Go
+	// (flowfile.Parse) or loaded already, served as it is. Exactly one of the two.
+	FlowsPath string
+	Flows     *flowfile.File
+	// WatchInterval is how often the flows file and its modules are looked at; negative:
+	// never (Reload still reloads).
+	WatchInterval time.Duration
+	// Reload asks for a reload now (the command sends SIGHUP here).
+	Reload <-chan os.Signal
+	// UpdateOptions writes changed flow and step options (attempts, delays, timeouts) to
+	// the database when compiling; without it a difference is logged only.
+	UpdateOptions bool
+
+	// Engine is sandbox.EngineWazero (pure Go, the default) or sandbox.EngineWasmtime
+	// (a binary built with -tags wasmtime). Sandbox sets its limits and compilation cache
+	// (zero: the defaults, and no cache; sandbox.DefaultCacheDir() is the command's).
+	Engine  string
+	Sandbox sandbox.Config
+
+	Logger *slog.Logger // nil: nothing is logged
+	// MetricsRegisterer receives the worker's Prometheus metrics; nil: a registry of the
+	// client's own, served by MetricsHandler.
+	MetricsRegisterer prometheus.Registerer
+	Hooks             Hooks
+	// ExitOnRestart: when handler calls the sandbox had to abandon pile up, stop and make
+	// Wait return ErrRestart (the command then executes itself afresh, which reclaims
+	// them); by default the client serves on at once on a fresh engine.
+	ExitOnRestart bool
+
+	Concurrency int // handlers running at once across all flows
+	BatchSize   int // messages read per poll
+
+	Signal          Signal
+	MinPollInterval time.Duration // polling: shortest wait between polls of an idle queue
+	MaxPollInterval time.Duration // polling: longest wait
+	NotifyFallback  time.Duration // notify: poll this often anyway (retries send no notification)
+
+	HeartbeatInterval time.Duration // how often the worker rows are touched
+	WorkerStaleAfter  time.Duration // recovery: a pgflow-wasm worker silent this long is dead
+	LivenessGrace     time.Duration // recovery: a worker whose liveness lock is gone this long is dead
+	RecoveryInterval  time.Duration // recovery: how often stalled tasks are looked for
+	StalledMargin     time.Duration // recovery: added to a step's timeout before its task is stalled
+	// ForeignStaleAfter: tasks of workers of other kinds (pgflow's own) are recovered once
+	// their heartbeat is this old; negative never.
+	ForeignStaleAfter time.Duration
+
+	DrainTimeout      time.Duration // Stop: how long running tasks may finish
+	AttemptHistory    time.Duration // how long failed attempts are kept; negative keeps none
+	CompletionBatch   int           // outcomes written per transaction
+	CompletionWriters int           // outcome-writing transactions in flight at once
+}
+
+// DefaultConfig is the configuration a zero Config stands for: every default in one place
+// (the worker's), which the command's flags show too.
+func DefaultConfig() Config {
+	d := worker.Config{}.WithDefaults()
+	return Config{
+		WatchInterval:     worker.DefaultWatchInterval,
+		Engine:            sandbox.EngineWazero,
+		Concurrency:       d.Concurrency,
+		BatchSize:         d.BatchSize,
+		Signal:            d.Signal,
+		MinPollInterval:   d.MinPollInterval,
+		MaxPollInterval:   d.MaxPollInterval,
+		NotifyFallback:    d.NotifyFallback,
+		HeartbeatInterval: d.HeartbeatInterval,
+		WorkerStaleAfter:  d.WorkerStaleAfter,
+		LivenessGrace:     d.LivenessGrace,
+		RecoveryInterval:  d.RecoveryInterval,
+		StalledMargin:     d.StalledMargin,
+		ForeignStaleAfter: d.ForeignStaleAfter,
+		DrainTimeout:      d.DrainTimeout,
+		AttemptHistory:    d.AttemptHistory,
+		CompletionBatch:   d.CompletionBatch,
+		CompletionWriters: d.CompletionWriters,
+	}
+}
+
+// workerConfig maps the client's configuration to its worker's: the one place they meet.
+func (c *Client) workerConfig() worker.Config {
+	cfg := c.cfg
+	return worker.Config{
+		Pool: c.pool, Engine: c.engine, Log: c.log, Metrics: c.metrics, Health: c.health, Hooks: cfg.Hooks,
+		Concurrency: cfg.Concurrency, BatchSize: cfg.BatchSize, Signal: cfg.Signal,
+		MinPollInterval: cfg.MinPollInterval, MaxPollInterval: cfg.MaxPollInterval, NotifyFallback: cfg.NotifyFallback,
+		HeartbeatInterval: cfg.HeartbeatInterval, WorkerStaleAfter: cfg.WorkerStaleAfter, LivenessGrace: cfg.LivenessGrace,
+		RecoveryInterval: cfg.RecoveryInterval, StalledMargin: cfg.StalledMargin, ForeignStaleAfter: cfg.ForeignStaleAfter,
+		DrainTimeout: cfg.DrainTimeout, AttemptHistory: cfg.AttemptHistory,
+		CompletionBatch: cfg.CompletionBatch, CompletionWriters: cfg.CompletionWriters,
+	}
+}
