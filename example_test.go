@@ -145,4 +145,3 @@ func (e *exampleTB) cleanup() {
 		e.cleanups[i]()
 	}
 }
-

@@ -18,7 +18,7 @@ import (
 // Metrics are the worker's counters, gauges and histograms. A nil *Metrics is valid and
 // records nothing, so tests and library users need not create one.
 type Metrics struct {
-	Registry       *prometheus.Registry // the registry of its own; nil when registered elsewhere
+	Registry       *prometheus.Registry     // the registry of its own; nil when registered elsewhere
 	TasksStarted   *prometheus.CounterVec   // flow, step
 	TasksCompleted *prometheus.CounterVec   // flow, step
 	TasksFailed    *prometheus.CounterVec   // flow, step, kind
