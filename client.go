@@ -103,6 +103,7 @@ func (c *Client) Start(ctx context.Context) error {
 
 	serving := make(chan struct{})
 	var once sync.Once
+	first := true // the first compile names every flow, reloads only what changed
 	cfg := worker.ServeConfig{
 		FlowsPath:     c.cfg.FlowsPath,
 		Flows:         c.cfg.Flows,
@@ -115,13 +116,14 @@ func (c *Client) Start(ctx context.Context) error {
 				return err
 			}
 			for _, r := range reports {
-				if r.Action != compile.Unchanged {
+				if first || r.Action != compile.Unchanged {
 					c.log.Info("flow "+string(r.Action), "flow", r.Slug)
 				}
 				for _, d := range r.Options {
 					c.log.Warn("flow option differs from the database", "flow", r.Slug, "difference", d)
 				}
 			}
+			first = false
 			return nil
 		},
 		OnServe: func(w *worker.Worker, file *flowfile.File) {

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"runtime/pprof"
-	"sync"
 	"syscall"
 	"time"
 
@@ -17,11 +18,10 @@ import (
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
 
+	pgflowwasm "github.com/pgflow-wasm/pgflow-wasm"
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
@@ -45,38 +45,39 @@ func intFlag(name string, value int, usage string) cli.Flag {
 }
 
 func serveCommand() *cli.Command {
+	d := pgflowwasm.DefaultConfig()
 	flags := []cli.Flag{flowsFlag(), dbFlag()}
 	flags = append(flags, engineFlags()...)
 	flags = append(flags,
-		intFlag("concurrency", 32, "handlers running at once across all flows (for CPU-heavy handlers, about the number of cores)"),
-		intFlag("batch-size", 32, "messages read per poll (at most --concurrency are useful)"),
+		intFlag("concurrency", d.Concurrency, "handlers running at once across all flows (for CPU-heavy handlers, about the number of cores)"),
+		intFlag("batch-size", d.BatchSize, "messages read per poll (at most --concurrency are useful)"),
 		intFlag("max-connections", 8, "size of the database connection pool; the worker also keeps one connection for its liveness lock\n"+
 			"\tand heartbeat, one for --signal notify, and on pgflow 0.13.2+ two while long tasks run (the requeue guard)"),
-		altsrc.NewStringFlag(&cli.StringFlag{Name: "signal", Value: "polling", EnvVars: env("signal"),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "signal", Value: string(d.Signal), EnvVars: env("signal"),
 			Usage: "how to learn about new tasks: polling (adaptive backoff) or notify (LISTEN/NOTIFY with a fallback poll)"}),
-		durationFlag("min-poll-interval", 100*time.Millisecond, "polling: shortest wait between polls of an idle queue"),
-		durationFlag("max-poll-interval", 5*time.Second, "polling: longest wait between polls of an idle queue"),
-		durationFlag("notify-fallback", 10*time.Second, "notify: poll this often even without notifications (messages that become visible again\n"+
+		durationFlag("min-poll-interval", d.MinPollInterval, "polling: shortest wait between polls of an idle queue"),
+		durationFlag("max-poll-interval", d.MaxPollInterval, "polling: longest wait between polls of an idle queue"),
+		durationFlag("notify-fallback", d.NotifyFallback, "notify: poll this often even without notifications (messages that become visible again\n"+
 			"\tafter a delay, such as retries, send none)"),
-		durationFlag("heartbeat-interval", 5*time.Second, "how often the worker's pgflow.workers rows are touched"),
-		durationFlag("worker-stale-after", 30*time.Second, "recovery: a pgflow-wasm worker silent this long is dead and its tasks are requeued"),
-		durationFlag("liveness-grace", 3*time.Second, "recovery: a pgflow-wasm worker whose liveness lock has been gone this long (its process\n"+
+		durationFlag("heartbeat-interval", d.HeartbeatInterval, "how often the worker's pgflow.workers rows are touched"),
+		durationFlag("worker-stale-after", d.WorkerStaleAfter, "recovery: a pgflow-wasm worker silent this long is dead and its tasks are requeued"),
+		durationFlag("liveness-grace", d.LivenessGrace, "recovery: a pgflow-wasm worker whose liveness lock has been gone this long (its process\n"+
 			"\tdied) is dead; a worker whose connection broke retakes its lock within a second or two"),
-		durationFlag("foreign-worker-stale-after", 10*time.Minute, "recovery: tasks of other kinds of workers (pgflow's TypeScript worker), which may run\n"+
+		durationFlag("foreign-worker-stale-after", d.ForeignStaleAfter, "recovery: tasks of other kinds of workers (pgflow's TypeScript worker), which may run\n"+
 			"\thandlers for any time, are requeued only once their worker's heartbeat is this old; 0 never"),
-		durationFlag("recovery-interval", 2*time.Second, "recovery: how often to look for stalled tasks"),
-		durationFlag("stalled-margin", 20*time.Second, "recovery: a pgflow-wasm task started longer ago than its timeout plus this is requeued\n"+
+		durationFlag("recovery-interval", d.RecoveryInterval, "recovery: how often to look for stalled tasks"),
+		durationFlag("stalled-margin", d.StalledMargin, "recovery: a pgflow-wasm task started longer ago than its timeout plus this is requeued\n"+
 			"\t(under the 30 s pgflow 0.13.2+'s own requeue adds to a flow's timeout, so this sweep acts first)"),
-		durationFlag("drain-timeout", 30*time.Second, "shutdown: how long running tasks may finish; the rest are failed for a retry"),
-		durationFlag("attempt-history", 7*24*time.Hour, "how long failed attempts are kept in pgflow_wasm.task_attempts (pgflow keeps only\n"+
+		durationFlag("drain-timeout", d.DrainTimeout, "shutdown: how long running tasks may finish; the rest are failed for a retry"),
+		durationFlag("attempt-history", d.AttemptHistory, "how long failed attempts are kept in pgflow_wasm.task_attempts (pgflow keeps only\n"+
 			"\ta task's last error; `run` and the dashboard show every attempt); negative keeps none"),
-		intFlag("completion-batch", 100, "outcomes written per transaction (1 writes each task alone, as pgflow's own workers do)"),
-		intFlag("completion-writers", 2, "outcome-writing transactions in flight at once"),
+		intFlag("completion-batch", d.CompletionBatch, "outcomes written per transaction (1 writes each task alone, as pgflow's own workers do)"),
+		intFlag("completion-writers", d.CompletionWriters, "outcome-writing transactions in flight at once"),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "metrics-addr", EnvVars: env("metrics-addr"),
 			Usage: "serve /metrics, /livez and /readyz on this address, e.g. :9090"}),
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "update-options", EnvVars: env("update-options"),
 			Usage: "write changed flow and step options (attempts, delays, timeouts) to the database"}),
-		durationFlag("watch-interval", 500*time.Millisecond, "how often flows.yaml and its modules are checked for changes (a changed file\n"+
+		durationFlag("watch-interval", d.WatchInterval, "how often flows.yaml and its modules are checked for changes (a changed file\n"+
 			"\tis reloaded: new tasks use it, running ones finish on the old); 0 turns watching off (SIGHUP still reloads)"),
 	)
 	flags = append(flags, uiFlags("")...)
@@ -95,6 +96,29 @@ func serveCommand() *cli.Command {
 	})
 }
 
+// serveConfig is the client configuration the flags ask for.
+func serveConfig(c *cli.Context, log *slog.Logger, reload <-chan os.Signal) (pgflowwasm.Config, error) {
+	maxInput, err := maxInputFlag(c)
+	if err != nil {
+		return pgflowwasm.Config{}, err
+	}
+	return pgflowwasm.Config{
+		FlowsPath: c.String("flows"), WatchInterval: watchInterval(c.Duration("watch-interval")), Reload: reload,
+		UpdateOptions: c.Bool("update-options"),
+		Engine:        c.String("engine"),
+		Sandbox:       sandbox.Config{CacheDir: c.String("cache-dir"), MaxInputBytes: maxInput},
+		Logger:        log, ExitOnRestart: true,
+		Concurrency: c.Int("concurrency"), BatchSize: c.Int("batch-size"), Signal: pgflowwasm.Signal(c.String("signal")),
+		MinPollInterval: c.Duration("min-poll-interval"), MaxPollInterval: c.Duration("max-poll-interval"),
+		NotifyFallback: c.Duration("notify-fallback"), HeartbeatInterval: c.Duration("heartbeat-interval"),
+		WorkerStaleAfter: c.Duration("worker-stale-after"), RecoveryInterval: c.Duration("recovery-interval"),
+		LivenessGrace: c.Duration("liveness-grace"), ForeignStaleAfter: foreignStaleAfter(c.Duration("foreign-worker-stale-after")),
+		StalledMargin: c.Duration("stalled-margin"), DrainTimeout: c.Duration("drain-timeout"),
+		AttemptHistory:  c.Duration("attempt-history"),
+		CompletionBatch: c.Int("completion-batch"), CompletionWriters: c.Int("completion-writers"),
+	}, nil
+}
+
 func serve(c *cli.Context) error {
 	log, err := newLogger(c, os.Stderr)
 	if err != nil {
@@ -109,33 +133,30 @@ func serve(c *cli.Context) error {
 		debug.SetGCPercent(400)
 	}
 	if p := c.String("cpu-profile"); p != "" {
-		f, err := os.Create(p)
+		stopProfile, err := startCPUProfile(p)
 		if err != nil {
 			return err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
+		defer stopProfile()
 	}
-
-	engine, err := sandbox.New(c.String("engine"), sandbox.Config{CacheDir: c.String("cache-dir")})
+	reload := make(chan os.Signal, 1)
+	signal.Notify(reload, syscall.SIGHUP)
+	defer signal.Stop(reload)
+	cfg, err := serveConfig(c, log, reload)
 	if err != nil {
-		return cli.Exit(err.Error(), 2)
+		return err
 	}
-	defer engine.Close(context.Background())
-	signalName := worker.Signal(c.String("signal"))
 	extraConn := int32(0)
-	switch signalName {
-	case worker.SignalPolling:
-	case worker.SignalNotify:
+	switch cfg.Signal {
+	case pgflowwasm.SignalPolling:
+	case pgflowwasm.SignalNotify:
 		extraConn = 1
 	default:
-		return cli.Exit(fmt.Sprintf("--signal %q: use polling or notify", signalName), 2)
+		return cli.Exit(fmt.Sprintf("--signal %q: use polling or notify", cfg.Signal), 2)
 	}
 	// The flows file is read before the database: a broken file is a usage error (exit 2)
 	// whether or not the database is up.
-	if _, err := flowfile.Load(c.String("flows")); err != nil {
+	if _, err := flowfile.Load(cfg.FlowsPath); err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
 	pool, err := openPgflow(ctx, c, int32(c.Int("max-connections"))+extraConn)
@@ -143,108 +164,79 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	defer pool.Close()
-
-	health := &telemetry.Health{}
-	metrics := telemetry.NewMetrics(nil, engine.Abandoned)
+	client, err := pgflowwasm.NewClient(pool, cfg)
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
 	if addr := c.String("metrics-addr"); addr != "" {
-		srv, err := telemetry.Listen(addr, metrics, health)
+		srv, err := listenHTTP(addr, metricsMux(client))
 		if err != nil {
 			return cli.Exit(fmt.Sprintf("--metrics-addr %s: %v", addr, err), 2)
 		}
-		defer srv.Close(context.Background())
+		defer srv.Close()
 		log.Info("serving metrics and health", "addr", srv.Addr())
 	}
-	// The worker serving now: it is replaced when flows.yaml or a module changes.
-	var mu sync.Mutex
-	var current *worker.Worker
-	var currentFile *flowfile.File
-	reload := make(chan os.Signal, 1)
-	signal.Notify(reload, syscall.SIGHUP)
-	defer signal.Stop(reload)
-	first := true
-	cfg := worker.ServeConfig{
-		FlowsPath: c.String("flows"),
-		Worker: worker.Config{
-			Pool: pool, Engine: engine, Log: log, Metrics: metrics, Health: health,
-			Concurrency: c.Int("concurrency"), BatchSize: c.Int("batch-size"), Signal: signalName,
-			MinPollInterval: c.Duration("min-poll-interval"), MaxPollInterval: c.Duration("max-poll-interval"),
-			NotifyFallback: c.Duration("notify-fallback"), HeartbeatInterval: c.Duration("heartbeat-interval"),
-			WorkerStaleAfter: c.Duration("worker-stale-after"), RecoveryInterval: c.Duration("recovery-interval"),
-			LivenessGrace: c.Duration("liveness-grace"), ForeignStaleAfter: foreignStaleAfter(c.Duration("foreign-worker-stale-after")),
-			StalledMargin: c.Duration("stalled-margin"), DrainTimeout: c.Duration("drain-timeout"),
-			AttemptHistory:  c.Duration("attempt-history"),
-			CompletionBatch: c.Int("completion-batch"), CompletionWriters: c.Int("completion-writers"),
-		},
-		Compile: func(ctx context.Context, file *flowfile.File) error {
-			// Loading compiles modules (a standard Go guest is megabytes of code), which leaves
-			// garbage the collector would keep mapped for a while: hand it back before serving.
-			debug.FreeOSMemory()
-			reports, err := compile.Compile(ctx, pool, file, compile.Options{UpdateOptions: c.Bool("update-options")})
-			if err != nil {
-				return err
-			}
-			for _, r := range reports {
-				if first || r.Action != compile.Unchanged {
-					log.Info("flow "+string(r.Action), "flow", r.Slug)
-				}
-				for _, d := range r.Options {
-					log.Warn("flow option differs from the database", "flow", r.Slug, "difference", d)
-				}
-			}
-			return nil
-		},
-		WatchInterval: watchInterval(c.Duration("watch-interval")),
-		Reload:        reload,
-		OnServe: func(w *worker.Worker, file *flowfile.File) {
-			mu.Lock()
-			current, currentFile, first = w, file, false
-			mu.Unlock()
-		},
-	}
 	if c.String("ui-addr") != "" {
-		// The dashboard gets its own small pool: its page queries never wait behind tasks.
-		uiPool, err := openPool(ctx, c, 4)
-		if err != nil {
-			return err
-		}
-		defer uiPool.Close()
-		ui, err := dashboardConfig(c, log)
-		if err != nil {
-			return err
-		}
-		ui.WorkerStaleAfter = c.Duration("worker-stale-after")
-		ui.Flows = func() *flowfile.File {
-			mu.Lock()
-			defer mu.Unlock()
-			return currentFile
-		}
-		ui.Modules = func(flow, step string) (sandbox.Info, bool) {
-			mu.Lock()
-			w := current
-			mu.Unlock()
-			if w == nil {
-				return sandbox.Info{}, false
-			}
-			return w.ModuleInfo(flow, step)
-		}
-		stopUI, err := serveDashboard(ctx, c, uiPool, ui, log)
+		stopUI, err := serveDashboardBeside(ctx, c, client, log)
 		if err != nil {
 			return err
 		}
 		defer stopUI()
 	}
-	err = worker.Serve(ctx, cfg)
+	// Loading compiles modules (a standard Go guest is megabytes of code), which leaves
+	// garbage the collector would keep mapped for a while: hand it back before serving.
+	err = client.Start(ctx)
+	debug.FreeOSMemory()
+	if err == nil {
+		select {
+		case <-ctx.Done():
+		case <-client.Stopped():
+		}
+		err = client.Stop(context.Background())
+	} else if ctx.Err() != nil {
+		return nil // stopped before it served
+	}
 	var shape *compile.ShapeError
 	var ferr flowfile.Errors
 	var serr *sandbox.Error
 	switch {
-	case errors.Is(err, worker.ErrRestart):
+	case errors.Is(err, pgflowwasm.ErrRestart):
 		return restartSelf(log)
 	case errors.As(err, &shape), errors.As(err, &ferr), errors.As(err, &serr):
 		// A problem of the flows file or its modules: a usage error, as for `compile`.
 		return cli.Exit(err.Error(), 2)
 	}
 	return err
+}
+
+// metricsMux serves /metrics, /livez and /readyz.
+func metricsMux(client *pgflowwasm.Client) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", client.MetricsHandler())
+	mux.Handle("/", client.HealthHandler())
+	return mux
+}
+
+// startCPUProfile writes a CPU profile of the process to path until the returned stop.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// maxInputFlag reads --max-input-size.
+func maxInputFlag(c *cli.Context) (int, error) {
+	maxInput, ok := bytesize.Parse(c.String("max-input-size"))
+	if !ok || maxInput == 0 || maxInput > 1<<30 {
+		return 0, cli.Exit(fmt.Sprintf("--max-input-size: %q is not a size from 1 byte to 1GiB: write e.g. 16MiB or a number of bytes", c.String("max-input-size")), 2)
+	}
+	return int(maxInput), nil
 }
 
 // watchInterval maps the flag's 0 ("off") to Serve's negative.
@@ -269,11 +261,11 @@ func flowsAndEngine(c *cli.Context) (*flowfile.File, sandbox.Engine, error) {
 	if err != nil {
 		return nil, nil, cli.Exit(err.Error(), 2)
 	}
-	maxInput, ok := bytesize.Parse(c.String("max-input-size"))
-	if !ok || maxInput == 0 || maxInput > 1<<30 {
-		return nil, nil, cli.Exit(fmt.Sprintf("--max-input-size: %q is not a size from 1 byte to 1GiB: write e.g. 16MiB or a number of bytes", c.String("max-input-size")), 2)
+	maxInput, err := maxInputFlag(c)
+	if err != nil {
+		return nil, nil, err
 	}
-	engine, err := sandbox.New(c.String("engine"), sandbox.Config{CacheDir: c.String("cache-dir"), MaxInputBytes: int(maxInput)})
+	engine, err := sandbox.New(c.String("engine"), sandbox.Config{CacheDir: c.String("cache-dir"), MaxInputBytes: maxInput})
 	if err != nil {
 		return nil, nil, cli.Exit(err.Error(), 2)
 	}
@@ -401,4 +393,55 @@ func compileCommand() *cli.Command {
 			return nil
 		},
 	})
+}
+
+// serveDashboardBeside serves the dashboard on --ui-addr beside the worker, following the
+// flows and modules it serves as it reloads. It gets its own small pool: its page queries
+// never wait behind tasks.
+func serveDashboardBeside(ctx context.Context, c *cli.Context, client *pgflowwasm.Client, log *slog.Logger) (func(), error) {
+	uiPool, err := openPool(ctx, c, 4)
+	if err != nil {
+		return nil, err
+	}
+	ui, err := dashboardConfig(c, log)
+	if err != nil {
+		uiPool.Close()
+		return nil, err
+	}
+	ui.WorkerStaleAfter = c.Duration("worker-stale-after")
+	ui.Flows = client.Flows
+	ui.Modules = client.ModuleInfo
+	stop, err := serveDashboard(ctx, c, uiPool, ui, log)
+	if err != nil {
+		uiPool.Close()
+		return nil, err
+	}
+	return func() { stop(); uiPool.Close() }, nil
+}
+
+// httpServer is a small HTTP server of the command's own (metrics and health).
+type httpServer struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// listenHTTP binds addr and serves h until Close.
+func listenHTTP(addr string, h http.Handler) (*httpServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &httpServer{srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Addr is the bound address.
+func (s *httpServer) Addr() string { return s.ln.Addr().String() }
+
+// Close stops the server.
+func (s *httpServer) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.srv.Shutdown(ctx)
 }
