@@ -79,6 +79,11 @@ type Step struct {
 	Env []string
 	// Conditions (pgflow 0.14; conditions.go). If and IfNot are JSON objects, nil when unset;
 	// WhenUnmet and WhenExhausted are "" when unset (pgflow's defaults: skip, fail).
+	// External: another worker (pgflow's own TypeScript worker, say) serves this step; it
+	// has no module here. A flow with external steps needs per-step queues (pgflow 0.17+),
+	// so each side reads only its own steps' tasks.
+	External bool
+
 	If, IfNot     json.RawMessage
 	WhenUnmet     string
 	WhenExhausted string
@@ -141,6 +146,20 @@ func Load(path string) (*File, error) {
 	}
 	return Parse(path, filepath.Dir(abs), data)
 }
+
+// Served are the steps this worker runs: all but the external ones.
+func (f *Flow) Served() []*Step {
+	out := make([]*Step, 0, len(f.Steps))
+	for _, s := range f.Steps {
+		if !s.External {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Split reports whether another worker serves some of the flow's steps.
+func (f *Flow) Split() bool { return len(f.Served()) < len(f.Steps) }
 
 // ModuleConfig is the sandbox configuration of the step's module, less its capabilities
 // (which the worker adds from http and env): the one mapping from a step to how its module

@@ -221,6 +221,20 @@ flows:
       - type: map
 `, []string{"flows.yaml:5: step without a slug", "has no `module:`"}},
 		{"no steps", "flows:\n  - slug: a\n", []string{`flows.yaml:2: flow "a" has no ` + "`steps:`"}},
+		// pgflow 0.17's slug rules hold on every version.
+		{"flow slug with a leading _", "flows:\n  - slug: _bad\n    steps:\n      - {slug: s, module: m.wasm}\n",
+			[]string{`flows.yaml:2: flow slug "_bad": it starts with "_": pgflow 0.17+ requires a slug to start with a letter`, `(e.g. "bad")`}},
+		{"flow slug with __", "flows:\n  - slug: a__b\n    steps:\n      - {slug: s, module: m.wasm}\n",
+			[]string{`flows.yaml:2: flow slug "a__b": it holds __`, `(e.g. "a_b")`}},
+		{"step slug ending in _", "flows:\n  - slug: a\n    steps:\n      - {slug: s_, module: m.wasm}\n",
+			[]string{`flows.yaml:4: step slug "s_": it ends with _`}},
+		{"step slugs differing in case", "flows:\n  - slug: a\n    steps:\n      - {slug: fetch, module: m.wasm}\n      - {slug: Fetch, module: m.wasm}\n",
+			[]string{`flows.yaml:5: step "Fetch" of flow "a" differs from step "fetch" (line 4) only in case`}},
+		{"external step with a module", "flows:\n  - slug: a\n    steps:\n      - {slug: s, module: m.wasm}\n      - {slug: t, external: true, module: m.wasm, fuel: 10}\n",
+			[]string{"flows.yaml:5: step \"t\" of flow \"a\" is `external: true` (served by another worker): it takes no `module`",
+				"it takes no `fuel`"}},
+		{"every step external", "flows:\n  - slug: a\n    steps:\n      - {slug: s, external: true}\n",
+			[]string{`flows.yaml:2: every step of flow "a" is ` + "`external: true`"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

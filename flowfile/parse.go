@@ -35,11 +35,36 @@ var (
 	flowSlugRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 )
 
+// slugRule is the rule pgflow 0.17 added to pgflow.is_valid_slug, said as a user reads it.
+// Every version is held to it: a flow that an older pgflow takes would break on upgrade
+// (the 0.17 migration fails on such rows) and cannot move to per-step queues.
+const slugRule = "pgflow 0.17+ requires a slug to start with a letter, end with a letter or digit, and hold no `__`"
+
+// strictSlugProblem says what of slugRule a slug breaks; "" when none.
+func strictSlugProblem(slug string) string {
+	switch {
+	case slug == "":
+		return ""
+	case !isLetter(slug[0]):
+		return "it starts with " + strconv.Quote(slug[:1])
+	case slug[len(slug)-1] == '_':
+		return "it ends with _"
+	case strings.Contains(slug, "__"):
+		return "it holds __"
+	}
+	return ""
+}
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
 var (
 	rootKeys = []string{"flows"}
 	flowKeys = []string{"slug", "max_attempts", "base_delay", "timeout", "max_concurrency", "http", "env", "steps"}
 	stepKeys = []string{"slug", "type", "depends_on", "module", "max_attempts", "base_delay",
-		"timeout", "start_delay", "memory_limit", "reuse_instance", "fuel", "deterministic", "http", "env", "if", "if_not", "when_unmet", "when_exhausted"}
+		"timeout", "start_delay", "memory_limit", "reuse_instance", "fuel", "deterministic", "http", "env", "if", "if_not", "when_unmet", "when_exhausted",
+		"external"}
+	// handlerKeys configure a step's handler: a step served elsewhere (external) has none.
+	handlerKeys = []string{"module", "memory_limit", "reuse_instance", "fuel", "deterministic", "http", "env"}
 )
 
 // parser collects every problem in the file rather than stopping at the first, so a user
@@ -150,6 +175,7 @@ func (p *parser) flow(n *yaml.Node) *Flow {
 		return nil
 	}
 	bySlug := map[string]*Step{}
+	byLower := map[string]*Step{} // pgflow 0.17+ refuses step slugs that differ only in case
 	var steps []*Step
 	for _, sn := range stepsNode.Content {
 		s := p.step(fl.Slug, sn, defaults)
@@ -160,9 +186,16 @@ func (p *parser) flow(n *yaml.Node) *Flow {
 			p.errorf(s.Line, "step %q is declared twice in flow %q (first at line %d): step slugs must be unique", s.Slug, fl.Slug, prev.Line)
 			continue
 		}
+		if prev, dup := byLower[strings.ToLower(s.Slug)]; dup {
+			p.errorf(s.Line, "step %q of flow %q differs from step %q (line %d) only in case: pgflow 0.17+ requires step slugs unique ignoring case",
+				s.Slug, fl.Slug, prev.Slug, prev.Line)
+			continue
+		}
 		bySlug[s.Slug] = s
+		byLower[strings.ToLower(s.Slug)] = s
 		steps = append(steps, s)
 	}
+	p.checkExternal(fl, steps)
 	for _, s := range steps {
 		for _, d := range s.DependsOn {
 			if _, ok := bySlug[d]; !ok {
@@ -230,15 +263,38 @@ func (p *parser) step(flow string, n *yaml.Node, defaults capabilityDefaults) *S
 			s.WhenUnmet = p.mode(key, v)
 		case "when_exhausted":
 			s.WhenExhausted = p.mode(key, v)
+		case "external":
+			s.External = p.boolean(v, key)
 		}
 	})
 	if mapValue(n, "slug") == nil {
 		p.errorf(n.Line, "step without a slug in flow %q: add `slug: my_step`", flow)
 	}
-	if mapValue(n, "module") == nil {
-		p.errorf(n.Line, "step %q of flow %q has no `module:` (the path of its .wasm handler, relative to this file)", s.Slug, flow)
+	switch {
+	case s.External:
+		for _, key := range handlerKeys {
+			if k := mapKey(n, key); k != nil {
+				p.errorf(k.Line, "step %q of flow %q is `external: true` (served by another worker): it takes no `%s`", s.Slug, flow, key)
+			}
+		}
+	case mapValue(n, "module") == nil:
+		p.errorf(n.Line, "step %q of flow %q has no `module:` (the path of its .wasm handler, relative to this file; or `external: true` "+
+			"when another worker, such as pgflow's own, serves it)", s.Slug, flow)
 	}
 	return s
+}
+
+// checkExternal refuses a flow whose every step is served elsewhere: this worker would have
+// nothing of it to serve.
+func (p *parser) checkExternal(fl *Flow, steps []*Step) {
+	for _, s := range steps {
+		if !s.External {
+			return
+		}
+	}
+	if len(steps) > 0 {
+		p.errorf(fl.Line, "every step of flow %q is `external: true`: pgflow-wasm would serve none of it; leave the flow out of this file", fl.Slug)
+	}
 }
 
 // eachKey calls fn for every known key of a mapping and reports unknown and repeated keys.
@@ -269,6 +325,8 @@ func (p *parser) flowSlug(v *yaml.Node) string {
 	switch {
 	case !flowSlugRE.MatchString(slug):
 		p.errorf(v.Line, "flow slug %q: use lower-case letters, digits and _ (not starting with a digit), e.g. %q; the slug also names the pgmq queue", slug, fixSlug(strings.ToLower(slug)))
+	case strictSlugProblem(slug) != "":
+		p.errorf(v.Line, "flow slug %q: %s: %s (e.g. %q)", slug, strictSlugProblem(slug), slugRule, strictSlug(slug))
 	case len(slug) > maxFlowSlugLen:
 		p.errorf(v.Line, "flow slug %q is %d characters: at most %d, because it names the pgmq queue and its tables", slug, len(slug), maxFlowSlugLen)
 	case slug == "run":
@@ -286,6 +344,8 @@ func (p *parser) stepSlug(v *yaml.Node) string {
 	switch {
 	case !stepSlugRE.MatchString(slug):
 		p.errorf(v.Line, "step slug %q: use letters, digits and _ (not starting with a digit), e.g. %q", slug, fixSlug(slug))
+	case strictSlugProblem(slug) != "":
+		p.errorf(v.Line, "step slug %q: %s: %s (e.g. %q)", slug, strictSlugProblem(slug), slugRule, strictSlug(slug))
 	case len(slug) > maxSlugLen:
 		p.errorf(v.Line, "step slug %q is %d characters: at most %d", slug, len(slug), maxSlugLen)
 	case slug == "run":
@@ -451,6 +511,15 @@ func allDone(deps []string, done map[string]bool, bySlug map[string]*Step) bool 
 
 type intRange struct{ min, max int }
 
+func mapKey(n *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i]
+		}
+	}
+	return nil
+}
+
 func mapValue(n *yaml.Node, key string) *yaml.Node {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if n.Content[i].Value == key {
@@ -494,20 +563,26 @@ func keysOf(m map[string]*Step) []string {
 }
 
 // fixSlug turns an invalid slug into a valid suggestion (order-pipeline -> order_pipeline).
-func fixSlug(s string) string {
+func fixSlug(s string) string { return strictSlug(s) }
+
+// strictSlug turns s into a slug every pgflow takes: letters, digits and single _ between
+// them, starting with a letter.
+func strictSlug(s string) string {
 	var b strings.Builder
-	for i, r := range s {
+	for _, r := range s {
 		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '_':
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
 			b.WriteRune(r)
-		case r >= '0' && r <= '9':
-			if i == 0 {
-				b.WriteRune('_')
-			}
-			b.WriteRune(r)
-		default:
-			b.WriteRune('_')
+		case b.Len() > 0 && !strings.HasSuffix(b.String(), "_"):
+			b.WriteByte('_')
 		}
 	}
-	return b.String()
+	out := strings.TrimRight(b.String(), "_")
+	switch {
+	case out == "":
+		return "my_slug"
+	case !isLetter(out[0]):
+		return "n" + out
+	}
+	return out
 }

@@ -37,10 +37,14 @@ type Task struct {
 	WorkerID string
 }
 
-// Fetcher runs the two-phase fetch for one flow.
+// Fetcher runs the two-phase fetch for one queue of a flow: the flow's own queue, or on
+// pgflow 0.17+ a step's queue of a flow with per-step queues.
 type Fetcher struct {
 	pool     *pgxpool.Pool
 	flow     string
+	queue    string // the pgmq queue read
+	step     string // start_tasks' step selector (a per-step queue); "" for a flow queue
+	proto    claimProtocol
 	workerID string
 	// visibility returns the seconds a started task's message stays hidden: the step's
 	// timeout plus a margin, so the message does not reappear while the handler runs.
@@ -56,8 +60,19 @@ type Fetcher struct {
 
 // FetcherConfig configures a Fetcher.
 type FetcherConfig struct {
-	Flow     string
-	WorkerID string
+	Flow string
+	// Queue is the pgmq queue to read: the flow's slug (pgflow's queue of a flow), or on
+	// pgflow 0.17+ the queue_name of a step of a flow with per-step queues ("" = Flow).
+	Queue string
+	// Step is the step whose per-step queue Queue is; "" for a flow queue.
+	Step string
+	// QueueNames: pgflow 0.17+'s start_tasks(flow, ids, worker, queue[, step]); before, it
+	// takes no queue (and a flow has one queue, named after it).
+	QueueNames bool
+	// SetsVisibility: pgflow 0.15.1+'s start_tasks gives each message its step's timeout
+	// + 2 s itself; before, set_vt_batch here does what its own call never did.
+	SetsVisibility bool
+	WorkerID       string
 	// Visibility gives, per step slug, the visibility in seconds set after start_tasks.
 	Visibility func(step string) int
 	// ReadVT is the visibility pgmq.read gives messages (default 30 s). Set it to the
@@ -80,9 +95,22 @@ func NewFetcher(pool *pgxpool.Pool, cfg FetcherConfig) *Fetcher {
 	if cfg.MapStep == nil {
 		cfg.MapStep = func(string) bool { return false }
 	}
-	return &Fetcher{pool: pool, flow: cfg.Flow, workerID: cfg.WorkerID, visibility: cfg.Visibility,
+	if cfg.Queue == "" {
+		cfg.Queue = cfg.Flow
+	}
+	return &Fetcher{pool: pool, flow: cfg.Flow, queue: cfg.Queue, step: cfg.Step,
+		proto: claimProtocol{queueNames: cfg.QueueNames, setsVisibility: cfg.SetsVisibility}, workerID: cfg.WorkerID, visibility: cfg.Visibility,
 		readVT: cfg.ReadVT, flowInput: cfg.FlowInput, mapStep: cfg.MapStep, inputs: newRunInputCache(runInputCacheBytes)}
 }
+
+// claimProtocol is what the database's start_tasks takes and does.
+type claimProtocol struct {
+	queueNames     bool
+	setsVisibility bool
+}
+
+// Queue is the pgmq queue the fetcher reads.
+func (f *Fetcher) Queue() string { return f.queue }
 
 // fetchTimeout bounds one fetch, which its caller's context does not interrupt (Fetch).
 const fetchTimeout = 30 * time.Second
@@ -113,11 +141,11 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
 	defer cancel()
 	if err := f.showUnstarted(ctx); err != nil {
-		return nil, fmt.Errorf("showing messages of a failed start again (%s): %w", f.flow, err)
+		return nil, fmt.Errorf("showing messages of a failed start again (%s): %w", f.queue, err)
 	}
-	rows, err := f.pool.Query(ctx, `select msg_id, message from pgmq.read($1, $2, $3)`, f.flow, f.readVT, qty)
+	rows, err := f.pool.Query(ctx, `select msg_id, message from pgmq.read($1, $2, $3)`, f.queue, f.readVT, qty)
 	if err != nil {
-		return nil, fmt.Errorf("pgmq.read(%s): %w", f.flow, err)
+		return nil, fmt.Errorf("pgmq.read(%s): %w", f.queue, err)
 	}
 	var ids, vtIDs []int64
 	var offsets []int32
@@ -133,7 +161,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 		var m message
 		if err := json.Unmarshal(body, &m); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("queue %s message %d is not a pgflow task message: %w", f.flow, id, err)
+			return nil, fmt.Errorf("queue %s message %d is not a pgflow task message: %w", f.queue, id, err)
 		}
 		ids = append(ids, id)
 		if vt := f.visibility(m.StepSlug); vt != f.readVT {
@@ -147,7 +175,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("pgmq.read(%s): %w", f.flow, err)
+		return nil, fmt.Errorf("pgmq.read(%s): %w", f.queue, err)
 	}
 	if len(ids) == 0 {
 		return nil, nil
@@ -171,8 +199,8 @@ func (f *Fetcher) showUnstarted(ctx context.Context) error {
 	_, err := f.pool.Exec(ctx, `
 		with todo as materialized (
 		  select st.message_id from pgflow.step_tasks st
-		  where st.flow_slug = $1 and st.message_id = any($2::bigint[]) and st.status = 'queued')
-		select count(*) from todo, lateral pgmq.set_vt($1, todo.message_id, 0) v`, f.flow, f.unstarted)
+		  where st.flow_slug = $1 and st.message_id = any($2::bigint[]) and st.status = 'queued' `+f.sameQueue("$3")+`)
+		select count(*) from todo, lateral pgmq.set_vt($3, todo.message_id, 0) v`, f.flow, f.unstarted, f.queue)
 	if err == nil {
 		f.unstarted = nil
 	}
@@ -188,8 +216,14 @@ func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32
 		flowInput = "flow_input"
 	}
 	b := &pgx.Batch{}
-	b.Queue(`select run_id::text, step_slug, task_index, msg_id, input, `+flowInput+` from pgflow.start_tasks($1, $2::bigint[], $3::text::uuid)`,
-		f.flow, ids, f.workerID).Query(func(rows pgx.Rows) error {
+	claim, args := `pgflow.start_tasks($1, $2::bigint[], $3::text::uuid)`, []any{f.flow, ids, f.workerID}
+	switch {
+	case f.proto.queueNames && f.step != "":
+		claim, args = `pgflow.start_tasks($1, $2::bigint[], $3::text::uuid, $4, $5)`, append(args, f.queue, f.step)
+	case f.proto.queueNames:
+		claim, args = `pgflow.start_tasks($1, $2::bigint[], $3::text::uuid, $4)`, append(args, f.queue)
+	}
+	b.Queue(`select run_id::text, step_slug, task_index, msg_id, input, `+flowInput+` from `+claim, args...).Query(func(rows pgx.Rows) error {
 		now := time.Now()
 		for rows.Next() {
 			t := Task{FlowSlug: f.flow, StartedAt: now}
@@ -208,13 +242,13 @@ func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32
 	// pgflow 0.8's start_tasks means to set each message's visibility to its step's timeout
 	// + 2 s, but its set_vt_batch CTE is never evaluated. pgmq.read already gave every message
 	// the longest step's visibility; messages of shorter steps get theirs here.
-	if len(vtIDs) > 0 {
+	if len(vtIDs) > 0 && !f.proto.setsVisibility {
 		b.Queue(`select count(*) from pgflow.set_vt_batch($1, $2::bigint[], $3::int[])`, f.flow, vtIDs, offsets).
 			Exec(func(pgconn.CommandTag) error { return nil })
 	}
-	b.Queue(`select message_id, attempts_count from pgflow.step_tasks
-	          where flow_slug = $1 and message_id = any($2::bigint[]) and status = 'started' and last_worker_id = $3::text::uuid`,
-		f.flow, ids, f.workerID).Query(func(rows pgx.Rows) error {
+	b.Queue(`select st.message_id, st.attempts_count from pgflow.step_tasks st
+	          where st.flow_slug = $1 and st.message_id = any($2::bigint[]) and st.status = 'started' and st.last_worker_id = $3::text::uuid `+
+		f.sameQueue("$4"), f.flow, ids, f.workerID, f.queue).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id int64
 			var n int
@@ -241,7 +275,7 @@ func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32
 			})
 	}
 	if err := f.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("start_tasks(%s): %w", f.flow, err)
+		return nil, fmt.Errorf("start_tasks(%s, queue %s): %w", f.flow, f.queue, err)
 	}
 	// start_tasks returns a task to every caller racing on its message, though only one
 	// caller's update applies (its CTE reads the statement snapshot). Keep only the tasks this
@@ -265,6 +299,16 @@ func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32
 	}
 	slices.SortFunc(mine, func(a, b Task) int { return cmp.Compare(a.MsgID, b.MsgID) })
 	return mine, nil
+}
+
+// sameQueue is the condition that a step_tasks row's message is in this fetcher's queue,
+// given the parameter holding the queue name: on pgflow 0.17+ message ids are unique per
+// queue only (a flow with per-step queues repeats them), before there is one queue a flow.
+func (f *Fetcher) sameQueue(param string) string {
+	if !f.proto.queueNames {
+		return "and " + param + "::text is not null" // keeps the parameter in use
+	}
+	return "and st.queue_name = " + param
 }
 
 // withRun rebuilds ABI v1's input of a single step from what pgflow 0.12+ sends: there a root
