@@ -37,17 +37,26 @@ test: deps modules
 	PGTEST_PLAN=aged,noindex $(GO) test -tags '$(TAGS)' -timeout 15m $(PLAN_SUITES)
 	$(MAKE) test-real-pgmq
 	$(MAKE) test-pgflow-014
+	$(MAKE) test-pgflow-main
 	@echo "make test: passed. The tests' PostgreSQL in .pgdata is left running for the next run; bin/pgflow-wasm localdb down stops it."
 
-# The worker's suites once more on pgflow 0.14.1 (its migrations are test data beside the
-# repository, in ../shared: npm serves only 0.8.1): every test database is then 0.14.1.
+# The worker's suites once more on pgflow 0.14.1 and on pgflow's main of 2026-10-01 (0.17.0
+# and after): their migrations are test data beside the repository, in ../shared (npm serves
+# only 0.8.1), and every test database is then that release.
 PGFLOW_014 ?= ../shared/pgflow/0.14.1/migrations
-PGFLOW_014_SUITES := $(WORKER_SUITES) ./cmd/... ./runs/... ./dashboard/...
-.PHONY: test-pgflow-014
+PGFLOW_MAIN ?= ../shared/pgflow/main-20261001/migrations
+PGFLOW_VERSION_SUITES := $(WORKER_SUITES) ./cmd/... ./runs/... ./dashboard/... .
+.PHONY: test-pgflow-014 test-pgflow-main
 test-pgflow-014:
-	@if [ ! -d $(PGFLOW_014) ]; then \
-		echo "test-pgflow-014: skipped: no pgflow 0.14.1 migrations in $(PGFLOW_014) (pgflow's pkgs/core/supabase/migrations at @pgflow/core@0.14.1)"; exit 0; fi; \
-	PGFLOW_WASM_MIGRATIONS=$$(cd $(PGFLOW_014) && pwd) $(GO) test -tags '$(TAGS)' -timeout 15m $(PGFLOW_014_SUITES)
+	@$(MAKE) --no-print-directory test-pgflow-release RELEASE=0.14.1 MIGRATIONS=$(PGFLOW_014)
+test-pgflow-main:
+	@$(MAKE) --no-print-directory test-pgflow-release RELEASE=main-20261001 MIGRATIONS=$(PGFLOW_MAIN)
+.PHONY: test-pgflow-release
+test-pgflow-release:
+	@if [ ! -d $(MIGRATIONS) ]; then \
+		echo "test-pgflow-release: skipped $(RELEASE): no migrations in $(MIGRATIONS) (test data beside the repository)"; exit 0; fi; \
+	echo "the worker's suites on pgflow $(RELEASE)"; \
+	PGFLOW_WASM_MIGRATIONS=$$(cd $(MIGRATIONS) && pwd) $(GO) test -tags '$(TAGS)' -timeout 15m $(PGFLOW_VERSION_SUITES)
 
 # The database suites once more on a server that offers the real pgmq 1.5.1 (test data kept
 # beside the repository in ../shared, never copied into it): a cluster of its own, given to

@@ -96,6 +96,9 @@ func Compile(ctx context.Context, pool *pgxpool.Pool, file *flowfile.File, opts 
 		if err := conditionsSupported(file, proto); err != nil {
 			return err
 		}
+		if err := splitSupported(file, proto); err != nil {
+			return err
+		}
 		for _, fl := range file.Flows {
 			r, err := compileFlow(ctx, tx, fl, opts, proto)
 			if err != nil {
@@ -121,12 +124,23 @@ func Compile(ctx context.Context, pool *pgxpool.Pool, file *flowfile.File, opts 
 
 func compileFlow(ctx context.Context, tx pgx.Tx, fl *flowfile.Flow, opts Options, proto schema.Protocol) (FlowReport, error) {
 	r := FlowReport{Slug: fl.Slug}
+	if proto.QueueNames {
+		// pgflow 0.17's own compilers (its workers at start, create_flow) take this lock per
+		// flow: a flow compiled by both sides at once is created once.
+		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock(1, hashtext(lower($1)))`, fl.Slug); err != nil {
+			return r, err
+		}
+	}
 	db, err := loadFlow(ctx, tx, fl.Slug, proto)
 	if err != nil {
 		return r, err
 	}
 	if db == nil {
-		if err := createFlow(ctx, tx, fl, proto); err != nil {
+		create := createFlow
+		if fl.Split() {
+			create = createStepQueuedFlow
+		}
+		if err := create(ctx, tx, fl, proto); err != nil {
 			return r, err
 		}
 		r.Action = Created
@@ -134,6 +148,11 @@ func compileFlow(ctx context.Context, tx pgx.Tx, fl *flowfile.Flow, opts Options
 	}
 	if diffs := shapeDiff(fl, db); len(diffs) > 0 {
 		return r, &ShapeError{Flow: fl.Slug, Differences: diffs}
+	}
+	if fl.Split() && db.queueMode != "step" {
+		return r, &ShapeError{Flow: fl.Slug, Differences: []string{fmt.Sprintf(
+			"some steps are served by another worker (external: true), which needs a queue per step; the database has one queue for the whole flow "+
+				"(queue mode %q): drop the flow while no run is in flight (`pgflow-wasm flow drop %s`) and compile again", db.queueMode, fl.Slug)}}
 	}
 	r.Options = optionDiff(fl, db)
 	switch {
@@ -148,6 +167,22 @@ func compileFlow(ctx context.Context, tx pgx.Tx, fl *flowfile.Flow, opts Options
 		r.Action = OptionsDiffer
 	}
 	return r, nil
+}
+
+// splitSupported refuses flows with external steps on a pgflow older than 0.17, where every
+// task of a flow comes from one queue and two kinds of worker would take each other's tasks.
+func splitSupported(file *flowfile.File, proto schema.Protocol) error {
+	if proto.QueueNames {
+		return nil
+	}
+	for _, fl := range file.Flows {
+		if fl.Split() {
+			return fmt.Errorf("%s:%d: flow %q has steps served by another worker (external: true), which needs a queue per step: "+
+				"pgflow 0.17 or newer; this database has pgflow %s, where every task of a flow shares one queue",
+				file.Path, fl.Line, fl.Slug, proto)
+		}
+	}
+	return nil
 }
 
 // conditionsSupported refuses step conditions on a pgflow older than 0.14.
@@ -198,9 +233,84 @@ func createFlow(ctx context.Context, tx pgx.Tx, fl *flowfile.Flow, proto schema.
 	return nil
 }
 
+// createStepQueuedFlow creates a flow with a queue per step through pgflow 0.17's
+// ensure_flow_compiled (create_flow and add_step make flow queues only), so each worker of a
+// split flow reads only its own steps' queues.
+func createStepQueuedFlow(ctx context.Context, tx pgx.Tx, fl *flowfile.Flow, _ schema.Protocol) error {
+	shape, err := json.Marshal(shapeOf(fl))
+	if err != nil {
+		return err
+	}
+	var result struct {
+		Status      string   `json:"status"`
+		Differences []string `json:"differences"`
+	}
+	var raw []byte
+	if err := tx.QueryRow(ctx, `select pgflow.ensure_flow_compiled($1, $2::jsonb, 'step')`, fl.Slug, string(shape)).Scan(&raw); err != nil {
+		return fmt.Errorf("ensure_flow_compiled(%s, per-step queues): %w", fl.Slug, err)
+	}
+	if err := json.Unmarshal(raw, &result); err != nil {
+		return fmt.Errorf("ensure_flow_compiled(%s) answered %s: %w", fl.Slug, raw, err)
+	}
+	switch result.Status {
+	case "compiled", "verified":
+		return nil
+	case "mismatch":
+		return &ShapeError{Flow: fl.Slug, Differences: result.Differences}
+	}
+	return fmt.Errorf("ensure_flow_compiled(%s) answered %s", fl.Slug, raw)
+}
+
+// shape is pgflow's flow shape (the JSON its TypeScript DSL compiles a flow to): the steps
+// in order with their types, dependencies and conditions, and the options used on creation.
+type shape struct {
+	Options map[string]int `json:"options"`
+	Steps   []shapeStep    `json:"steps"`
+}
+
+type shapeStep struct {
+	Slug                  string         `json:"slug"`
+	StepType              string         `json:"stepType"`
+	Dependencies          []string       `json:"dependencies"`
+	WhenUnmet             string         `json:"whenUnmet"`
+	WhenExhausted         string         `json:"whenExhausted"`
+	RequiredInputPattern  shapePattern   `json:"requiredInputPattern"`
+	ForbiddenInputPattern shapePattern   `json:"forbiddenInputPattern"`
+	Options               map[string]int `json:"options,omitempty"`
+}
+
+type shapePattern struct {
+	Defined bool            `json:"defined"`
+	Value   json.RawMessage `json:"value,omitempty"`
+}
+
+func shapeOf(fl *flowfile.Flow) shape {
+	sh := shape{Options: map[string]int{"maxAttempts": fl.MaxAttempts, "baseDelay": fl.BaseDelay, "timeout": fl.Timeout}}
+	for _, s := range fl.Steps {
+		c := conditionsOf(s)
+		st := shapeStep{Slug: s.Slug, StepType: s.Type, Dependencies: sorted(s.DependsOn), WhenUnmet: c.whenUnmet, WhenExhausted: c.whenExhausted,
+			RequiredInputPattern: patternOf(c.ifPattern), ForbiddenInputPattern: patternOf(c.ifNot), Options: map[string]int{}}
+		for key, v := range map[string]*int{"maxAttempts": s.MaxAttempts, "baseDelay": s.BaseDelay, "timeout": s.Timeout, "startDelay": s.StartDelay} {
+			if v != nil {
+				st.Options[key] = *v
+			}
+		}
+		sh.Steps = append(sh.Steps, st)
+	}
+	return sh
+}
+
+func patternOf(p *string) shapePattern {
+	if p == nil {
+		return shapePattern{}
+	}
+	return shapePattern{Defined: true, Value: json.RawMessage(*p)}
+}
+
 // dbFlow is a flow as pgflow stores it.
 type dbFlow struct {
 	maxAttempts, baseDelay, timeout int
+	queueMode                       string // "flow", or "step" (pgflow 0.17+: a queue per step)
 	steps                           map[string]*dbStep
 }
 
@@ -240,8 +350,12 @@ func conditionsOf(s *flowfile.Step) conditions {
 
 func loadFlow(ctx context.Context, tx pgx.Tx, slug string, proto schema.Protocol) (*dbFlow, error) {
 	f := &dbFlow{steps: map[string]*dbStep{}}
-	err := tx.QueryRow(ctx, `select opt_max_attempts, opt_base_delay, opt_timeout from pgflow.flows where flow_slug = $1`, slug).
-		Scan(&f.maxAttempts, &f.baseDelay, &f.timeout)
+	mode := `'flow'`
+	if proto.QueueNames {
+		mode = `queue_mode`
+	}
+	err := tx.QueryRow(ctx, `select opt_max_attempts, opt_base_delay, opt_timeout, `+mode+` from pgflow.flows where flow_slug = $1`, slug).
+		Scan(&f.maxAttempts, &f.baseDelay, &f.timeout, &f.queueMode)
 	if err == pgx.ErrNoRows {
 		return nil, nil
 	}

@@ -35,7 +35,11 @@ type Config struct {
 	// StoppedAt: the database has pgflow 0.10+'s workers.stopped_at and mark_worker_stopped,
 	// which Stop calls as pgflow's own worker does on exit.
 	StoppedAt bool
-	Log       *slog.Logger
+	// ProcessMode: the database has pgflow 0.15.0+'s worker start modes. The worker's
+	// function name is registered as a 'process' function, which starts itself: pgflow's
+	// ensure_workers() then never sends it the HTTP wake-ups meant for Edge Functions.
+	ProcessMode bool
+	Log         *slog.Logger
 	Health    *telemetry.Health // told whether the database answers
 	// OnDeprecated is told, once per row, that an operator set its deprecated_at.
 	OnDeprecated func(workerID string)
@@ -128,6 +132,11 @@ func (s *Service) connect(ctx context.Context) (*pgx.Conn, error) {
 
 // register inserts the rows that are missing.
 func (s *Service) register(ctx context.Context, conn *pgx.Conn) error {
+	if s.cfg.ProcessMode {
+		if _, err := conn.Exec(ctx, `select pgflow.track_worker_function($1, 'process')`, liveness.FunctionName); err != nil {
+			return fmt.Errorf("registering %s as a process worker (pgflow.track_worker_function): %w", liveness.FunctionName, err)
+		}
+	}
 	for _, r := range s.cfg.Rows {
 		if _, err := conn.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name)
 			values ($1::uuid, $2, $3) on conflict (worker_id) do nothing`, r.WorkerID, r.Queue, liveness.FunctionName); err != nil {

@@ -209,9 +209,9 @@ func (w *Worker) onWritten(written []completer.Written) {
 			}
 			log.log(slog.LevelDebug, "task completed", "took", time.Since(t.StartedAt).Round(time.Microsecond))
 			if st != nil && st.hasDependents {
-				fs.wake.Ring()
+				fs.ring()
 				if st.maxDependentStartDelay > 0 {
-					time.AfterFunc(time.Duration(st.maxDependentStartDelay)*time.Second+50*time.Millisecond, fs.wake.Ring)
+					time.AfterFunc(time.Duration(st.maxDependentStartDelay)*time.Second+50*time.Millisecond, fs.ring)
 				}
 			}
 		case !wr.Failed && (wr.Status == "" || strings.HasPrefix(wr.ErrorMessage, "[TYPE_VIOLATION]")):
@@ -226,15 +226,15 @@ func (w *Worker) onWritten(written []completer.Written) {
 			log.log(slog.LevelInfo, "pgflow ignored the output: the run had already failed", "task_status", wr.Status)
 		case wr.Status == "queued":
 			log.log(slog.LevelInfo, "task failed; pgflow will retry it", "error", wr.Error, "attempts", wr.Attempts)
-			fs.wake.Ring()
+			fs.ring()
 			w.wakeAfterRetry(fs, t.StepSlug, wr.Attempts)
 		case wr.StepStatus == "skipped":
 			log.log(slog.LevelWarn, "task failed for good: attempts used up; its step is skipped (when_exhausted) and the run goes on",
 				"error", wr.Error, "attempts", wr.Attempts, "run_status", wr.RunStatus)
-			fs.wake.Ring()
+			fs.ring()
 		default:
 			log.log(slog.LevelWarn, "task failed for good: attempts used up, the run failed", "error", wr.Error, "attempts", wr.Attempts)
-			fs.wake.Ring()
+			fs.ring()
 		}
 	}
 }

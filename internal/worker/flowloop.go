@@ -8,19 +8,20 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 )
 
-// flowLoop fetches one flow's tasks until ctx is done or the flow is deprecated. It reads
+// queueLoop fetches one queue's tasks until ctx is done or the flow is deprecated. It reads
 // only as many messages as it has free slots, polls again at once while batches come back
 // full, and otherwise waits for a wake-up (a notification, a completion whose step has
 // dependents, a failure's retry time, a freed slot) or its timer: the polling backoff, or
 // the notify fallback interval.
-func (w *Worker) flowLoop(ctx context.Context, fs *flowState, listen *poller.Listener) {
+func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Listener) {
+	fs := q.fs
 	idle := backoff.Backoff{Min: w.cfg.MinPollInterval, Max: w.cfg.MaxPollInterval}
 	dbRetry := backoff.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
 	timer := time.NewTimer(0) // first poll at once
 	defer timer.Stop()
 	dbDown := false
 	idleWait := func() time.Duration {
-		if fs.notified && listen != nil && listen.Connected() {
+		if q.notified && listen != nil && listen.Connected() {
 			return w.cfg.NotifyFallback
 		}
 		return idle.Next()
@@ -29,7 +30,7 @@ func (w *Worker) flowLoop(ctx context.Context, fs *flowState, listen *poller.Lis
 		select {
 		case <-ctx.Done():
 			return
-		case <-fs.wake:
+		case <-q.wake:
 		case <-timer.C:
 		}
 		if fs.deprecated.Load() {
@@ -42,20 +43,20 @@ func (w *Worker) flowLoop(ctx context.Context, fs *flowState, listen *poller.Lis
 		if n == 0 {
 			// Full, or outcomes wait to be written: a freed slot or a write rings the wake.
 			// The timer is only a safety net.
-			fs.starved.Store(true)
+			q.starved.Store(true)
 			timer.Reset(w.cfg.MaxPollInterval)
 			continue
 		}
-		fs.starved.Store(false)
+		q.starved.Store(false)
 		began := time.Now()
-		fs.fetching.Store(true)
-		tasks, err := fs.fetcher.Fetch(ctx, n)
+		fs.fetching.Add(1)
+		tasks, err := q.fetcher.Fetch(ctx, n)
 		w.unreserve(fs, n-len(tasks))
 		for _, t := range tasks {
 			w.launch(fs, t)
 		}
 		fs.fetches.Add(1)
-		fs.fetching.Store(false)
+		fs.fetching.Add(-1)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -87,7 +88,7 @@ func (w *Worker) flowLoop(ctx context.Context, fs *flowState, listen *poller.Lis
 		w.metricPoll(fs, "tasks")
 		idle.Reset()
 		if len(tasks) == n {
-			fs.wake.Ring() // a full batch: more may be waiting
+			q.wake.Ring() // a full batch: more may be waiting
 		}
 		timer.Reset(idleWait())
 	}

@@ -73,7 +73,7 @@ func (s *taskSet) has(k taskKey) bool {
 func (w *Worker) fetchGenerations() map[*flowState]int64 {
 	gens := map[*flowState]int64{}
 	for _, fs := range w.flows {
-		if fs.fetching.Load() {
+		if fs.fetching.Load() > 0 {
 			gens[fs] = -1
 		} else {
 			gens[fs] = fs.fetches.Load()

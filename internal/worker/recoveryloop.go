@@ -70,7 +70,7 @@ func (w *Worker) wakeAfterRetry(fs *flowState, step string, attempts int) {
 		return
 	}
 	delay := time.Duration(float64(st.baseDelay)*float64(uint64(1)<<min(attempts, 30))) * time.Second
-	time.AfterFunc(delay+50*time.Millisecond, fs.wake.Ring)
+	time.AfterFunc(delay+50*time.Millisecond, fs.ring)
 }
 
 func (w *Worker) workerIDs() []string {

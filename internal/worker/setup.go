@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,20 +25,29 @@ func checkSchema(ctx context.Context, pool *pgxpool.Pool) (schema.Protocol, erro
 
 // loadEffectiveOptions reads each step's timeout and base delay as pgflow applies them (the
 // step's option, else the flow's), so timeouts and retry wake-ups match what pgflow does even
-// when the file's options were not written (compile without --update-options).
+// when the file's options were not written (compile without --update-options); and, on
+// pgflow 0.17+, which queue each served step's tasks come from. Then it builds each flow's
+// queues and their fetchers.
 func (w *Worker) loadEffectiveOptions(ctx context.Context) error {
+	queueCols := `null::text, 'flow'`
+	if w.proto.QueueNames {
+		queueCols = `s.queue_name, f.queue_mode`
+	}
 	for _, fs := range w.flows {
 		rows, err := w.cfg.Pool.Query(ctx, `
-			select s.step_slug, coalesce(s.opt_timeout, f.opt_timeout), coalesce(s.opt_base_delay, f.opt_base_delay)
+			select s.step_slug, coalesce(s.opt_timeout, f.opt_timeout), coalesce(s.opt_base_delay, f.opt_base_delay), `+queueCols+`
 			from pgflow.steps s join pgflow.flows f on f.flow_slug = s.flow_slug where s.flow_slug = $1`, fs.def.Slug)
 		if err != nil {
 			return fmt.Errorf("reading options of flow %s: %w", fs.def.Slug, err)
 		}
 		found := 0
+		mode := "flow"
+		stepQueue := map[string]string{}
 		for rows.Next() {
 			var slug string
 			var timeout, baseDelay int
-			if err := rows.Scan(&slug, &timeout, &baseDelay); err != nil {
+			var queue *string
+			if err := rows.Scan(&slug, &timeout, &baseDelay, &queue, &mode); err != nil {
 				rows.Close()
 				return err
 			}
@@ -45,6 +55,9 @@ func (w *Worker) loadEffectiveOptions(ctx context.Context) error {
 				st.timeout = time.Duration(timeout) * time.Second
 				st.baseDelay = baseDelay
 				found++
+				if queue != nil {
+					stepQueue[slug] = *queue
+				}
 			}
 		}
 		rows.Close()
@@ -54,25 +67,42 @@ func (w *Worker) loadEffectiveOptions(ctx context.Context) error {
 		if found != len(fs.steps) {
 			return fmt.Errorf("flow %s is not compiled into this database: run `pgflow-wasm compile` (serve does it first)", fs.def.Slug)
 		}
-		// A started task's message stays hidden while its handler may run: timeout + 2 s, as
-		// pgflow intends. The read gives every message the longest step's visibility, so
-		// only messages of shorter steps need a second write.
-		visibility := map[string]int{}
-		longest := 0
-		for slug, st := range fs.steps {
-			visibility[slug] = int(st.timeout/time.Second) + 2
-			longest = max(longest, visibility[slug])
+		if fs.def.Split() && mode != "step" {
+			return splitFlowError(fs.def, w.proto)
 		}
-		mapSteps := map[string]bool{}
-		for _, s := range fs.def.Steps {
-			mapSteps[s.Slug] = s.Type == flowfile.StepMap
-		}
-		fs.fetcher = poller.NewFetcher(w.cfg.Pool, poller.FetcherConfig{
-			Flow:      fs.def.Slug,
-			WorkerID:  fs.workerID,
-			FlowInput: w.proto.FlowInput,
-			MapStep:   func(step string) bool { return mapSteps[step] },
-			ReadVT:    longest,
+		fs.queues = w.queuesOf(fs, mode, stepQueue)
+	}
+	return nil
+}
+
+// queuesOf builds the fetch queues of a flow: its own queue, or (mode "step") the queue of
+// each step this worker serves.
+func (w *Worker) queuesOf(fs *flowState, mode string, stepQueue map[string]string) []*queueState {
+	// A started task's message stays hidden while its handler may run: timeout + 2 s, as
+	// pgflow intends. The read gives every message the longest step's visibility, so
+	// only messages of shorter steps need a second write (before pgflow 0.15.1, whose
+	// start_tasks sets it itself).
+	visibility := map[string]int{}
+	longest := 0
+	for slug, st := range fs.steps {
+		visibility[slug] = int(st.timeout/time.Second) + 2
+		longest = max(longest, visibility[slug])
+	}
+	mapSteps := map[string]bool{}
+	for _, s := range fs.def.Steps {
+		mapSteps[s.Slug] = s.Type == flowfile.StepMap
+	}
+	fetcher := func(queue, step string, readVT int) *poller.Fetcher {
+		return poller.NewFetcher(w.cfg.Pool, poller.FetcherConfig{
+			Flow:           fs.def.Slug,
+			Queue:          queue,
+			Step:           step,
+			QueueNames:     w.proto.QueueNames,
+			SetsVisibility: w.proto.Lifecycle,
+			WorkerID:       fs.workerID,
+			FlowInput:      w.proto.FlowInput,
+			MapStep:        func(step string) bool { return mapSteps[step] },
+			ReadVT:         readVT,
 			Visibility: func(step string) int {
 				if v, ok := visibility[step]; ok {
 					return v
@@ -81,7 +111,39 @@ func (w *Worker) loadEffectiveOptions(ctx context.Context) error {
 			},
 		})
 	}
-	return nil
+	if mode != "step" {
+		// pgflow names a flow's queue after the flow (lower-case on 0.17+, as flow slugs of
+		// a flows file always are).
+		q := &queueState{fs: fs, name: fs.def.Slug, wake: poller.NewWake()}
+		q.fetcher = fetcher(q.name, "", longest)
+		return []*queueState{q}
+	}
+	var queues []*queueState
+	for _, s := range fs.def.Served() {
+		q := &queueState{fs: fs, name: stepQueue[s.Slug], step: s.Slug, wake: poller.NewWake()}
+		q.fetcher = fetcher(q.name, s.Slug, visibility[s.Slug])
+		queues = append(queues, q)
+	}
+	return queues
+}
+
+// splitFlowError explains why a flow with external steps cannot be served here: its tasks
+// share one queue, and a worker cannot read only its own steps' messages from it.
+func splitFlowError(fl *flowfile.Flow, proto schema.Protocol) error {
+	var external []string
+	for _, s := range fl.Steps {
+		if s.External {
+			external = append(external, s.Slug)
+		}
+	}
+	if !proto.QueueNames {
+		return fmt.Errorf("flow %s has steps served by another worker (external: %s), which needs per-step queues: pgflow 0.17 or newer "+
+			"(this database has pgflow %s, where every task of a flow shares one queue and each worker would take the other's tasks)",
+			fl.Slug, strings.Join(external, ", "), proto)
+	}
+	return fmt.Errorf("flow %s has steps served by another worker (external: %s) but the database compiled it with one queue for every step: "+
+		"compile it with per-step queues (pgflow's ensure_flow_compiled with queue_mode 'step'; `pgflow-wasm compile` does so for a new flow), "+
+		"or drop it while no run is in flight (`pgflow-wasm flow drop %s`) and compile again", fl.Slug, strings.Join(external, ", "), fl.Slug)
 }
 
 // prepareSignal turns on insert notifications for every flow queue in notify mode and returns
@@ -94,17 +156,19 @@ func (w *Worker) prepareSignal(ctx context.Context) (*poller.Listener, error) {
 	}
 	channels := map[string]poller.Wake{}
 	for _, fs := range w.flows {
-		how, err := poller.EnableInsertNotify(ctx, w.cfg.Pool, fs.def.Slug)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, err
+		for _, q := range fs.queues {
+			how, err := poller.EnableInsertNotify(ctx, w.cfg.Pool, q.name)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				w.log.Warn("notify: this queue cannot notify on inserts; polling it instead", "flow", fs.def.Slug, "queue", q.name, "error", err)
+				continue
 			}
-			w.log.Warn("notify: this queue cannot notify on inserts; polling it instead", "flow", fs.def.Slug, "error", err)
-			continue
+			w.log.Debug("notify: queue inserts notify", "flow", fs.def.Slug, "queue", q.name, "how", how)
+			q.notified = true
+			channels[poller.InsertChannel(q.name)] = q.wake
 		}
-		w.log.Debug("notify: queue inserts notify", "flow", fs.def.Slug, "how", how)
-		fs.notified = true
-		channels[poller.InsertChannel(fs.def.Slug)] = fs.wake
 	}
 	if len(channels) == 0 {
 		return nil, nil

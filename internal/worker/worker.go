@@ -188,18 +188,35 @@ type Worker struct {
 
 // flowState is one served flow.
 type flowState struct {
-	def        *flowfile.Flow
-	workerID   string
-	steps      map[string]*stepState
-	fetcher    *poller.Fetcher
-	wake       poller.Wake
+	def      *flowfile.Flow
+	workerID string
+	steps    map[string]*stepState // the steps this worker serves (not the external ones)
+	// queues are the pgmq queues its tasks come from: the flow's queue, or on pgflow 0.17+
+	// the queue of each served step of a flow with per-step queues. Set by Run.
+	queues     []*queueState
 	slots      *slots       // per-flow limit; nil when only the global one applies
-	notified   bool         // its queue notifies on inserts (--signal notify): idle, it waits for them
-	fetching   atomic.Bool  // a fetch is in flight or its tasks are being launched
+	fetching   atomic.Int32 // fetches in flight, or whose tasks are being launched
 	fetches    atomic.Int64 // fetches ended (orphans.go)
-	starved    atomic.Bool
 	deprecated atomic.Bool
 	inFlight   prometheus.Gauge // nil without metrics
+}
+
+// queueState is one queue a flow's tasks are read from, with its own fetch loop.
+type queueState struct {
+	fs       *flowState
+	name     string // the pgmq queue
+	step     string // the step a per-step queue carries; "" for the flow's queue
+	fetcher  *poller.Fetcher
+	wake     poller.Wake
+	notified bool // inserts notify (--signal notify): idle, it waits for them
+	starved  atomic.Bool
+}
+
+// ring makes every fetch loop of the flow look at its queue now.
+func (fs *flowState) ring() {
+	for _, q := range fs.queues {
+		q.wake.Ring()
+	}
 }
 
 // stepState is one step with its loaded module and the options pgflow applies to it.
@@ -226,15 +243,14 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 	w.global = &slots{max: cfg.Concurrency, onFree: w.wakeStarved}
 	w.runCtx, w.cancelRun = context.WithCancel(context.Background())
 	for _, fl := range cfg.Flows.Flows {
-		fs := &flowState{def: fl, workerID: uuidv4.New(), steps: map[string]*stepState{}, wake: poller.NewWake()}
+		fs := &flowState{def: fl, workerID: uuidv4.New(), steps: map[string]*stepState{}}
 		if cfg.Metrics != nil {
 			fs.inFlight = cfg.Metrics.InFlight.WithLabelValues(fl.Slug)
 		}
 		if fl.MaxConcurrency > 0 {
-			wake := fs.wake
-			fs.slots = &slots{max: fl.MaxConcurrency, onFree: wake.Ring}
+			fs.slots = &slots{max: fl.MaxConcurrency, onFree: fs.ring}
 		}
-		for _, s := range fl.Steps {
+		for _, s := range fl.Served() {
 			mc := s.ModuleConfig()
 			mc.Capabilities = stepCapabilities(cfg.Flows, fl, s, cfg.Metrics, cfg.Log)
 			mod, err := cfg.Engine.Load(ctx, s.Module, mc)
@@ -317,8 +333,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	fetchCtx, stopFetching := context.WithCancel(context.WithoutCancel(ctx))
 	var loops sync.WaitGroup
 	for _, fs := range w.flows {
-		loops.Add(1)
-		go func() { defer loops.Done(); w.flowLoop(fetchCtx, fs, listen) }()
+		for _, q := range fs.queues {
+			loops.Add(1)
+			go func() { defer loops.Done(); w.queueLoop(fetchCtx, q, listen) }()
+		}
 	}
 	w.cfg.Health.SetStarted()
 	close(w.started)
@@ -354,7 +372,7 @@ func (w *Worker) services(listen *poller.Listener) []service.Service {
 	}
 	out := []service.Service{
 		heartbeat.New(heartbeat.Config{Pool: w.cfg.Pool, Rows: rows, Interval: w.cfg.HeartbeatInterval,
-			StoppedAt: w.proto.StoppedAt, Log: w.log, Health: w.cfg.Health, OnDeprecated: w.deprecated}),
+			StoppedAt: w.proto.StoppedAt, ProcessMode: w.proto.StartModes, Log: w.log, Health: w.cfg.Health, OnDeprecated: w.deprecated}),
 	}
 	if w.proto.Requeue && w.cfg.RequeueGuardAfter > 0 {
 		out = append(out, requeueguard.New(requeueguard.Config{Pool: w.cfg.Pool, Interval: w.cfg.RequeueGuardInterval,
@@ -428,8 +446,10 @@ func (w *Worker) closeModules(ctx context.Context) {
 // wakeStarved makes every fetch loop that found no free slot poll again.
 func (w *Worker) wakeStarved() {
 	for _, fs := range w.flows {
-		if fs.starved.Load() {
-			fs.wake.Ring()
+		for _, q := range fs.queues {
+			if q.starved.Load() {
+				q.wake.Ring()
+			}
 		}
 	}
 }

@@ -203,11 +203,45 @@ func Pgflow014(t testing.TB) string {
 	return dir
 }
 
+// PgflowMainEnv names the folder of pgflow's migrations at its main of 2026-10-01; by
+// default the test data beside this repository, ../shared/pgflow/main-20261001/migrations.
+const PgflowMainEnv = "PGTEST_PGFLOW_MAIN"
+
+// PgflowMain returns the folder of pgflow's migrations at main of 2026-10-01 (0.17.0 and
+// after), skipping the test with where it comes from when it is absent.
+func PgflowMain(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv(PgflowMainEnv)
+	if dir == "" {
+		root, err := localpg.RepoRoot(".")
+		if err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
+		dir = filepath.Join(root, "..", "shared", "pgflow", "main-20261001", "migrations")
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("pgflow main's migrations are not here (%v): they are test data in ../shared/pgflow/main-20261001/migrations (or set %s)", err, PgflowMainEnv)
+	}
+	return dir
+}
+
 // PgflowRelease returns a folder with the first n migrations of pgflow 0.14.1: the release
 // they make up (12: 0.8.1, 16: 0.12.0, 20: 0.14.1; see schema.releaseByLastMigration).
 func PgflowRelease(t testing.TB, n int) string {
 	t.Helper()
-	src := Pgflow014(t)
+	return firstMigrations(t, Pgflow014(t), n)
+}
+
+// PgflowMainRelease is PgflowRelease over pgflow's main of 2026-10-01: 21 is 0.15.0, 22
+// 0.15.1, 23 0.16.0, 24 0.17.0, 27 main.
+func PgflowMainRelease(t testing.TB, n int) string {
+	t.Helper()
+	return firstMigrations(t, PgflowMain(t), n)
+}
+
+// firstMigrations copies the first n migrations of src into a folder of the test's own.
+func firstMigrations(t testing.TB, src string, n int) string {
+	t.Helper()
 	entries, err := os.ReadDir(src)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
