@@ -23,6 +23,7 @@ type Metrics struct {
 	TasksCompleted *prometheus.CounterVec   // flow, step
 	TasksFailed    *prometheus.CounterVec   // flow, step, kind
 	TasksTimedOut  *prometheus.CounterVec   // flow, step
+	TasksCancelled *prometheus.CounterVec   // flow, step: handlers stopped because pgflow cancelled their task
 	TaskDuration   *prometheus.HistogramVec // flow, step: handler run time
 	FuelUsed       *prometheus.CounterVec   // flow, step: work units handlers used
 	InFlight       *prometheus.GaugeVec     // flow
@@ -57,6 +58,7 @@ func NewMetrics(reg prometheus.Registerer, abandoned func() int) *Metrics {
 		TasksCompleted: f.counter("pgflow_wasm_tasks_completed_total", "Tasks whose output pgflow recorded.", flowStep),
 		TasksFailed:    f.counter("pgflow_wasm_tasks_failed_total", "Tasks that failed (pgflow retries them while attempts remain), by error kind.", []string{"flow", "step", "kind"}),
 		TasksTimedOut:  f.counter("pgflow_wasm_tasks_timed_out_total", "Tasks stopped at their step timeout.", flowStep),
+		TasksCancelled: f.counter("pgflow_wasm_tasks_cancelled_total", "Handlers stopped because pgflow cancelled their task (its run failed, its step was skipped).", flowStep),
 		FuelUsed: f.counter("pgflow_wasm_fuel_used_total", "Work handlers did, in fuel units (about one WebAssembly instruction each; "+
 			"always counted on wazero, on wasmtime for steps with `fuel`).", flowStep),
 		TaskDuration: f.histogram("pgflow_wasm_task_duration_seconds", "Handler run time per task.", flowStep,

@@ -19,7 +19,7 @@ import (
 // launch runs a started task on its own goroutine; its slot is freed when the handler ends.
 func (w *Worker) launch(fs *flowState, t poller.Task) {
 	w.running.Add(1)
-	w.known.add(&t)
+	ctx := w.known.add(w.runCtx, &t)
 	if st := fs.steps[t.StepSlug]; st != nil && st.metrics != nil {
 		st.metrics.started.Inc()
 	}
@@ -32,12 +32,32 @@ func (w *Worker) launch(fs *flowState, t poller.Task) {
 		if fs.inFlight != nil {
 			defer fs.inFlight.Dec()
 		}
-		w.done.Add(w.execute(fs, t))
+		o := w.execute(ctx, fs, t)
+		w.known.handlerEnded(&t)
+		if why := cancelCause(ctx); why != nil {
+			w.dropCancelled(fs, t, why)
+			return
+		}
+		w.done.Add(o)
 	}()
 }
 
-// execute runs one task in the sandbox and returns its outcome.
-func (w *Worker) execute(fs *flowState, t poller.Task) completer.Outcome {
+// dropCancelled forgets a task pgflow no longer wants (its run failed, its step was skipped,
+// another attempt holds it): its handler was stopped, and its outcome is not written, since
+// pgflow would ignore it (0.15.1+) or, before, let a late fail_task overwrite a cancelled
+// sibling's state.
+func (w *Worker) dropCancelled(fs *flowState, t poller.Task, why *cancelled) {
+	w.known.remove(&t)
+	w.taskLog(&t).log(slog.LevelInfo, "handler stopped: pgflow cancelled the task", "why", why.reason, "task_status", why.status)
+	if m := w.cfg.Metrics; m != nil {
+		m.TasksCancelled.WithLabelValues(t.FlowSlug, t.StepSlug).Inc()
+	}
+	w.wakeStarved()
+}
+
+// execute runs one task in the sandbox, under ctx (cancelled when pgflow cancels the task,
+// or when the drain runs out), and returns its outcome.
+func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) completer.Outcome {
 	log := w.taskLog(&t)
 	st := fs.steps[t.StepSlug]
 	if st == nil {
@@ -57,7 +77,7 @@ func (w *Worker) execute(fs *flowState, t poller.Task) completer.Outcome {
 	ti := TaskInfo{FlowSlug: t.FlowSlug, StepSlug: t.StepSlug, RunID: t.RunID, TaskIndex: t.TaskIndex, Attempt: t.Attempt,
 		WorkerID: t.WorkerID, Engine: w.cfg.Engine.Name()}
 	hookCtx := w.hookStarted(ti)
-	res, err := st.module.Run(w.runCtx, task)
+	res, err := st.module.Run(ctx, task)
 	for _, l := range res.Logs {
 		log.log(guestLevel(l.Level), l.Message, "source", "handler")
 	}
@@ -74,6 +94,11 @@ func (w *Worker) execute(fs *flowState, t poller.Task) completer.Outcome {
 		return completer.Outcome{Task: t, Output: res.Output}
 	}
 	msg, kind := failMessage(err, st.timeout)
+	if why := cancelCause(ctx); why != nil {
+		// Stopped because pgflow cancelled the task: launch drops the outcome and says why.
+		w.hookFinished(hookCtx, ti, TaskResult{Duration: res.Duration, FuelUsed: res.FuelUsed, Failed: true, Kind: "cancelled", Error: why.Error()})
+		return completer.Outcome{Task: t, Failed: true, Error: why.Error()}
+	}
 	if w.runCtx.Err() != nil && kind != sandbox.KindTimeout {
 		msg = fmt.Sprintf("Worker stopped before the task finished (drain timeout %s); pgflow retries it. Handler: %s", w.cfg.DrainTimeout, msg)
 	}
@@ -218,6 +243,7 @@ func (w *Worker) onWritten(written []completer.Written) {
 			// pgflow 0.8 returns no row, 0.14 the failed task.
 			log.log(slog.LevelWarn, "pgflow refused the output: a dependent map step needs an array, so the run failed",
 				"pgflow_error", wr.ErrorMessage)
+			w.cancelRunTasks(t.RunID, fmt.Sprintf("step %s returned what a dependent map step cannot take", t.StepSlug))
 		case wr.Status == "started":
 			// pgflow 0.14 leaves a task of a step that is no longer started as it is (and an
 			// earlier pgflow the tasks of a run that already failed).
@@ -234,6 +260,7 @@ func (w *Worker) onWritten(written []completer.Written) {
 			fs.ring()
 		default:
 			log.log(slog.LevelWarn, "task failed for good: attempts used up, the run failed", "error", wr.Error, "attempts", wr.Attempts)
+			w.cancelRunTasks(t.RunID, fmt.Sprintf("task %s[%d] failed for good", t.StepSlug, t.TaskIndex))
 			fs.ring()
 		}
 	}

@@ -3,12 +3,8 @@ package worker
 import (
 	"context"
 	"fmt"
-	"sync"
-	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/recovery"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/requeueguard"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
 )
 
@@ -20,54 +16,6 @@ import (
 // holds as started by this worker (recovery.Started, in the sweep's own round trip), and
 // those it does not know, of a flow where no fetch ran meanwhile, are handed back through
 // fail_task.
-
-// taskSet is the tasks this worker runs or has outcomes of that are not written yet.
-type taskSet struct {
-	mu    sync.Mutex
-	tasks map[taskKey]poller.Task
-}
-
-type taskKey struct {
-	run, step string
-	index     int
-}
-
-func keyOf(t *poller.Task) taskKey { return taskKey{t.RunID, t.StepSlug, t.TaskIndex} }
-
-func (s *taskSet) add(t *poller.Task) {
-	s.mu.Lock()
-	if s.tasks == nil {
-		s.tasks = map[taskKey]poller.Task{}
-	}
-	s.tasks[keyOf(t)] = *t
-	s.mu.Unlock()
-}
-
-// startedBefore returns the tasks started before t (the requeue guard locks them).
-func (s *taskSet) startedBefore(t time.Time) []requeueguard.Task {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []requeueguard.Task
-	for _, task := range s.tasks {
-		if task.StartedAt.Before(t) {
-			out = append(out, requeueguard.Task{RunID: task.RunID, StepSlug: task.StepSlug, TaskIndex: task.TaskIndex})
-		}
-	}
-	return out
-}
-
-func (s *taskSet) remove(t *poller.Task) {
-	s.mu.Lock()
-	delete(s.tasks, keyOf(t))
-	s.mu.Unlock()
-}
-
-func (s *taskSet) has(k taskKey) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.tasks[k]
-	return ok
-}
 
 // fetchGenerations reads each flow's fetch counter; a flow with a fetch in flight reads -1.
 func (w *Worker) fetchGenerations() map[*flowState]int64 {

@@ -91,6 +91,9 @@ type Config struct {
 	MaxUnwritten int
 
 	DrainTimeout time.Duration // how long shutdown waits for running tasks [30s]
+	// CancelCheckInterval is how often the handlers that have run at least this long are
+	// checked against pgflow: one whose task pgflow cancelled is stopped (cancel.go) [500ms]
+	CancelCheckInterval time.Duration
 	// AttemptHistory is how long failed attempts are kept in pgflow_wasm.task_attempts
 	// (pgflow keeps only a task's last error) [168h]; negative keeps none.
 	AttemptHistory  time.Duration
@@ -140,6 +143,7 @@ func (c Config) WithDefaults() Config {
 		c.ForeignStaleAfter = 10 * time.Minute
 	}
 	def(&c.DrainTimeout, 30*time.Second)
+	def(&c.CancelCheckInterval, 500*time.Millisecond)
 	def(&c.AttemptHistory, 7*24*time.Hour)
 	if c.MaxAbandoned <= 0 {
 		c.MaxAbandoned = 4
@@ -378,7 +382,7 @@ func (w *Worker) services(listen *poller.Listener) []service.Service {
 		out = append(out, requeueguard.New(requeueguard.Config{Pool: w.cfg.Pool, Interval: w.cfg.RequeueGuardInterval,
 			After: w.cfg.RequeueGuardAfter, StartedBefore: w.known.startedBefore, Log: w.log}))
 	}
-	out = append(out, service.NewLoop(w.recoveryLoop), w.done)
+	out = append(out, service.NewLoop(w.recoveryLoop), service.NewLoop(w.cancelWatch), w.done)
 	if listen != nil {
 		out = append(out, service.NewLoop(listen.Run))
 	}

@@ -1,0 +1,143 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/requeueguard"
+)
+
+// taskSet is the tasks this worker runs or has outcomes of that are not written yet. The
+// orphan hand-back (orphans.go), the requeue guard and cancellation (cancel.go) read it.
+type taskSet struct {
+	mu    sync.Mutex
+	tasks map[taskKey]*knownTask
+}
+
+// knownTask is one task from launch until its outcome is written.
+type knownTask struct {
+	task poller.Task
+	// cancel stops the handler with a cause (a *cancelled); nil once the handler ended.
+	cancel context.CancelCauseFunc
+}
+
+type taskKey struct {
+	run, step string
+	index     int
+}
+
+func keyOf(t *poller.Task) taskKey { return taskKey{t.RunID, t.StepSlug, t.TaskIndex} }
+
+// add records a task about to run and returns the context its handler runs under.
+func (s *taskSet) add(parent context.Context, t *poller.Task) context.Context {
+	ctx, cancel := context.WithCancelCause(parent)
+	s.mu.Lock()
+	if s.tasks == nil {
+		s.tasks = map[taskKey]*knownTask{}
+	}
+	s.tasks[keyOf(t)] = &knownTask{task: *t, cancel: cancel}
+	s.mu.Unlock()
+	return ctx
+}
+
+// handlerEnded marks a task's handler as ended: it can no longer be cancelled.
+func (s *taskSet) handlerEnded(t *poller.Task) {
+	s.mu.Lock()
+	if k := s.tasks[keyOf(t)]; k != nil && k.cancel != nil {
+		k.cancel(nil) // releases the context's resources
+		k.cancel = nil
+	}
+	s.mu.Unlock()
+}
+
+// startedBefore returns the tasks started before t (the requeue guard locks them).
+func (s *taskSet) startedBefore(t time.Time) []requeueguard.Task {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []requeueguard.Task
+	for _, k := range s.tasks {
+		if k.task.StartedAt.Before(t) {
+			out = append(out, requeueguard.Task{RunID: k.task.RunID, StepSlug: k.task.StepSlug, TaskIndex: k.task.TaskIndex})
+		}
+	}
+	return out
+}
+
+// running returns the tasks whose handlers run and were started before t.
+func (s *taskSet) running(before time.Time) []poller.Task {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []poller.Task
+	for _, k := range s.tasks {
+		if k.cancel != nil && k.task.StartedAt.Before(before) {
+			out = append(out, k.task)
+		}
+	}
+	return out
+}
+
+// cancel stops the running handler of a task (of this attempt) with why; it reports
+// whether a handler was running.
+func (s *taskSet) cancel(key taskKey, attempt int, why *cancelled) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.tasks[key]
+	if k == nil || k.cancel == nil || k.task.Attempt != attempt {
+		return false
+	}
+	k.cancel(why)
+	k.cancel = nil
+	return true
+}
+
+// cancelRun stops the running handlers of every task of a run; it returns how many.
+func (s *taskSet) cancelRun(runID string, why *cancelled) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for key, k := range s.tasks {
+		if key.run == runID && k.cancel != nil {
+			k.cancel(why)
+			k.cancel = nil
+			n++
+		}
+	}
+	return n
+}
+
+func (s *taskSet) remove(t *poller.Task) {
+	s.mu.Lock()
+	if k := s.tasks[keyOf(t)]; k != nil && k.cancel != nil {
+		k.cancel(nil)
+	}
+	delete(s.tasks, keyOf(t))
+	s.mu.Unlock()
+}
+
+func (s *taskSet) has(k taskKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.tasks[k]
+	return ok
+}
+
+// cancelled is why pgflow no longer wants a task's outcome: the cause its handler's
+// context is cancelled with.
+type cancelled struct {
+	status string // the task's status now: cancelled, skipped, failed, queued...
+	reason string // for logs: "its run failed", "its step was skipped"...
+}
+
+func (c *cancelled) Error() string { return "cancelled by pgflow: " + c.reason }
+
+// cancelCause returns why a task's handler was cancelled by pgflow, or nil.
+func cancelCause(ctx context.Context) *cancelled {
+	var c *cancelled
+	if errors.As(context.Cause(ctx), &c) {
+		return c
+	}
+	return nil
+}
