@@ -71,7 +71,7 @@ func TestTreeOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	// One task through pgflow's own protocol: read, start, complete.
-	exec(t, db, `select pgflow.start_tasks('shout', array(select msg_id from pgmq.read('shout', 30, 1)), $1)`, workerID)
+	exec(t, db, `select `+db.StartTasks(t, `'shout'`, `array(select msg_id from pgmq.read('shout', 30, 1))`, `$1::uuid`), workerID)
 	exec(t, db, `select pgflow.complete_task($1::uuid, 'up', 0, '{"word": "HI"}'::jsonb)`, id)
 
 	plain, err := runs.GetTree(ctx, db.Pool, id)

@@ -33,7 +33,9 @@ func startedTasks(t *testing.T, db *pgtest.DB, n int) []poller.Task {
 	if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('c', '{}') from generate_series(1, $1)`, n); err != nil {
 		t.Fatal(err)
 	}
-	f := poller.NewFetcher(db.Pool, poller.FetcherConfig{Flow: "c", WorkerID: worker, Visibility: func(string) int { return 62 }})
+	proto := db.Protocol(t)
+	f := poller.NewFetcher(db.Pool, poller.FetcherConfig{Flow: "c", WorkerID: worker, QueueNames: proto.QueueNames, SetsVisibility: proto.Lifecycle,
+		Visibility: func(string) int { return 62 }})
 	tasks, err := f.Fetch(ctx, n)
 	if err != nil || len(tasks) != n {
 		t.Fatalf("fetch: %d tasks, %v", len(tasks), err)

@@ -33,8 +33,9 @@ func setup(t *testing.T, db *pgtest.DB) string {
 	return worker
 }
 
-func fetcher(db *pgtest.DB, worker string) *poller.Fetcher {
-	return poller.NewFetcher(db.Pool, poller.FetcherConfig{Flow: "f", WorkerID: worker,
+func fetcher(t testing.TB, db *pgtest.DB, worker string) *poller.Fetcher {
+	proto := db.Protocol(t)
+	return poller.NewFetcher(db.Pool, poller.FetcherConfig{Flow: "f", WorkerID: worker, QueueNames: proto.QueueNames, SetsVisibility: proto.Lifecycle,
 		Visibility: func(step string) int {
 			if step == "m" {
 				return 9
@@ -52,7 +53,7 @@ func TestFetchStartsTasksWithInputsAttemptsAndVisibility(t *testing.T) {
 	if err := db.Pool.QueryRow(ctx, `select run_id::text from pgflow.start_flow('f', '["a", {"b": 1}, 0]')`).Scan(&run); err != nil {
 		t.Fatal(err)
 	}
-	tasks, err := fetcher(db, worker).Fetch(ctx, 2)
+	tasks, err := fetcher(t, db, worker).Fetch(ctx, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func TestFetchStartsTasksWithInputsAttemptsAndVisibility(t *testing.T) {
 	if hidden < 7 || hidden > 9.5 {
 		t.Errorf("started messages hidden for %.1f s, want about 9 s (step timeout + 2)", hidden)
 	}
-	more, err := fetcher(db, worker).Fetch(ctx, 10)
+	more, err := fetcher(t, db, worker).Fetch(ctx, 10)
 	if err != nil || len(more) != 1 || string(more[0].Input) != "0" {
 		t.Fatalf("second fetch = %v, %v; want the last element 0", more, err)
 	}
@@ -113,7 +114,7 @@ func TestFetchSkipsATaskAnotherWorkerStartedFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, `select * from pgflow.start_tasks('f', array[$1::bigint], $2::uuid)`, msg, other); err != nil {
+	if _, err := tx.Exec(ctx, `select * from `+db.StartTasks(t, `'f'`, `array[$1::bigint]`, `$2::uuid`), msg, other); err != nil {
 		t.Fatal(err)
 	}
 	type result struct {
@@ -122,7 +123,7 @@ func TestFetchSkipsATaskAnotherWorkerStartedFirst(t *testing.T) {
 	}
 	got := make(chan result, 1)
 	go func() {
-		tasks, err := fetcher(db, mine).Fetch(ctx, 1)
+		tasks, err := fetcher(t, db, mine).Fetch(ctx, 1)
 		got <- result{tasks, err}
 	}()
 	time.Sleep(300 * time.Millisecond) // our start_tasks now waits for the other's row lock

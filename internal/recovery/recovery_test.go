@@ -37,7 +37,7 @@ func startedTaskOf(t *testing.T, db *pgtest.DB, kind string, maxAttempts int, he
 	if err := db.Pool.QueryRow(ctx, `select run_id::text from pgflow.start_flow('f', '{}')`).Scan(&run); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Pool.Exec(ctx, `select * from pgflow.start_tasks('f', (select array_agg(msg_id) from pgmq.read('f', 60, 10)), $1::uuid)`, worker); err != nil {
+	if _, err := db.Pool.Exec(ctx, `select * from `+db.StartTasks(t, `'f'`, `(select array_agg(msg_id) from pgmq.read('f', 60, 10))`, `$1::uuid`), worker); err != nil {
 		t.Fatal(err)
 	}
 	return worker, run

@@ -30,8 +30,8 @@ flows:
 	time.Sleep(300 * time.Millisecond) // past its first poll
 	id := startRun(t, db.Pool, "lost", `{"n": 1}`)
 	var started int
-	if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.start_tasks('lost',
-		(select array_agg(msg_id) from pgmq.read('lost', 3600, 10)), $1::uuid)`, w.WorkerIDs()["lost"]).Scan(&started); err != nil || started != 1 {
+	if err := db.Pool.QueryRow(ctx, `select count(*) from `+db.StartTasks(t, `'lost'`,
+		`(select array_agg(msg_id) from pgmq.read('lost', 3600, 10))`, `$1::uuid`), w.WorkerIDs()["lost"]).Scan(&started); err != nil || started != 1 {
 		t.Fatalf("starting the task as the worker: %v (%d started)", err, started)
 	}
 	r := waitRun(t, db.Pool, id, 30*time.Second)

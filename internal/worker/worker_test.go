@@ -311,8 +311,8 @@ flows:
 		t.Fatal(err)
 	}
 	var started int
-	if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.start_tasks('orphan',
-		(select array_agg(msg_id) from pgmq.read('orphan', 3600, 10)), $1::uuid)`, dead).Scan(&started); err != nil || started != 1 {
+	if err := db.Pool.QueryRow(ctx, `select count(*) from `+db.StartTasks(t, `'orphan'`,
+		`(select array_agg(msg_id) from pgmq.read('orphan', 3600, 10))`, `$1::uuid`), dead).Scan(&started); err != nil || started != 1 {
 		t.Fatalf("starting the orphan task: %v (%d started)", err, started)
 	}
 	startWorker(t, db.Pool, f, worker.Config{WorkerStaleAfter: 5 * time.Second})

@@ -293,3 +293,24 @@ func SkipWhereRealPgmq(t testing.TB) {
 		t.Skip("the test server offers a real pgmq, which auto mode installs: this test is about pgflow-wasm's pgmq layer")
 	}
 }
+
+// Protocol is the pgflow the database has (schema.DetectPgflow).
+func (db *DB) Protocol(t testing.TB) schema.Protocol {
+	t.Helper()
+	p, err := schema.DetectPgflow(context.Background(), db.Pool)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return p
+}
+
+// StartTasks is the SQL call of pgflow.start_tasks this database takes for a flow's own
+// queue, given SQL expressions of the flow slug, the message ids and the worker id: pgflow
+// 0.17+ also takes the queue, named after the flow.
+func (db *DB) StartTasks(t testing.TB, flow, msgIDs, worker string) string {
+	t.Helper()
+	if db.Protocol(t).QueueNames {
+		return fmt.Sprintf("pgflow.start_tasks(%s, %s, %s, lower(%s))", flow, msgIDs, worker, flow)
+	}
+	return fmt.Sprintf("pgflow.start_tasks(%s, %s, %s)", flow, msgIDs, worker)
+}

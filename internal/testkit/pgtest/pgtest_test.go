@@ -128,7 +128,7 @@ func TestAuditFindsWhatAWorkerMustNeverDo(t *testing.T) {
 	if err := db.Pool.QueryRow(ctx, `select run_id::text from pgflow.start_flow('a', '["x","y","z","w"]')`).Scan(&run); err != nil {
 		t.Fatal(err)
 	}
-	exec(`select count(*) from pgflow.start_tasks('a', (select array_agg(msg_id) from pgmq.read('a', 60, 10)), $1::uuid)`, worker)
+	exec(`select count(*) from `+db.StartTasks(t, `'a'`, `(select array_agg(msg_id) from pgmq.read('a', 60, 10))`, `$1::uuid`), worker)
 	oracle := func(idx, attempt int, input string) string {
 		return fmt.Sprintf(`{"context": {"run_id": %q, "step_slug": "m", "task_index": %d, "attempt": %d, "worker_id": %q}, "input": %s}`,
 			run, idx, attempt, worker, input)
