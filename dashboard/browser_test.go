@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard"
@@ -159,6 +160,58 @@ func TestBrowser(t *testing.T) {
 	browser := newBrowser(t)
 	t.Run("example flows: every page", func(t *testing.T) { examplePages(t, browser) })
 	t.Run("test flows: token, errors, escaping, live", func(t *testing.T) { testFlows(t, browser) })
+	t.Run("actions: the Start run and Deprecate buttons", func(t *testing.T) { actionsFromThePage(t, browser) })
+}
+
+// actionsFromThePage clicks the dashboard's own buttons in the browser: the browser, not
+// the test, decides which Origin, Sec-Fetch-Site and Referer headers the forms send.
+func actionsFromThePage(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	w := workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, testFlowsYAML, nil), host.Config{Signal: host.SignalNotify})
+	var log workertest.SyncBuffer
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: slog.New(slog.NewTextHandler(&log, nil)),
+		Actions: true, PollInterval: 200 * time.Millisecond})
+	base := strings.TrimSuffix(srv.URL(), "/")
+	ctx := tab(t, browser)
+	// The Deprecate button asks for confirmation (window.confirm): say yes.
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	dbCtx := context.Background()
+
+	navigate(t, ctx, base+"/flows")
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`#start-echo_out summary`)))
+	within(t, ctx, 30*time.Second, chromedp.SetValue(chromedp.CSS(`#input-echo_out`), `{"value": "from the browser"}`))
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`#start-echo_out button[type=submit]`)))
+	waitFor(t, ctx, `location.pathname.startsWith('/runs/') && document.querySelector('h1 .badge')?.textContent === 'completed'`,
+		30*time.Second, "Start run leads to the new run's page, which shows it completed")
+	id := strings.TrimPrefix(eval[string](t, ctx, `location.pathname`), "/runs/")
+	var input string
+	if err := db.Pool.QueryRow(dbCtx, `select input::text from pgflow.runs where run_id = $1::uuid and flow_slug = 'echo_out'`, id).Scan(&input); err != nil {
+		t.Fatalf("the run %s the page shows is not in the database: %v\nlog:\n%s", id, err, log.String())
+	}
+	if !strings.Contains(input, "from the browser") {
+		t.Errorf("the run's input is %s, want the one typed into the form", input)
+	}
+
+	worker := w.WorkerIDs()["echo_out"]
+	navigate(t, ctx, base+"/workers")
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-worker=%q] button.danger`, worker))))
+	waitFor(t, ctx, fmt.Sprintf(`location.pathname === '/workers' && document.querySelector('tr[data-worker=%q] .badge.st-deprecated') !== null`, worker),
+		30*time.Second, "Deprecate leads back to the workers page, which shows the worker deprecated")
+	var deprecated bool
+	if err := db.Pool.QueryRow(dbCtx, `select deprecated_at is not null from pgflow.workers where worker_id = $1::uuid`, worker).Scan(&deprecated); err != nil || !deprecated {
+		t.Fatalf("worker %s deprecated in the database: %v (%v)", worker, deprecated, err)
+	}
+	if l := log.String(); !strings.Contains(l, "started a run") || !strings.Contains(l, "deprecated a worker") || strings.Contains(l, "refused") {
+		t.Errorf("the dashboard's log:\n%s", l)
+	}
 }
 
 // examplePages serves the repository's flows.yaml, runs each example flow, and looks at

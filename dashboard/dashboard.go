@@ -122,7 +122,7 @@ func Listen(ctx context.Context, addr string, cfg Config) (*Server, error) {
 	var secret [32]byte
 	_, _ = rand.Read(secret[:])
 	s := &Server{cfg: cfg, log: cfg.Log, store: st, ln: ln, done: make(chan struct{}), streams: make(chan struct{}, maxStreams)}
-	s.guard = newGuard(cfg.Token, secret[:], isLoopback(ln.Addr()))
+	s.guard = newGuard(cfg.Token, secret[:], isLoopback(ln.Addr()), cfg.Log)
 	s.pages, err = newPages()
 	if err != nil {
 		ln.Close()

@@ -282,6 +282,39 @@ func orDash(s string) string {
 	return s
 }
 
+// notice is a page that is only a message: a refusal, an error, the database unreachable.
+type notice struct {
+	Status   int
+	Title    string
+	Message  string
+	Back     string // a link back, "" for none
+	BackText string
+	Retry    bool // the page reloads itself every few seconds (the database is away)
+}
+
+// noticeRetrySeconds is how often a notice page with Retry reloads itself.
+const noticeRetrySeconds = 5
+
+func writeNotice(w http.ResponseWriter, n notice) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	if n.Retry {
+		h.Set("Retry-After", strconv.Itoa(noticeRetrySeconds))
+	}
+	w.WriteHeader(n.Status)
+	_ = noticePage.Execute(w, struct {
+		notice
+		Asset string
+	}{n, assetVersion})
+}
+
+// noticePage reloads itself with a meta refresh, which needs no script (and no CSP change).
+var noticePage = template.Must(template.New("notice").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8">{{if .Retry}}<meta http-equiv="refresh" content="` + strconv.Itoa(noticeRetrySeconds) + `">{{end}}
+<title>{{.Title}} · pgflow-wasm</title>
+<link rel="stylesheet" href="/static/app.css?v={{.Asset}}"></head>
+<body><main class="notice"><h1>{{.Title}}</h1><p>{{.Message}}</p>{{if .Back}}<p><a href="{{.Back}}">{{.BackText}}</a></p>{{end}}</main></body></html>`))
+
 var unauthorizedPage = template.Must(template.New("401").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Token needed · pgflow-wasm</title>
 <link rel="stylesheet" href="/static/app.css?v=` + assetVersion + `"></head>

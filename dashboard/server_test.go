@@ -314,6 +314,85 @@ func TestActionsAreOffByDefaultCheckedAndLogged(t *testing.T) {
 	}
 }
 
+// What a browser sends decides: a form posted from another site is refused (403) and the
+// refusal logged with its reason; the dashboard's own form passes whatever Origin the
+// browser chose to send with it ("null" under a no-referrer policy).
+func TestACrossSitePostIsRefusedAndLogged(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, echoFlows, nil))
+	var log syncBuffer
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Actions: true, Log: slog.New(slog.NewTextHandler(&log, nil))})
+	_, flowsPage := get(t, srv.URL()+"flows", nil)
+	m := csrfRE.FindStringSubmatch(flowsPage)
+	if m == nil {
+		t.Fatal("no csrf value on the flows page")
+	}
+	csrf := m[1]
+	runCount := func() int {
+		var n int
+		_ = db.Pool.QueryRow(ctx, `select count(*) from pgflow.runs`).Scan(&n)
+		return n
+	}
+	self := strings.TrimSuffix(srv.URL(), "/")
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		want   int
+	}{
+		{"cross-site", map[string]string{"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+		{"same-site", map[string]string{"Origin": "http://other.localhost:1", "Sec-Fetch-Site": "same-site"}, http.StatusForbidden},
+		{"an old browser on another site", map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden},
+		{"an old browser on a page without referrers", map[string]string{"Origin": "null"}, http.StatusForbidden},
+		{"Chromium on the dashboard's page under no-referrer", map[string]string{"Origin": "null", "Sec-Fetch-Site": "same-origin"}, http.StatusSeeOther},
+		{"a browser on the dashboard's page", map[string]string{"Origin": self, "Sec-Fetch-Site": "same-origin"}, http.StatusSeeOther},
+		{"an old browser on the dashboard's page", map[string]string{"Origin": self}, http.StatusSeeOther},
+		{"a script (no Origin)", nil, http.StatusSeeOther},
+	} {
+		before := runCount()
+		form := url.Values{"flow": {"echo"}, "input": {`{}`}, "csrf": {csrf}}
+		req, _ := http.NewRequest(http.MethodPost, srv.URL()+"actions/start", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range tc.header {
+			req.Header.Set(k, v)
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		started := runCount() - before
+		if resp.StatusCode != tc.want || (tc.want == http.StatusForbidden) != (started == 0) {
+			t.Errorf("%s: %d, %d runs started; want %d", tc.name, resp.StatusCode, started, tc.want)
+		}
+		if tc.want == http.StatusForbidden && (!strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+			!strings.Contains(string(body), "did not come from the dashboard") || !strings.Contains(string(body), `href="/flows"`)) {
+			t.Errorf("%s: the refusal is not a page that explains it: %s", tc.name, body)
+		}
+	}
+	logged := log.String()
+	var refusals []string
+	for _, line := range strings.Split(logged, "\n") {
+		if strings.Contains(line, "dashboard action refused") {
+			refusals = append(refusals, line)
+		}
+	}
+	if len(refusals) != 4 {
+		t.Fatalf("%d refusals logged, want 4:\n%s", len(refusals), logged)
+	}
+	first := refusals[0]
+	for _, want := range []string{"level=WARN", "path=/actions/start", "remote=127.0.0.1:", `Sec-Fetch-Site \"cross-site\"`, `Origin \"http://evil.example\"`} {
+		if !strings.Contains(first, want) {
+			t.Errorf("the cross-site refusal's log line lacks %s:\n%s", want, first)
+		}
+	}
+	if strings.Contains(logged, csrf) {
+		t.Error("the log holds the csrf value")
+	}
+}
+
 // A handler's output is text on the page, whatever it contains; the JSON link serves it as
 // JSON that no browser renders as a page.
 func TestOutputsAreEscapedAndServedAsJSON(t *testing.T) {
