@@ -16,10 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard"
 	"github.com/pgflow-wasm/pgflow-wasm/host"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/workertest"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 const testToken = "a-test-token-of-32-characters-xx"
@@ -516,5 +520,73 @@ flows:
 	}
 	if len(seen) != 25 || seen[0] != "0" || seen[10] != "10" || seen[24] != "24" {
 		t.Fatalf("tasks listed over three pages: %v", seen)
+	}
+}
+
+// The dashboard creates the runs page's index when it starts and the index is missing, and
+// says so; a role that may not create it is told the statement to run, and the dashboard
+// serves anyway.
+func TestTheRunsIndexIsCreatedOnStartOrExplained(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	dropIndex := func() {
+		if _, err := db.Pool.Exec(ctx, "DROP INDEX IF EXISTS pgflow."+schema.RunsIndex); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitLog := func(log *syncBuffer, want string) {
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(log.String(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the log does not say %q within 30 s:\n%s", want, log.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	dropIndex()
+	var log syncBuffer
+	listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: slog.New(slog.NewTextHandler(&log, nil))})
+	waitLog(&log, "created index pgflow."+schema.RunsIndex)
+	if !strings.Contains(log.String(), "creating index pgflow."+schema.RunsIndex) {
+		t.Errorf("the build's start is not logged:\n%s", log.String())
+	}
+	if exists, valid, err := schema.RunsIndexValid(ctx, db.Pool); !exists || !valid || err != nil {
+		t.Fatalf("after the dashboard started: index exists %v, valid %v (%v)", exists, valid, err)
+	}
+
+	dropIndex()
+	role := "reader_" + strings.TrimPrefix(db.Name, "t_")
+	if len(role) > 60 {
+		role = role[:60]
+	}
+	r := pgx.Identifier{role}.Sanitize()
+	for _, sql := range []string{"CREATE ROLE " + r + " LOGIN", "GRANT USAGE ON SCHEMA pgflow TO " + r, "GRANT SELECT ON ALL TABLES IN SCHEMA pgflow TO " + r} {
+		if _, err := db.Pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.User = role
+	reader, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		reader.Close()
+		_, _ = db.Pool.Exec(ctx, "DROP OWNED BY "+r)
+		_, _ = db.Pool.Exec(ctx, "DROP ROLE IF EXISTS "+r)
+	})
+	var readerLog syncBuffer
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: reader, Log: slog.New(slog.NewTextHandler(&readerLog, nil))})
+	waitLog(&readerLog, "could not create the runs page's index")
+	if l := readerLog.String(); !strings.Contains(l, schema.RunsIndexSQL) || !strings.Contains(l, "must be owner") {
+		t.Errorf("the refusal does not say how to create the index by hand, or why:\n%s", l)
+	}
+	if resp, _ := get(t, srv.URL()+"runs", nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("the runs page as a read-only role: %d", resp.StatusCode)
 	}
 }

@@ -57,6 +57,7 @@ type Report struct {
 	AlreadyApplied int
 	PgflowVersion  string
 	StandIns       []StandIn // what became of pg_net, pg_cron and vault, when the migrations need them
+	RunsIndex      RunsIndexState
 }
 
 // installLockKey serializes installers of one database (advisory locks are per database).
@@ -98,6 +99,9 @@ func Install(ctx context.Context, conn *pgx.Conn, opts Options) (Report, error) 
 	}
 	if err := applyMigrations(ctx, conn, migrations, who, &rep); err != nil {
 		return rep, err
+	}
+	if rep.RunsIndex, err = EnsureRunsIndex(ctx, conn); err != nil {
+		return rep, stepError(err, who, "creating index pgflow."+RunsIndex+" (the dashboard's runs page)", "to own pgflow.runs")
 	}
 	return rep, nil
 }
