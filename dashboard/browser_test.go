@@ -161,6 +161,26 @@ func TestBrowser(t *testing.T) {
 	t.Run("example flows: every page", func(t *testing.T) { examplePages(t, browser) })
 	t.Run("test flows: token, errors, escaping, live", func(t *testing.T) { testFlows(t, browser) })
 	t.Run("actions: the Start run and Deprecate buttons", func(t *testing.T) { actionsFromThePage(t, browser) })
+	t.Run("a map's failed elements", func(t *testing.T) { failedElements(t, browser) })
+}
+
+// failedElements opens a run whose map of 200 elements had 3 fail: the step's header names
+// them, and a click on one shows its row and error.
+func failedElements(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, manyFailFlows, nil), host.Config{Concurrency: 200, BatchSize: 200})
+	id := startManyFail(t, db, 200, []int{17, 42, 180})
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog()})
+	ctx := tab(t, browser)
+	navigate(t, ctx, srv.URL()+"runs/"+id)
+	waitFor(t, ctx, `document.querySelector('#step-each .failed-elements')?.innerText.startsWith('failed: 17, 42, 180')`,
+		10*time.Second, "the map step's header names its failed elements")
+	screenshot(t, ctx, "run-map-failed")
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`#step-each .failed-elements a[href$="#task-each-180"]`)))
+	waitFor(t, ctx, `(() => { const r = document.querySelector('#task-each-180');
+		return r && r.matches(':target') && r.getBoundingClientRect().top > -2 && r.getBoundingClientRect().top < innerHeight &&
+			r.innerText.includes('must be a non-negative integer'); })()`,
+		10*time.Second, "a click on 180 shows element 180's row, in view, with its error")
 }
 
 // actionsFromThePage clicks the dashboard's own buttons in the browser: the browser, not

@@ -590,3 +590,113 @@ func TestTheRunsIndexIsCreatedOnStartOrExplained(t *testing.T) {
 		t.Errorf("the runs page as a read-only role: %d", resp.StatusCode)
 	}
 }
+
+// manyFailFlows is a map whose elements fail when they say so: work busy-loops
+// input.run.iterations times, and fails on a negative count.
+const manyFailFlows = `
+flows:
+  - slug: many_fail
+    max_attempts: 1
+    steps:
+      - {slug: each, type: map, module: {{root}}/modules/testdata/work.wasm}
+`
+
+// startManyFail runs a map of n elements of which those at the failing indices fail, and
+// returns the run once they all failed. The worker starts every element in one batch,
+// before any fails: a task of a run that failed meanwhile would never start.
+func startManyFail(t *testing.T, db *pgtest.DB, n int, failing []int) string {
+	t.Helper()
+	elements := make([]string, n)
+	for i := range elements {
+		elements[i] = `{"run": {"iterations": 0}}`
+	}
+	for _, i := range failing {
+		elements[i] = `{"run": {"iterations": -1}}`
+	}
+	id := workertest.StartRun(t, db.Pool, "many_fail", "["+strings.Join(elements, ",")+"]")
+	if r := workertest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "failed" {
+		t.Fatalf("run %s: %s, want failed", id, r.Status)
+	}
+	// The run fails with its first failed element; the others' failures are written after it.
+	var got []int
+	deadline := time.Now().Add(30 * time.Second)
+	for len(got) < len(failing) && time.Now().Before(deadline) {
+		if err := db.Pool.QueryRow(context.Background(), `select coalesce(array_agg(task_index order by task_index), '{}')
+			from pgflow.step_tasks where run_id = $1::uuid and status = 'failed'`, id).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(failing) {
+		t.Fatalf("the elements that failed are %v, want %v (did the worker start every element before the first failed?)", got, failing)
+	}
+	return id
+}
+
+// tagRE strips a page's tags, to read it as a person does.
+var tagRE = regexp.MustCompile(`<[^>]*>`)
+
+// An operator finds a map's failed elements on the run page without paging: the step
+// header names them (with links to their rows), the list can show failed elements only,
+// and any element can be jumped to.
+func TestAMapsFailedElementsAreNamedWithoutPaging(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, manyFailFlows, nil), host.Config{Concurrency: 200, BatchSize: 200})
+	id := startManyFail(t, db, 200, []int{17, 42, 180})
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, TasksPerPage: 20})
+
+	_, body := get(t, srv.URL()+"runs/"+id, nil)
+	header := regexp.MustCompile(`(?s)<p class="failed-elements">.*?</p>`).FindString(body)
+	text := strings.Join(strings.Fields(tagRE.ReplaceAllString(header, "")), " ")
+	if !strings.HasPrefix(text, "failed: 17, 42, 180 · show failed only") {
+		t.Fatalf("the step header says %q, want the failed elements named:\n%s", text, header)
+	}
+	if !strings.Contains(body, "197 of 200 elements done · 3 failed") && !strings.Contains(body, "3 failed") {
+		t.Errorf("the map's progress does not count the failures")
+	}
+	link := regexp.MustCompile(`<a href="([^"]+)">180</a>`).FindStringSubmatch(header)
+	if link == nil {
+		t.Fatalf("element 180 is not a link: %s", header)
+	}
+	href := strings.ReplaceAll(link[1], "&amp;", "&")
+	if !strings.HasSuffix(href, "#task-each-180") {
+		t.Errorf("the link to element 180 does not scroll to its row: %s", href)
+	}
+	_, page := get(t, srv.URL()+strings.TrimPrefix(href, "/"), nil)
+	row := regexp.MustCompile(`(?s)<tr id="task-each-180"[^>]*>.*?</tr>`).FindString(page)
+	if !strings.Contains(row, `class="jumped"`) || !strings.Contains(row, "must be a non-negative integer") {
+		t.Errorf("element 180's page does not show its row marked, with its error: %s", row)
+	}
+
+	_, only := get(t, srv.URL()+"runs/"+id+"?step=each&only=failed", nil)
+	var rows []string
+	for _, m := range regexp.MustCompile(`id="task-each-(\d+)"`).FindAllStringSubmatch(only, -1) {
+		rows = append(rows, m[1])
+	}
+	if strings.Join(rows, ",") != "17,42,180" || !strings.Contains(only, "failed elements 1–3 of 3") || !strings.Contains(only, "show every element") {
+		t.Errorf("failed only lists %v", rows)
+	}
+
+	_, jumped := get(t, srv.URL()+"runs/"+id+"?step=each&from=137", nil)
+	rows = rows[:0]
+	for _, m := range regexp.MustCompile(`id="task-each-(\d+)"`).FindAllStringSubmatch(jumped, -1) {
+		rows = append(rows, m[1])
+	}
+	if len(rows) != 20 || rows[0] != "120" || !strings.Contains(jumped, `<tr id="task-each-137" data-task="137" data-status="completed" class="jumped">`) {
+		t.Errorf("jumping to element 137 lists %v", rows)
+	}
+	if !strings.Contains(body, `name="from" min="0" max="199"`) {
+		t.Error("the step has no form to jump to an element")
+	}
+
+	// More failures than the header names: the rest are counted, with a link to them all.
+	many := []int{3, 9, 17, 42, 77, 99, 100, 120, 150, 170, 180, 190, 199}
+	id = startManyFail(t, db, 200, many)
+	_, body = get(t, srv.URL()+"runs/"+id, nil)
+	header = regexp.MustCompile(`(?s)<p class="failed-elements">.*?</p>`).FindString(body)
+	text = strings.Join(strings.Fields(tagRE.ReplaceAllString(header, "")), " ")
+	if !strings.HasPrefix(text, "failed: 3, 9, 17, 42, 77, 99, 100, 120, 150, 170 +3 more") {
+		t.Errorf("with 13 failed elements the header says %q", text)
+	}
+}
