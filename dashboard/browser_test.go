@@ -162,6 +162,57 @@ func TestBrowser(t *testing.T) {
 	t.Run("test flows: token, errors, escaping, live", func(t *testing.T) { testFlows(t, browser) })
 	t.Run("actions: the Start run and Deprecate buttons", func(t *testing.T) { actionsFromThePage(t, browser) })
 	t.Run("a map's failed elements", func(t *testing.T) { failedElements(t, browser) })
+	t.Run("the database goes away and comes back", func(t *testing.T) { databaseOutage(t, browser) })
+}
+
+// databaseOutage stops the dashboard's PostgreSQL (a private one) under an open run page
+// and a fresh load, then starts it again.
+func databaseOutage(t *testing.T, browser context.Context) {
+	cluster := pgtest.NewCluster(t)
+	db := cluster.NewDB(t)
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, testFlowsYAML, nil))
+	id := workertest.StartRun(t, db.Pool, "echo_out", `{}`) // no worker: it keeps running
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog(), PollInterval: 200 * time.Millisecond})
+	runPage := srv.URL() + "runs/" + id
+	open := tab(t, browser)
+	navigate(t, open, runPage)
+	waitFor(t, open, `document.getElementById('conn').classList.contains('on')`, 10*time.Second, "the live dot is green")
+	runningFor := `document.querySelector('dl.facts [data-since]').textContent`
+	ctx := context.Background()
+
+	if err := cluster.Stop(ctx); err != nil {
+		t.Fatalf("stopping PostgreSQL: %v", err)
+	}
+	waitFor(t, open, `(() => { const b = document.getElementById('db-down'), c = document.getElementById('conn');
+		return !b.hidden && b.offsetParent !== null && b.textContent.startsWith('The database is unreachable: ') &&
+			c.classList.contains('down') && !c.classList.contains('on'); })()`,
+		30*time.Second, "the open page says the database is unreachable and its dot is red")
+	before := eval[string](t, open, runningFor)
+	time.Sleep(1500 * time.Millisecond)
+	if after := eval[string](t, open, runningFor); after != before {
+		t.Errorf("'running for' went on counting while the database was away: %q, then %q", before, after)
+	}
+	screenshot(t, open, "run-db-down")
+
+	fresh := tab(t, browser)
+	resp := within(t, fresh, 60*time.Second, chromedp.NavigateResponse(runPage))
+	if text := eval[string](t, fresh, `document.body.innerText`); resp.Status != 503 ||
+		!strings.Contains(text, "The database is unreachable: ") || !strings.Contains(text, "this page retries by itself") {
+		t.Errorf("a fresh load while the database is away: HTTP %d, %q", resp.Status, text)
+	}
+
+	if err := cluster.Start(ctx); err != nil {
+		t.Fatalf("starting PostgreSQL again: %v", err)
+	}
+	waitFor(t, open, `document.getElementById('db-down').hidden && document.getElementById('conn').classList.contains('on')`,
+		30*time.Second, "the open page drops the banner and its dot is green again")
+	before = eval[string](t, open, runningFor)
+	time.Sleep(1500 * time.Millisecond)
+	if after := eval[string](t, open, runningFor); after == before {
+		t.Errorf("'running for' stays at %q once the database is back", after)
+	}
+	waitFor(t, fresh, fmt.Sprintf(`location.href === %q && document.querySelector('h1 .badge')?.textContent === 'started'`, runPage),
+		30*time.Second, "the page loaded during the outage shows the run by itself once the database is back")
 }
 
 // failedElements opens a run whose map of 200 elements had 3 fail: the step's header names

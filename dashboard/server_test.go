@@ -700,3 +700,114 @@ func TestAMapsFailedElementsAreNamedWithoutPaging(t *testing.T) {
 		t.Errorf("with 13 failed elements the header says %q", text)
 	}
 }
+
+// sseEvent is one Server-Sent Event: its name and data.
+type sseEvent struct{ name, data string }
+
+// openStream follows an event stream until the test ends.
+func openStream(t *testing.T, rawURL string) <-chan sseEvent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d", rawURL, resp.StatusCode)
+	}
+	events := make(chan sseEvent, 64)
+	go func() {
+		defer resp.Body.Close()
+		var ev sseEvent
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			switch line := sc.Text(); {
+			case strings.HasPrefix(line, "event: "):
+				ev.name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				ev.data = strings.TrimPrefix(line, "data: ")
+			case line == "" && ev.name != "":
+				events <- ev
+				ev = sseEvent{}
+			}
+		}
+		close(events)
+	}()
+	return events
+}
+
+// waitEvent waits for the named event, skipping others.
+func waitEvent(t *testing.T, events <-chan sseEvent, name string, within time.Duration) sseEvent {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatalf("the stream ended before a %q event", name)
+			}
+			if ev.name == name {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no %q event within %s", name, within)
+		}
+	}
+}
+
+// While the database is down, open pages are told so by their event stream and a fresh load
+// gets a page that says so (503) and reloads itself; both recover when it is back. A private
+// server, stopped and started by the test.
+func TestADatabaseOutageIsShownAndRecoveredFrom(t *testing.T) {
+	t.Parallel()
+	cluster := pgtest.NewCluster(t)
+	db := cluster.NewDB(t)
+	ctx := context.Background()
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, echoFlows, nil))
+	id := workertest.StartRun(t, db.Pool, "echo", `{}`) // no worker: it stays running
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, PollInterval: 200 * time.Millisecond})
+	_, page := get(t, srv.URL()+"runs/"+id, nil)
+	version := regexp.MustCompile(`data-version="([0-9a-f]+)"`).FindStringSubmatch(page)
+	if version == nil {
+		t.Fatal("the run page has no data-version")
+	}
+	stream := srv.URL() + "events/runs/" + id + "?v=" + version[1]
+	events := openStream(t, stream)
+
+	if err := cluster.Stop(ctx); err != nil {
+		t.Fatalf("stopping PostgreSQL: %v", err)
+	}
+	ev := waitEvent(t, events, "unreachable", 30*time.Second)
+	if !strings.HasPrefix(ev.data, "The database is unreachable: ") {
+		t.Errorf("the unreachable event says %q", ev.data)
+	}
+	for _, p := range []string{"runs/" + id, "runs", "flows", "workers"} {
+		resp, body := get(t, srv.URL()+p, nil)
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+			resp.Header.Get("Retry-After") == "" {
+			t.Errorf("/%s while the database is down: %d %s (Retry-After %q)", p, resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Retry-After"))
+		}
+		text := strings.Join(strings.Fields(tagRE.ReplaceAllString(body, " ")), " ")
+		if !strings.Contains(text, "The database is unreachable: ") || !strings.Contains(text, "this page retries by itself") ||
+			!strings.Contains(body, `<meta http-equiv="refresh" content="5">`) {
+			t.Errorf("/%s while the database is down says: %s", p, text)
+		}
+	}
+	resp, body := get(t, srv.URL()+"runs/"+id, http.Header{"X-Live": {"1"}})
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.HasPrefix(body, "The database is unreachable: ") {
+		t.Errorf("the live part while the database is down: %d %q", resp.StatusCode, body)
+	}
+	// A page that connects its stream during the outage is told at once.
+	waitEvent(t, openStream(t, stream), "unreachable", 30*time.Second)
+
+	if err := cluster.Start(ctx); err != nil {
+		t.Fatalf("starting PostgreSQL again: %v", err)
+	}
+	waitEvent(t, events, "reachable", 60*time.Second)
+	resp, body = get(t, srv.URL()+"runs/"+id, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, id) {
+		t.Fatalf("the run page after the database came back: %d", resp.StatusCode)
+	}
+}
