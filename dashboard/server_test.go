@@ -683,7 +683,7 @@ func TestAMapsFailedElementsAreNamedWithoutPaging(t *testing.T) {
 	for _, m := range regexp.MustCompile(`id="task-each-(\d+)"`).FindAllStringSubmatch(jumped, -1) {
 		rows = append(rows, m[1])
 	}
-	if len(rows) != 20 || rows[0] != "120" || !strings.Contains(jumped, `<tr id="task-each-137" data-task="137" data-status="completed" class="jumped">`) {
+	if len(rows) != 20 || rows[0] != "120" || !regexp.MustCompile(`<tr id="task-each-137" [^>]*class="jumped"`).MatchString(jumped) {
 		t.Errorf("jumping to element 137 lists %v", rows)
 	}
 	if !strings.Contains(body, `name="from" min="0" max="199"`) {
