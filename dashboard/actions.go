@@ -3,7 +3,6 @@ package dashboard
 import (
 	"encoding/json"
 	"errors"
-	"html/template"
 	"net/http"
 	"strconv"
 	"strings"
@@ -21,7 +20,9 @@ func (s *Server) actionsOff(w http.ResponseWriter, r *http.Request) bool {
 	if s.cfg.Actions {
 		return !s.guard.checkPost(w, r)
 	}
-	http.Error(w, "refused: this dashboard is read-only (start it with --ui-actions to allow starting runs and deprecating workers)", http.StatusForbidden)
+	why := "this dashboard is read-only (start it with --ui-actions to allow starting runs and deprecating workers)"
+	s.log.Warn("dashboard action refused", "path", r.URL.Path, "reason", why, "remote", r.RemoteAddr)
+	writeNotice(w, notice{Status: http.StatusForbidden, Title: "Refused", Message: "Refused: " + why + "."})
 	return true
 }
 
@@ -37,7 +38,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		input = "{}"
 	}
 	refuse := func(why string) {
-		s.log.Warn("dashboard action refused", "action", "start_run", "flow", flow, "reason", why, "remote", r.RemoteAddr)
+		s.log.Warn("dashboard action refused", "action", "start_run", "flow", flow, "path", r.URL.Path, "reason", why, "remote", r.RemoteAddr)
 		s.renderFlows(w, r, &startForm{Flow: flow, Input: input, Error: why})
 	}
 	switch {
@@ -83,13 +84,6 @@ func (s *Server) deprecateWorker(w http.ResponseWriter, r *http.Request) {
 
 // actionFailed explains a refused deprecation, with the way back.
 func (s *Server) actionFailed(w http.ResponseWriter, r *http.Request, why string) {
-	s.log.Warn("dashboard action refused", "action", "deprecate_worker", "reason", why, "remote", r.RemoteAddr)
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(http.StatusBadRequest)
-	_ = actionFailedPage.Execute(w, struct{ Why, Asset string }{why, assetVersion})
+	s.log.Warn("dashboard action refused", "action", "deprecate_worker", "path", r.URL.Path, "reason", why, "remote", r.RemoteAddr)
+	writeNotice(w, notice{Status: http.StatusBadRequest, Title: "Refused", Message: why, Back: "/workers", BackText: "Back to the workers"})
 }
-
-var actionFailedPage = template.Must(template.New("400").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Refused · pgflow-wasm</title>
-<link rel="stylesheet" href="/static/app.css?v={{.Asset}}"></head>
-<body><main class="notice"><h1>Refused</h1><p>{{.Why}}</p><p><a href="/workers">Back to the workers</a></p></main></body></html>`))

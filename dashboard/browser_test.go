@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard"
@@ -159,6 +160,129 @@ func TestBrowser(t *testing.T) {
 	browser := newBrowser(t)
 	t.Run("example flows: every page", func(t *testing.T) { examplePages(t, browser) })
 	t.Run("test flows: token, errors, escaping, live", func(t *testing.T) { testFlows(t, browser) })
+	t.Run("actions: the Start run and Deprecate buttons", func(t *testing.T) { actionsFromThePage(t, browser) })
+	t.Run("a map's failed elements", func(t *testing.T) { failedElements(t, browser) })
+	t.Run("the database goes away and comes back", func(t *testing.T) { databaseOutage(t, browser) })
+}
+
+// databaseOutage stops the dashboard's PostgreSQL (a private one) under an open run page
+// and a fresh load, then starts it again.
+func databaseOutage(t *testing.T, browser context.Context) {
+	cluster := pgtest.NewCluster(t)
+	db := cluster.NewDB(t)
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, testFlowsYAML, nil))
+	id := workertest.StartRun(t, db.Pool, "echo_out", `{}`) // no worker: it keeps running
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog(), PollInterval: 200 * time.Millisecond})
+	runPage := srv.URL() + "runs/" + id
+	open := tab(t, browser)
+	navigate(t, open, runPage)
+	waitFor(t, open, `document.getElementById('conn').classList.contains('on')`, 10*time.Second, "the live dot is green")
+	runningFor := `document.querySelector('dl.facts [data-since]').textContent`
+	ctx := context.Background()
+
+	if err := cluster.Stop(ctx); err != nil {
+		t.Fatalf("stopping PostgreSQL: %v", err)
+	}
+	waitFor(t, open, `(() => { const b = document.getElementById('db-down'), c = document.getElementById('conn');
+		return !b.hidden && b.offsetParent !== null && b.textContent.startsWith('The database is unreachable: ') &&
+			c.classList.contains('down') && !c.classList.contains('on'); })()`,
+		30*time.Second, "the open page says the database is unreachable and its dot is red")
+	before := eval[string](t, open, runningFor)
+	time.Sleep(1500 * time.Millisecond)
+	if after := eval[string](t, open, runningFor); after != before {
+		t.Errorf("'running for' went on counting while the database was away: %q, then %q", before, after)
+	}
+	screenshot(t, open, "run-db-down")
+
+	fresh := tab(t, browser)
+	resp := within(t, fresh, 60*time.Second, chromedp.NavigateResponse(runPage))
+	if text := eval[string](t, fresh, `document.body.innerText`); resp.Status != 503 ||
+		!strings.Contains(text, "The database is unreachable: ") || !strings.Contains(text, "this page retries by itself") {
+		t.Errorf("a fresh load while the database is away: HTTP %d, %q", resp.Status, text)
+	}
+
+	if err := cluster.Start(ctx); err != nil {
+		t.Fatalf("starting PostgreSQL again: %v", err)
+	}
+	waitFor(t, open, `document.getElementById('db-down').hidden && document.getElementById('conn').classList.contains('on')`,
+		30*time.Second, "the open page drops the banner and its dot is green again")
+	before = eval[string](t, open, runningFor)
+	time.Sleep(1500 * time.Millisecond)
+	if after := eval[string](t, open, runningFor); after == before {
+		t.Errorf("'running for' stays at %q once the database is back", after)
+	}
+	waitFor(t, fresh, fmt.Sprintf(`location.href === %q && document.querySelector('h1 .badge')?.textContent === 'started'`, runPage),
+		30*time.Second, "the page loaded during the outage shows the run by itself once the database is back")
+}
+
+// failedElements opens a run whose map of 200 elements had 3 fail: the step's header names
+// them, and a click on one shows its row and error.
+func failedElements(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, manyFailFlows, nil), worker.Config{Concurrency: 200, BatchSize: 200})
+	id := startManyFail(t, db, 200, []int{17, 42, 180})
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog()})
+	ctx := tab(t, browser)
+	navigate(t, ctx, srv.URL()+"runs/"+id)
+	waitFor(t, ctx, `document.querySelector('#step-each .failed-elements')?.innerText.startsWith('failed: 17, 42, 180')`,
+		10*time.Second, "the map step's header names its failed elements")
+	screenshot(t, ctx, "run-map-failed")
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`#step-each .failed-elements a[href$="#task-each-180"]`)))
+	waitFor(t, ctx, `(() => { const r = document.querySelector('#task-each-180');
+		return r && r.matches(':target') && r.getBoundingClientRect().top > -2 && r.getBoundingClientRect().top < innerHeight &&
+			r.innerText.includes('must be a non-negative integer'); })()`,
+		10*time.Second, "a click on 180 shows element 180's row, in view, with its error")
+}
+
+// actionsFromThePage clicks the dashboard's own buttons in the browser: the browser, not
+// the test, decides which Origin, Sec-Fetch-Site and Referer headers the forms send.
+func actionsFromThePage(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	w := workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, testFlowsYAML, nil), worker.Config{Signal: worker.SignalNotify})
+	var log workertest.SyncBuffer
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: slog.New(slog.NewTextHandler(&log, nil)),
+		Actions: true, PollInterval: 200 * time.Millisecond})
+	base := strings.TrimSuffix(srv.URL(), "/")
+	ctx := tab(t, browser)
+	// The Deprecate button asks for confirmation (window.confirm): say yes.
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	dbCtx := context.Background()
+
+	navigate(t, ctx, base+"/flows")
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`#start-echo_out summary`)))
+	within(t, ctx, 30*time.Second, chromedp.SetValue(chromedp.CSS(`#input-echo_out`), `{"value": "from the browser"}`))
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`#start-echo_out button[type=submit]`)))
+	waitFor(t, ctx, `location.pathname.startsWith('/runs/') && document.querySelector('h1 .badge')?.textContent === 'completed'`,
+		30*time.Second, "Start run leads to the new run's page, which shows it completed")
+	id := strings.TrimPrefix(eval[string](t, ctx, `location.pathname`), "/runs/")
+	var input string
+	if err := db.Pool.QueryRow(dbCtx, `select input::text from pgflow.runs where run_id = $1::uuid and flow_slug = 'echo_out'`, id).Scan(&input); err != nil {
+		t.Fatalf("the run %s the page shows is not in the database: %v\nlog:\n%s", id, err, log.String())
+	}
+	if !strings.Contains(input, "from the browser") {
+		t.Errorf("the run's input is %s, want the one typed into the form", input)
+	}
+
+	worker := w.WorkerIDs()["echo_out"]
+	navigate(t, ctx, base+"/workers")
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-worker=%q] button.danger`, worker))))
+	waitFor(t, ctx, fmt.Sprintf(`location.pathname === '/workers' && document.querySelector('tr[data-worker=%q] .badge.st-deprecated') !== null`, worker),
+		30*time.Second, "Deprecate leads back to the workers page, which shows the worker deprecated")
+	var deprecated bool
+	if err := db.Pool.QueryRow(dbCtx, `select deprecated_at is not null from pgflow.workers where worker_id = $1::uuid`, worker).Scan(&deprecated); err != nil || !deprecated {
+		t.Fatalf("worker %s deprecated in the database: %v (%v)", worker, deprecated, err)
+	}
+	if l := log.String(); !strings.Contains(l, "started a run") || !strings.Contains(l, "deprecated a worker") || strings.Contains(l, "refused") {
+		t.Errorf("the dashboard's log:\n%s", l)
+	}
 }
 
 // examplePages serves the repository's flows.yaml, runs each example flow, and looks at

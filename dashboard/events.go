@@ -1,11 +1,14 @@
 package dashboard
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/live"
+	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/store"
 )
 
 // streamPing keeps idle event streams (and proxies in between) from timing out.
@@ -25,7 +28,9 @@ func (s *Server) runsEvents(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, err := s.store.Run(r.Context(), id); err != nil {
+	// Any other error (the database away) is for the stream to report, as it would have had
+	// the stream been open already.
+	if _, err := s.store.Run(r.Context(), id); errors.Is(err, store.ErrNotFound) {
 		s.fail(w, r, err)
 		return
 	}
@@ -43,7 +48,9 @@ func (s *Server) workersEvents(w http.ResponseWriter, r *http.Request) {
 
 // stream is a Server-Sent Events stream that sends "change" whenever the page's
 // fingerprint differs from the one the page was rendered with (?v=), then from the last
-// one sent. The page's script then fetches the page's live part again.
+// one sent. The page's script then fetches the page's live part again. When the page's
+// state cannot be read it sends "unreachable" with the reason (the page shows it and stops
+// its clocks), and "reachable" once it can be read again.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string, probe live.Probe) {
 	select {
 	case s.streams <- struct{}{}:
@@ -64,6 +71,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string, prob
 	watcher := s.hub.Watch(key, probe)
 	defer watcher.Close()
 	seen := r.URL.Query().Get("v")
+	down := false
 	ping := time.NewTicker(streamPing)
 	defer ping.Stop()
 	for {
@@ -71,12 +79,27 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string, prob
 		select {
 		case <-r.Context().Done():
 			return
-		case fp := <-watcher.C:
-			if fp == seen {
+		case u := <-watcher.C:
+			if u.Err != nil {
+				down = true
+				_, msg := dbProblem(u.Err)
+				_, err = fmt.Fprintf(w, "event: unreachable\ndata: %s\n\n", strings.Join(strings.Fields(msg), " "))
+				break
+			}
+			if down {
+				down = false
+				if _, err = fmt.Fprint(w, "event: reachable\ndata: \n\n"); err != nil {
+					return
+				}
+			}
+			if u.Fingerprint == seen {
+				if err = rc.Flush(); err != nil {
+					return
+				}
 				continue
 			}
-			seen = fp
-			_, err = fmt.Fprintf(w, "event: change\ndata: %s\n\n", fp)
+			seen = u.Fingerprint
+			_, err = fmt.Fprintf(w, "event: change\ndata: %s\n\n", u.Fingerprint)
 		case <-ping.C:
 			_, err = fmt.Fprint(w, ": ping\n\n")
 		}

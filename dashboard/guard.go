@@ -5,9 +5,10 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 )
 
@@ -21,19 +22,23 @@ import (
 //     elsewhere cannot read the dashboard by pointing its own domain at 127.0.0.1 (DNS
 //     rebinding).
 //
-// Actions (POSTs) also check checkPost: the form's CSRF value and, when the browser sends
-// an Origin, the dashboard's own.
+// Actions (POSTs) also check checkPost: where the browser says the form came from, and the
+// form's CSRF value.
 type guard struct {
 	token    string
 	session  string // cookie value: derived from the token, not the token itself
 	csrf     string
 	loopback bool
+	log      *slog.Logger
+	// sameSite refuses what a browser says came from another site (Sec-Fetch-Site), or,
+	// from a browser too old to say, an Origin other than the Host.
+	sameSite *http.CrossOriginProtection
 }
 
 const sessionCookie = "pgflow_wasm_ui"
 
-func newGuard(token string, secret []byte, loopback bool) *guard {
-	g := &guard{token: token, loopback: loopback, csrf: mac(secret, "csrf")}
+func newGuard(token string, secret []byte, loopback bool, log *slog.Logger) *guard {
+	g := &guard{token: token, loopback: loopback, csrf: mac(secret, "csrf"), log: log, sameSite: http.NewCrossOriginProtection()}
 	if token != "" {
 		g.session = mac([]byte(token), "pgflow-wasm dashboard session")
 	}
@@ -59,7 +64,10 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 			"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
+		// same-origin, not no-referrer: under no-referrer a browser posts the dashboard's own
+		// forms with "Origin: null", which an older browser (no Sec-Fetch-Site) would then be
+		// refused for; other sites still get no referrer.
+		h.Set("Referrer-Policy", "same-origin")
 		h.Set("Cache-Control", "no-store")
 		// Static files (style sheet, script) hold no data: the token page needs its style.
 		if !strings.HasPrefix(r.URL.Path, "/static/") && !g.allowed(w, r) {
@@ -118,25 +126,43 @@ func unauthorized(w http.ResponseWriter, why string) {
 	_ = unauthorizedPage.Execute(w, why)
 }
 
-// checkPost refuses (403) a POST that did not come from the dashboard's own form.
+// checkPost refuses (403, logged) a POST that did not come from the dashboard's own form.
 func (g *guard) checkPost(w http.ResponseWriter, r *http.Request) bool {
-	if g.sameOrigin(r) {
+	why := g.notOwnForm(r)
+	if why == "" {
 		return true
 	}
-	http.Error(w, "refused: this form did not come from the dashboard's own page (reload the page and try again)", http.StatusForbidden)
+	g.log.Warn("dashboard action refused", "path", r.URL.Path, "reason", why, "remote", r.RemoteAddr)
+	back, backText := "/workers", "Back to the workers"
+	if r.URL.Path == "/actions/start" {
+		back, backText = "/flows", "Back to the flows"
+	}
+	writeNotice(w, notice{Status: http.StatusForbidden, Title: "Refused",
+		Message: "This form did not come from the dashboard's own page: " + why + ". Reload the page and try again.",
+		Back:    back, BackText: backText})
 	return false
 }
 
-// sameOrigin checks a POST: the CSRF value of the dashboard's forms and, when the browser
-// names one, the origin of the page that sent it.
-func (g *guard) sameOrigin(r *http.Request) bool {
-	if o := r.Header.Get("Origin"); o != "" {
-		u, err := url.Parse(o)
-		if err != nil || u.Host != r.Host {
-			return false
-		}
+// notOwnForm says why a POST is not one of the dashboard's own forms, "" when it is: the
+// browser must not say it came from another site, and the form must carry the CSRF value
+// that only the dashboard's pages hold (a script without a browser has to read a page first).
+func (g *guard) notOwnForm(r *http.Request) string {
+	if err := g.sameSite.Check(r); err != nil {
+		return fmt.Sprintf("%v (Sec-Fetch-Site %q, Origin %q, Host %q)", err,
+			clip(r.Header.Get("Sec-Fetch-Site")), clip(r.Header.Get("Origin")), clip(r.Host))
 	}
-	return equal(r.PostFormValue("csrf"), g.csrf)
+	if !equal(r.PostFormValue("csrf"), g.csrf) {
+		return "its csrf value is missing or not this dashboard's (a page from before the dashboard restarted?)"
+	}
+	return ""
+}
+
+// clip shortens a header value for a log line or a page.
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
 }
 
 // loopbackHost reports whether a Host header names this machine's loopback interface.

@@ -2,10 +2,12 @@ package dashboard
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -16,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/store"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 )
 
 //go:embed assets/templates/*.html
@@ -107,17 +110,43 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, name string, v v
 	_, _ = w.Write(b.Bytes())
 }
 
-// fail answers a request the page could not serve. Messages are plain text.
+// fail answers a request the page could not serve: a page that says why (the page's
+// script, asking for the live part, gets the reason as text). While the database is away
+// the page retries by itself and shows the dashboard again once it is back.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	if err == store.ErrNotFound {
-		http.Error(w, "not found", http.StatusNotFound)
-		return
-	}
 	if r.Context().Err() != nil {
 		return
 	}
-	s.log.Warn("dashboard: a page failed", "path", r.URL.Path, "error", err)
-	http.Error(w, "the database query failed: "+err.Error(), http.StatusInternalServerError)
+	status, msg := dbProblem(err)
+	if status != http.StatusNotFound {
+		s.log.Warn("dashboard: a page failed", "path", r.URL.Path, "status", status, "error", err)
+	}
+	if r.Header.Get("X-Live") == "1" {
+		http.Error(w, msg, status)
+		return
+	}
+	n := notice{Status: status, Title: "Not found", Message: msg, Back: "/runs", BackText: "The runs"}
+	switch status {
+	case http.StatusServiceUnavailable:
+		n.Title, n.Retry, n.Back = "Database unreachable", true, ""
+		n.Message += "; this page retries by itself every " + strconv.Itoa(noticeRetrySeconds) + " seconds."
+	case http.StatusInternalServerError:
+		n.Title = "Query failed"
+	}
+	writeNotice(w, n)
+}
+
+// dbProblem is the status and the sentence for an error reading the database: 503 while it
+// cannot be reached (the connection refused, lost or timed out), 404 for what it does not
+// have, 500 for a query it refused.
+func dbProblem(err error) (int, string) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return http.StatusNotFound, "Not found: this database has no such run, step or task."
+	case dberr.Transient(err) || errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, "The database is unreachable: " + err.Error()
+	}
+	return http.StatusInternalServerError, "The database query failed: " + err.Error()
 }
 
 var funcs = template.FuncMap{
@@ -281,6 +310,39 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// notice is a page that is only a message: a refusal, an error, the database unreachable.
+type notice struct {
+	Status   int
+	Title    string
+	Message  string
+	Back     string // a link back, "" for none
+	BackText string
+	Retry    bool // the page reloads itself every few seconds (the database is away)
+}
+
+// noticeRetrySeconds is how often a notice page with Retry reloads itself.
+const noticeRetrySeconds = 5
+
+func writeNotice(w http.ResponseWriter, n notice) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	if n.Retry {
+		h.Set("Retry-After", strconv.Itoa(noticeRetrySeconds))
+	}
+	w.WriteHeader(n.Status)
+	_ = noticePage.Execute(w, struct {
+		notice
+		Asset string
+	}{n, assetVersion})
+}
+
+// noticePage reloads itself with a meta refresh, which needs no script (and no CSP change).
+var noticePage = template.Must(template.New("notice").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8">{{if .Retry}}<meta http-equiv="refresh" content="` + strconv.Itoa(noticeRetrySeconds) + `">{{end}}
+<title>{{.Title}} · pgflow-wasm</title>
+<link rel="stylesheet" href="/static/app.css?v={{.Asset}}"></head>
+<body><main class="notice"><h1>{{.Title}}</h1><p>{{.Message}}</p>{{if .Back}}<p><a href="{{.Back}}">{{.BackText}}</a></p>{{end}}</main></body></html>`))
 
 var unauthorizedPage = template.Must(template.New("401").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Token needed · pgflow-wasm</title>

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -128,13 +129,31 @@ func queueChannel(flow string) string { return "pgmq.q_" + strings.ToLower(flow)
 type stepView struct {
 	store.Step
 	Tasks      []store.Task
-	First      int    // index of the first task listed
+	First      int    // index of the first task listed (with FailedOnly: its place among the failed)
 	Total      int    // tasks the step has (or will have, once known)
 	Done       int    // completed tasks
 	PrevPage   string // links to the neighbouring pages of tasks
 	NextPage   string
 	TotalKnown bool
+	Range      string // which tasks the page lists, e.g. "tasks 21–40 of 200"
+
+	// A map step's failed elements, named in its header so that none is lost among pages.
+	Failed     []failedElement // the first maxFailedNamed, in index order
+	FailedMore int             // how many more failed
+	FailedOnly bool            // the list shows failed tasks only
+	FailedLink string          // the failed-only list
+	AllLink    string          // every element, from the first
+	Highlight  int             // the element jumped to, -1 for none
 }
+
+// failedElement is a failed task's index and a link to the page that lists it.
+type failedElement struct {
+	Index int
+	Href  string
+}
+
+// maxFailedNamed caps the failed elements a step header names; the rest are counted.
+const maxFailedNamed = 10
 
 // runView is the run page.
 type runView struct {
@@ -163,29 +182,70 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	pagedStep := r.URL.Query().Get("step")
-	from, _ := strconv.Atoi(r.URL.Query().Get("from"))
+	q := r.URL.Query()
+	pagedStep := q.Get("step")
+	from, err := strconv.Atoi(q.Get("from"))
+	if err != nil || from < 0 {
+		from = -1
+	}
+	failedOnly := q.Get("only") == "failed"
 	per := s.cfg.TasksPerPage
 	v := runView{Run: run}
 	var nodes []dag.Node
 	for _, st := range steps {
-		sv := stepView{Step: st, Total: st.TaskCount(), Done: st.Counts["completed"]}
+		sv := stepView{Step: st, Total: st.TaskCount(), Done: st.Counts["completed"], Highlight: -1}
 		if st.InitialTasks != nil {
 			sv.Total = max(sv.Total, *st.InitialTasks)
 		}
 		sv.TotalKnown = st.InitialTasks != nil || st.Type != "map" || sv.Total > 0
-		if st.Slug == pagedStep && from > 0 && from < sv.Total {
-			sv.First = from - from%per
+		failed := st.Counts["failed"]
+		mine := st.Slug == pagedStep
+		sv.FailedOnly = mine && failedOnly && failed > 0
+		if st.Type == "map" && failed > 0 {
+			indices, err := s.store.IndicesInStatus(ctx, id, st.Slug, "failed", maxFailedNamed)
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			for _, i := range indices {
+				sv.Failed = append(sv.Failed, failedElement{i, elementLink(id, st.Slug, i)})
+			}
+			sv.FailedMore = failed - len(indices)
+			sv.FailedLink = stepLink(id, st.Slug, url.Values{"only": {"failed"}})
+			sv.AllLink = stepLink(id, st.Slug, nil)
 		}
-		if sv.Tasks, err = s.store.Tasks(ctx, id, st, sv.First, per); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		if sv.First > 0 {
-			sv.PrevPage = stepPageLink(id, st.Slug, max(sv.First-per, 0))
-		}
-		if sv.First+per < st.TaskCount() {
-			sv.NextPage = stepPageLink(id, st.Slug, sv.First+per)
+		if sv.FailedOnly {
+			if mine && from > 0 && from < failed {
+				sv.First = from - from%per
+			}
+			if sv.Tasks, err = s.store.TasksInStatus(ctx, id, st, "failed", sv.First, per); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			only := url.Values{"only": {"failed"}}
+			if sv.First > 0 {
+				sv.PrevPage = stepPageLink(id, st.Slug, max(sv.First-per, 0), only)
+			}
+			if sv.First+per < failed {
+				sv.NextPage = stepPageLink(id, st.Slug, sv.First+per, only)
+			}
+			sv.Range = fmt.Sprintf("failed elements %d–%d of %s", sv.First+1, sv.First+len(sv.Tasks), groupDigits(failed))
+		} else {
+			if mine && from >= 0 && from < sv.Total {
+				sv.First = from - from%per
+				sv.Highlight = from
+			}
+			if sv.Tasks, err = s.store.Tasks(ctx, id, st, sv.First, per); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			if sv.First > 0 {
+				sv.PrevPage = stepPageLink(id, st.Slug, max(sv.First-per, 0), nil)
+			}
+			if sv.First+per < st.TaskCount() {
+				sv.NextPage = stepPageLink(id, st.Slug, sv.First+per, nil)
+			}
+			sv.Range = fmt.Sprintf("tasks %d–%d of %s", sv.First+1, sv.First+len(sv.Tasks), groupDigits(st.TaskCount()))
 		}
 		if st.Error != "" && v.Error == "" {
 			v.Error = st.Error
@@ -202,9 +262,28 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		Version: fp, Now: run.Now, Data: v})
 }
 
-func stepPageLink(run, step string, from int) string {
-	q := url.Values{"step": {step}, "from": {strconv.Itoa(from)}}
+// stepLink is the run page showing one step's tasks as the query says, scrolled to the step.
+func stepLink(run, step string, q url.Values) string {
+	if q == nil {
+		q = url.Values{}
+	}
+	q.Set("step", step)
 	return "/runs/" + run + "?" + q.Encode() + "#step-" + step
+}
+
+// stepPageLink is a page of a step's tasks starting at from.
+func stepPageLink(run, step string, from int, q url.Values) string {
+	if q == nil {
+		q = url.Values{}
+	}
+	q.Set("from", strconv.Itoa(from))
+	return stepLink(run, step, q)
+}
+
+// elementLink is the page listing a step's element, scrolled to the element's row.
+func elementLink(run, step string, index int) string {
+	q := url.Values{"step": {step}, "from": {strconv.Itoa(index)}}
+	return "/runs/" + run + "?" + q.Encode() + "#task-" + step + "-" + strconv.Itoa(index)
 }
 
 // stepLabel is the second line of a step's node in the graph.
@@ -212,6 +291,8 @@ func stepLabel(sv stepView, runEnded bool) string {
 	switch {
 	case runEnded && (sv.Status == "started" || sv.Status == "created"):
 		return sv.Status + " · left unfinished"
+	case sv.Type == "map" && sv.TotalKnown && sv.Counts["failed"] > 0:
+		return "map · " + strconv.Itoa(sv.Done) + "/" + strconv.Itoa(sv.Total) + " · " + strconv.Itoa(sv.Counts["failed"]) + " failed"
 	case sv.Type == "map" && sv.TotalKnown:
 		return "map · " + strconv.Itoa(sv.Done) + "/" + strconv.Itoa(sv.Total) + " done"
 	case sv.Type == "map":

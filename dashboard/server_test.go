@@ -16,10 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 const testToken = "a-test-token-of-32-characters-xx"
@@ -314,6 +318,85 @@ func TestActionsAreOffByDefaultCheckedAndLogged(t *testing.T) {
 	}
 }
 
+// What a browser sends decides: a form posted from another site is refused (403) and the
+// refusal logged with its reason; the dashboard's own form passes whatever Origin the
+// browser chose to send with it ("null" under a no-referrer policy).
+func TestACrossSitePostIsRefusedAndLogged(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, echoFlows, nil))
+	var log syncBuffer
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Actions: true, Log: slog.New(slog.NewTextHandler(&log, nil))})
+	_, flowsPage := get(t, srv.URL()+"flows", nil)
+	m := csrfRE.FindStringSubmatch(flowsPage)
+	if m == nil {
+		t.Fatal("no csrf value on the flows page")
+	}
+	csrf := m[1]
+	runCount := func() int {
+		var n int
+		_ = db.Pool.QueryRow(ctx, `select count(*) from pgflow.runs`).Scan(&n)
+		return n
+	}
+	self := strings.TrimSuffix(srv.URL(), "/")
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		want   int
+	}{
+		{"cross-site", map[string]string{"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+		{"same-site", map[string]string{"Origin": "http://other.localhost:1", "Sec-Fetch-Site": "same-site"}, http.StatusForbidden},
+		{"an old browser on another site", map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden},
+		{"an old browser on a page without referrers", map[string]string{"Origin": "null"}, http.StatusForbidden},
+		{"Chromium on the dashboard's page under no-referrer", map[string]string{"Origin": "null", "Sec-Fetch-Site": "same-origin"}, http.StatusSeeOther},
+		{"a browser on the dashboard's page", map[string]string{"Origin": self, "Sec-Fetch-Site": "same-origin"}, http.StatusSeeOther},
+		{"an old browser on the dashboard's page", map[string]string{"Origin": self}, http.StatusSeeOther},
+		{"a script (no Origin)", nil, http.StatusSeeOther},
+	} {
+		before := runCount()
+		form := url.Values{"flow": {"echo"}, "input": {`{}`}, "csrf": {csrf}}
+		req, _ := http.NewRequest(http.MethodPost, srv.URL()+"actions/start", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range tc.header {
+			req.Header.Set(k, v)
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		started := runCount() - before
+		if resp.StatusCode != tc.want || (tc.want == http.StatusForbidden) != (started == 0) {
+			t.Errorf("%s: %d, %d runs started; want %d", tc.name, resp.StatusCode, started, tc.want)
+		}
+		if tc.want == http.StatusForbidden && (!strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+			!strings.Contains(string(body), "did not come from the dashboard") || !strings.Contains(string(body), `href="/flows"`)) {
+			t.Errorf("%s: the refusal is not a page that explains it: %s", tc.name, body)
+		}
+	}
+	logged := log.String()
+	var refusals []string
+	for _, line := range strings.Split(logged, "\n") {
+		if strings.Contains(line, "dashboard action refused") {
+			refusals = append(refusals, line)
+		}
+	}
+	if len(refusals) != 4 {
+		t.Fatalf("%d refusals logged, want 4:\n%s", len(refusals), logged)
+	}
+	first := refusals[0]
+	for _, want := range []string{"level=WARN", "path=/actions/start", "remote=127.0.0.1:", `Sec-Fetch-Site \"cross-site\"`, `Origin \"http://evil.example\"`} {
+		if !strings.Contains(first, want) {
+			t.Errorf("the cross-site refusal's log line lacks %s:\n%s", want, first)
+		}
+	}
+	if strings.Contains(logged, csrf) {
+		t.Error("the log holds the csrf value")
+	}
+}
+
 // A handler's output is text on the page, whatever it contains; the JSON link serves it as
 // JSON that no browser renders as a page.
 func TestOutputsAreEscapedAndServedAsJSON(t *testing.T) {
@@ -437,5 +520,294 @@ flows:
 	}
 	if len(seen) != 25 || seen[0] != "0" || seen[10] != "10" || seen[24] != "24" {
 		t.Fatalf("tasks listed over three pages: %v", seen)
+	}
+}
+
+// The dashboard creates the runs page's index when it starts and the index is missing, and
+// says so; a role that may not create it is told the statement to run, and the dashboard
+// serves anyway.
+func TestTheRunsIndexIsCreatedOnStartOrExplained(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	dropIndex := func() {
+		if _, err := db.Pool.Exec(ctx, "DROP INDEX IF EXISTS pgflow."+schema.RunsIndex); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitLog := func(log *syncBuffer, want string) {
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(log.String(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the log does not say %q within 30 s:\n%s", want, log.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	dropIndex()
+	var log syncBuffer
+	listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: slog.New(slog.NewTextHandler(&log, nil))})
+	waitLog(&log, "created index pgflow."+schema.RunsIndex)
+	if !strings.Contains(log.String(), "creating index pgflow."+schema.RunsIndex) {
+		t.Errorf("the build's start is not logged:\n%s", log.String())
+	}
+	if exists, valid, err := schema.RunsIndexValid(ctx, db.Pool); !exists || !valid || err != nil {
+		t.Fatalf("after the dashboard started: index exists %v, valid %v (%v)", exists, valid, err)
+	}
+
+	dropIndex()
+	role := "reader_" + strings.TrimPrefix(db.Name, "t_")
+	if len(role) > 60 {
+		role = role[:60]
+	}
+	r := pgx.Identifier{role}.Sanitize()
+	for _, sql := range []string{"CREATE ROLE " + r + " LOGIN", "GRANT USAGE ON SCHEMA pgflow TO " + r, "GRANT SELECT ON ALL TABLES IN SCHEMA pgflow TO " + r} {
+		if _, err := db.Pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.User = role
+	reader, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		reader.Close()
+		_, _ = db.Pool.Exec(ctx, "DROP OWNED BY "+r)
+		_, _ = db.Pool.Exec(ctx, "DROP ROLE IF EXISTS "+r)
+	})
+	var readerLog syncBuffer
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: reader, Log: slog.New(slog.NewTextHandler(&readerLog, nil))})
+	waitLog(&readerLog, "could not create the runs page's index")
+	if l := readerLog.String(); !strings.Contains(l, schema.RunsIndexSQL) || !strings.Contains(l, "must be owner") {
+		t.Errorf("the refusal does not say how to create the index by hand, or why:\n%s", l)
+	}
+	if resp, _ := get(t, srv.URL()+"runs", nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("the runs page as a read-only role: %d", resp.StatusCode)
+	}
+}
+
+// manyFailFlows is a map whose elements fail when they say so: work busy-loops
+// input.run.iterations times, and fails on a negative count.
+const manyFailFlows = `
+flows:
+  - slug: many_fail
+    max_attempts: 1
+    steps:
+      - {slug: each, type: map, module: {{root}}/modules/testdata/work.wasm}
+`
+
+// startManyFail runs a map of n elements of which those at the failing indices fail, and
+// returns the run once they all failed. The worker starts every element in one batch,
+// before any fails: a task of a run that failed meanwhile would never start.
+func startManyFail(t *testing.T, db *pgtest.DB, n int, failing []int) string {
+	t.Helper()
+	elements := make([]string, n)
+	for i := range elements {
+		elements[i] = `{"run": {"iterations": 0}}`
+	}
+	for _, i := range failing {
+		elements[i] = `{"run": {"iterations": -1}}`
+	}
+	id := workertest.StartRun(t, db.Pool, "many_fail", "["+strings.Join(elements, ",")+"]")
+	if r := workertest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "failed" {
+		t.Fatalf("run %s: %s, want failed", id, r.Status)
+	}
+	// The run fails with its first failed element; the others' failures are written after it.
+	var got []int
+	deadline := time.Now().Add(30 * time.Second)
+	for len(got) < len(failing) && time.Now().Before(deadline) {
+		if err := db.Pool.QueryRow(context.Background(), `select coalesce(array_agg(task_index order by task_index), '{}')
+			from pgflow.step_tasks where run_id = $1::uuid and status = 'failed'`, id).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(failing) {
+		t.Fatalf("the elements that failed are %v, want %v (did the worker start every element before the first failed?)", got, failing)
+	}
+	return id
+}
+
+// tagRE strips a page's tags, to read it as a person does.
+var tagRE = regexp.MustCompile(`<[^>]*>`)
+
+// An operator finds a map's failed elements on the run page without paging: the step
+// header names them (with links to their rows), the list can show failed elements only,
+// and any element can be jumped to.
+func TestAMapsFailedElementsAreNamedWithoutPaging(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, manyFailFlows, nil), worker.Config{Concurrency: 200, BatchSize: 200})
+	id := startManyFail(t, db, 200, []int{17, 42, 180})
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, TasksPerPage: 20})
+
+	_, body := get(t, srv.URL()+"runs/"+id, nil)
+	header := regexp.MustCompile(`(?s)<p class="failed-elements">.*?</p>`).FindString(body)
+	text := strings.Join(strings.Fields(tagRE.ReplaceAllString(header, "")), " ")
+	if !strings.HasPrefix(text, "failed: 17, 42, 180 · show failed only") {
+		t.Fatalf("the step header says %q, want the failed elements named:\n%s", text, header)
+	}
+	if !strings.Contains(body, "197 of 200 elements done · 3 failed") && !strings.Contains(body, "3 failed") {
+		t.Errorf("the map's progress does not count the failures")
+	}
+	link := regexp.MustCompile(`<a href="([^"]+)">180</a>`).FindStringSubmatch(header)
+	if link == nil {
+		t.Fatalf("element 180 is not a link: %s", header)
+	}
+	href := strings.ReplaceAll(link[1], "&amp;", "&")
+	if !strings.HasSuffix(href, "#task-each-180") {
+		t.Errorf("the link to element 180 does not scroll to its row: %s", href)
+	}
+	_, page := get(t, srv.URL()+strings.TrimPrefix(href, "/"), nil)
+	row := regexp.MustCompile(`(?s)<tr id="task-each-180"[^>]*>.*?</tr>`).FindString(page)
+	if !strings.Contains(row, `class="jumped"`) || !strings.Contains(row, "must be a non-negative integer") {
+		t.Errorf("element 180's page does not show its row marked, with its error: %s", row)
+	}
+
+	_, only := get(t, srv.URL()+"runs/"+id+"?step=each&only=failed", nil)
+	var rows []string
+	for _, m := range regexp.MustCompile(`id="task-each-(\d+)"`).FindAllStringSubmatch(only, -1) {
+		rows = append(rows, m[1])
+	}
+	if strings.Join(rows, ",") != "17,42,180" || !strings.Contains(only, "failed elements 1–3 of 3") || !strings.Contains(only, "show every element") {
+		t.Errorf("failed only lists %v", rows)
+	}
+
+	_, jumped := get(t, srv.URL()+"runs/"+id+"?step=each&from=137", nil)
+	rows = rows[:0]
+	for _, m := range regexp.MustCompile(`id="task-each-(\d+)"`).FindAllStringSubmatch(jumped, -1) {
+		rows = append(rows, m[1])
+	}
+	if len(rows) != 20 || rows[0] != "120" || !regexp.MustCompile(`<tr id="task-each-137" [^>]*class="jumped"`).MatchString(jumped) {
+		t.Errorf("jumping to element 137 lists %v", rows)
+	}
+	if !strings.Contains(body, `name="from" min="0" max="199"`) {
+		t.Error("the step has no form to jump to an element")
+	}
+
+	// More failures than the header names: the rest are counted, with a link to them all.
+	many := []int{3, 9, 17, 42, 77, 99, 100, 120, 150, 170, 180, 190, 199}
+	id = startManyFail(t, db, 200, many)
+	_, body = get(t, srv.URL()+"runs/"+id, nil)
+	header = regexp.MustCompile(`(?s)<p class="failed-elements">.*?</p>`).FindString(body)
+	text = strings.Join(strings.Fields(tagRE.ReplaceAllString(header, "")), " ")
+	if !strings.HasPrefix(text, "failed: 3, 9, 17, 42, 77, 99, 100, 120, 150, 170 +3 more") {
+		t.Errorf("with 13 failed elements the header says %q", text)
+	}
+}
+
+// sseEvent is one Server-Sent Event: its name and data.
+type sseEvent struct{ name, data string }
+
+// openStream follows an event stream until the test ends.
+func openStream(t *testing.T, rawURL string) <-chan sseEvent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d", rawURL, resp.StatusCode)
+	}
+	events := make(chan sseEvent, 64)
+	go func() {
+		defer resp.Body.Close()
+		var ev sseEvent
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			switch line := sc.Text(); {
+			case strings.HasPrefix(line, "event: "):
+				ev.name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				ev.data = strings.TrimPrefix(line, "data: ")
+			case line == "" && ev.name != "":
+				events <- ev
+				ev = sseEvent{}
+			}
+		}
+		close(events)
+	}()
+	return events
+}
+
+// waitEvent waits for the named event, skipping others.
+func waitEvent(t *testing.T, events <-chan sseEvent, name string, within time.Duration) sseEvent {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatalf("the stream ended before a %q event", name)
+			}
+			if ev.name == name {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no %q event within %s", name, within)
+		}
+	}
+}
+
+// While the database is down, open pages are told so by their event stream and a fresh load
+// gets a page that says so (503) and reloads itself; both recover when it is back. A private
+// server, stopped and started by the test.
+func TestADatabaseOutageIsShownAndRecoveredFrom(t *testing.T) {
+	t.Parallel()
+	cluster := pgtest.NewCluster(t)
+	db := cluster.NewDB(t)
+	ctx := context.Background()
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, echoFlows, nil))
+	id := workertest.StartRun(t, db.Pool, "echo", `{}`) // no worker: it stays running
+	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, PollInterval: 200 * time.Millisecond})
+	_, page := get(t, srv.URL()+"runs/"+id, nil)
+	version := regexp.MustCompile(`data-version="([0-9a-f]+)"`).FindStringSubmatch(page)
+	if version == nil {
+		t.Fatal("the run page has no data-version")
+	}
+	stream := srv.URL() + "events/runs/" + id + "?v=" + version[1]
+	events := openStream(t, stream)
+
+	if err := cluster.Stop(ctx); err != nil {
+		t.Fatalf("stopping PostgreSQL: %v", err)
+	}
+	ev := waitEvent(t, events, "unreachable", 30*time.Second)
+	if !strings.HasPrefix(ev.data, "The database is unreachable: ") {
+		t.Errorf("the unreachable event says %q", ev.data)
+	}
+	for _, p := range []string{"runs/" + id, "runs", "flows", "workers"} {
+		resp, body := get(t, srv.URL()+p, nil)
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+			resp.Header.Get("Retry-After") == "" {
+			t.Errorf("/%s while the database is down: %d %s (Retry-After %q)", p, resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Retry-After"))
+		}
+		text := strings.Join(strings.Fields(tagRE.ReplaceAllString(body, " ")), " ")
+		if !strings.Contains(text, "The database is unreachable: ") || !strings.Contains(text, "this page retries by itself") ||
+			!strings.Contains(body, `<meta http-equiv="refresh" content="5">`) {
+			t.Errorf("/%s while the database is down says: %s", p, text)
+		}
+	}
+	resp, body := get(t, srv.URL()+"runs/"+id, http.Header{"X-Live": {"1"}})
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.HasPrefix(body, "The database is unreachable: ") {
+		t.Errorf("the live part while the database is down: %d %q", resp.StatusCode, body)
+	}
+	// A page that connects its stream during the outage is told at once.
+	waitEvent(t, openStream(t, stream), "unreachable", 30*time.Second)
+
+	if err := cluster.Start(ctx); err != nil {
+		t.Fatalf("starting PostgreSQL again: %v", err)
+	}
+	waitEvent(t, events, "reachable", 60*time.Second)
+	resp, body = get(t, srv.URL()+"runs/"+id, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, id) {
+		t.Fatalf("the run page after the database came back: %d", resp.StatusCode)
 	}
 }

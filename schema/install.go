@@ -57,6 +57,7 @@ type Report struct {
 	AlreadyApplied int
 	PgflowVersion  string
 	StandIns       []StandIn // what became of pg_net, pg_cron and vault, when the migrations need them
+	RunsIndex      RunsIndexState
 }
 
 // installLockKey serializes installers of one database (advisory locks are per database).
@@ -85,24 +86,33 @@ func Install(ctx context.Context, conn *pgx.Conn, opts Options) (Report, error) 
 	if who.serverVersionNum < 140000 {
 		return rep, fmt.Errorf("PostgreSQL %s is too old: pgflow-wasm needs PostgreSQL 14 or newer", who.serverVersion)
 	}
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, installLockKey); err != nil {
-		return rep, fmt.Errorf("taking the install lock: %w", err)
-	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, installLockKey)
-
-	if err := installPgmq(ctx, conn, opts, who, &rep); err != nil {
+	if err := installLocked(ctx, conn, opts, migrations, who, &rep); err != nil {
 		return rep, err
 	}
-	if err := installRealtime(ctx, conn, who, &rep); err != nil {
-		return rep, err
-	}
-	if err := applyMigrations(ctx, conn, migrations, who, &rep); err != nil {
-		return rep, err
+	// After the install lock is released: a concurrent index build waits for every
+	// transaction in the database, including another installer's wait for that lock.
+	if rep.RunsIndex, err = EnsureRunsIndex(ctx, conn); err != nil {
+		return rep, stepError(err, who, "creating index pgflow."+RunsIndex+" (the dashboard's runs page)", "to own pgflow.runs")
 	}
 	if err := EnsureAttemptHistory(ctx, conn); err != nil {
 		return rep, stepError(err, who, "creating pgflow_wasm.task_attempts (the attempt history)", createDBPrivilege(who))
 	}
 	return rep, nil
+}
+
+// installLocked installs pgmq, realtime.send and the migrations under the install lock.
+func installLocked(ctx context.Context, conn *pgx.Conn, opts Options, migrations *Migrations, who identity, rep *Report) error {
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, installLockKey); err != nil {
+		return fmt.Errorf("taking the install lock: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, installLockKey)
+	if err := installPgmq(ctx, conn, opts, who, rep); err != nil {
+		return err
+	}
+	if err := installRealtime(ctx, conn, who, rep); err != nil {
+		return err
+	}
+	return applyMigrations(ctx, conn, migrations, who, rep)
 }
 
 type identity struct {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -99,12 +100,14 @@ func TestInstallTwiceChangesNothing(t *testing.T) {
 			// auto: an extension on the dev cluster (its folder is ours), a plain schema elsewhere.
 			wantExt := mode == schema.LayerExtension || (mode == schema.LayerAuto && !pgtest.External(t))
 			if first.Pgmq.Kind != schema.PgmqLayer || first.Pgmq.Extension != wantExt || first.PgmqAction != "installed" ||
-				first.RealtimeAction != "installed" || len(first.Applied) != 12 || first.AlreadyApplied != 0 || first.PgflowVersion != "0.8.1" {
+				first.RealtimeAction != "installed" || len(first.Applied) != 12 || first.AlreadyApplied != 0 || first.PgflowVersion != "0.8.1" ||
+				first.RunsIndex != schema.RunsIndexCreated {
 				t.Fatalf("first install: %+v", first)
 			}
 			before := catalog(t, conn)
 			second := install(t, conn, schema.Options{Layer: mode})
-			if second.PgmqAction != "kept" || second.RealtimeAction != "kept" || len(second.Applied) != 0 || second.AlreadyApplied != 12 {
+			if second.PgmqAction != "kept" || second.RealtimeAction != "kept" || len(second.Applied) != 0 || second.AlreadyApplied != 12 ||
+				second.RunsIndex != schema.RunsIndexPresent {
 				t.Fatalf("second install did something: %+v", second)
 			}
 			if after := catalog(t, conn); after != before {
@@ -124,6 +127,79 @@ func TestInstallTwiceChangesNothing(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A concurrent index build that is interrupted (here: cancelled while it waits for a writer's
+// transaction) leaves an invalid index behind, which IF NOT EXISTS alone would keep for ever.
+// The next EnsureRunsIndex builds it again; one that finds another process building it
+// leaves it alone.
+func TestAnInterruptedRunsIndexBuildIsRebuilt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	conn, writer := db.Conn(t), db.Conn(t)
+	if _, err := conn.Exec(ctx, "DROP INDEX pgflow."+schema.RunsIndex); err != nil {
+		t.Fatal(err)
+	}
+	// An open transaction that wrote to pgflow.runs: the build waits for it.
+	tx, err := writer.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE pgflow.runs SET remaining_steps = remaining_steps WHERE false`); err != nil {
+		t.Fatal(err)
+	}
+	pid := conn.PgConn().PID()
+	built := make(chan error, 1)
+	go func() { _, err := schema.EnsureRunsIndex(ctx, conn); built <- err }()
+	admin := db.Conn(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting bool
+		if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'
+			AND query LIKE 'CREATE INDEX CONCURRENTLY%')`, pid).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the index build never waited for the open transaction")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := admin.Exec(ctx, `SELECT pg_cancel_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-built; err == nil || !strings.Contains(err.Error(), "canceling statement") {
+		t.Fatalf("the cancelled build returned %v", err)
+	}
+	_ = tx.Rollback(ctx)
+	if exists, valid, err := schema.RunsIndexValid(ctx, conn); err != nil || !exists || valid {
+		t.Fatalf("after the interrupted build: exists %v, valid %v (%v); want an invalid index", exists, valid, err)
+	}
+
+	// Another pgflow-wasm process holds the build lock: left to it.
+	other := db.Conn(t)
+	if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(0x7067_6677_6173_6d02)); err != nil {
+		t.Fatal(err)
+	}
+	if state, err := schema.EnsureRunsIndex(ctx, conn); err != nil || state != schema.RunsIndexBusy {
+		t.Fatalf("while another process builds it: %v (%v), want %s", state, err, schema.RunsIndexBusy)
+	}
+	if _, err := other.Exec(ctx, `SELECT pg_advisory_unlock($1)`, int64(0x7067_6677_6173_6d02)); err != nil {
+		t.Fatal(err)
+	}
+
+	if state, err := schema.EnsureRunsIndex(ctx, conn); err != nil || state != schema.RunsIndexRebuilt {
+		t.Fatalf("EnsureRunsIndex: %v (%v), want %s", state, err, schema.RunsIndexRebuilt)
+	}
+	if exists, valid, err := schema.RunsIndexValid(ctx, conn); err != nil || !exists || !valid {
+		t.Fatalf("after the rebuild: exists %v, valid %v (%v)", exists, valid, err)
+	}
+	if state, err := schema.EnsureRunsIndex(ctx, conn); err != nil || state != schema.RunsIndexPresent {
+		t.Fatalf("EnsureRunsIndex again: %v (%v), want %s", state, err, schema.RunsIndexPresent)
 	}
 }
 

@@ -51,8 +51,8 @@ func realtimeSQL() string {
 	return strings.ReplaceAll(realtimeTemplate, "{{REALTIME_VERSION}}", RealtimeVersion)
 }
 
-// Fingerprint identifies the SQL this package installs (layer, realtime.send, bookkeeping),
-// so caches of installed databases (test templates) can tell when it changed.
+// Fingerprint identifies the SQL this package installs (layer, realtime.send, bookkeeping,
+// the runs index), so caches of installed databases (test templates) can tell when it changed.
 func Fingerprint() string {
-	return sha256Hex(LayerVersion + "\x00" + layerSQL() + "\x00" + realtimeSQL() + "\x00" + bookkeepingSQL + "\x00" + attemptsSQL)
+	return sha256Hex(LayerVersion + "\x00" + layerSQL() + "\x00" + realtimeSQL() + "\x00" + bookkeepingSQL + "\x00" + attemptsSQL + "\x00" + RunsIndexSQL)
 }

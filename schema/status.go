@@ -18,6 +18,9 @@ type State struct {
 	PgflowVersion string   // recorded with the last applied migration; "" when none
 	Protocol      Protocol // what the catalogue says, whoever installed pgflow
 	Migrations    []AppliedMigration
+	// RunsIndex is RunsIndex's state when pgflow.runs exists: "present", "invalid" (an
+	// interrupted build) or "missing"; "" otherwise.
+	RunsIndex string
 	// Compared with a migrations folder when Status was given one:
 	Pending []string // files not applied yet
 	Changed []string // applied files whose content differs now
@@ -55,6 +58,17 @@ func Status(ctx context.Context, conn *pgx.Conn, m *Migrations) (*State, error) 
 	}
 	if s.Protocol, err = DetectPgflow(ctx, conn); err != nil {
 		return nil, err
+	}
+	var runs bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('pgflow.runs') IS NOT NULL`).Scan(&runs); err != nil {
+		return nil, err
+	}
+	if runs {
+		exists, valid, err := RunsIndexValid(ctx, conn)
+		if err != nil {
+			return nil, fmt.Errorf("looking for index pgflow.%s: %w", RunsIndex, err)
+		}
+		s.RunsIndex = map[[2]bool]string{{true, true}: "present", {true, false}: "invalid", {false, false}: "missing"}[[2]bool{exists, valid}]
 	}
 	if m != nil {
 		applied := map[string]string{}

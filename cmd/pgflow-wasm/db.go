@@ -90,6 +90,7 @@ func dbInstall(c *cli.Context) error {
 	for _, name := range rep.Applied {
 		fmt.Fprintf(w, "               + %s\n", name)
 	}
+	fmt.Fprintf(w, "runs index:    %s pgflow.%s (the dashboard's runs page, newest first)\n", rep.RunsIndex, schema.RunsIndex)
 	return nil
 }
 
@@ -152,6 +153,13 @@ func dbStatus(c *cli.Context) error {
 	}
 	for _, name := range st.Pending {
 		fmt.Fprintf(w, "               pending             %s\n", name)
+	}
+	if st.RunsIndex != "" {
+		note := ""
+		if st.RunsIndex != "present" {
+			note = " (the dashboard's runs page sorts every run without it; `db install` or the dashboard's start creates it)"
+		}
+		fmt.Fprintf(w, "runs index:    pgflow.%s %s%s\n", schema.RunsIndex, st.RunsIndex, note)
 	}
 	if problems := st.Problems(); len(problems) > 0 {
 		return cli.Exit("not installed: "+strings.Join(problems, "; ")+"; run `pgflow-wasm db install`", 1)

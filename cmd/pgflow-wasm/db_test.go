@@ -62,13 +62,15 @@ func TestDBInstallAndStatus(t *testing.T) {
 		"realtime.send: installed realtime.send (pgflow-wasm's",
 		"migrations:    12 applied, 0 already applied (pgflow 0.8.1)",
 		"+ 20250429164909_pgflow_initial.sql",
+		"runs index:    created pgflow." + schema.RunsIndex,
 	} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("db install output lacks %q:\n%s", want, out)
 		}
 	}
 	out, err = runCLI(t, "db", "install", "--database-url", url, migrationsFlag(t))
-	if err != nil || !strings.Contains(out, "migrations:    0 applied, 12 already applied") || !strings.Contains(out, "pgmq:          kept") {
+	if err != nil || !strings.Contains(out, "migrations:    0 applied, 12 already applied") || !strings.Contains(out, "pgmq:          kept") ||
+		!strings.Contains(out, "runs index:    kept pgflow."+schema.RunsIndex) {
 		t.Fatalf("second db install: %v\n%s", err, out)
 	}
 	out, err = runCLI(t, "db", "status", "--database-url", url, migrationsFlag(t))
@@ -80,6 +82,7 @@ func TestDBInstallAndStatus(t *testing.T) {
 		"realtime.send: realtime.send (pgflow-wasm's, version " + schema.RealtimeVersion,
 		"pgflow:        0.8.1 (12 migrations applied by pgflow-wasm, 0 pending)",
 		"protocol:      0.8, detected from the catalogue (pgflow-wasm speaks it)",
+		"runs index:    pgflow." + schema.RunsIndex + " present",
 	} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("db status output lacks %q:\n%s", want, out)

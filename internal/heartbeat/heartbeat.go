@@ -40,7 +40,7 @@ type Config struct {
 	// ensure_workers() then never sends it the HTTP wake-ups meant for Edge Functions.
 	ProcessMode bool
 	Log         *slog.Logger
-	Health    *telemetry.Health // told whether the database answers
+	Health      *telemetry.Health // told whether the database answers
 	// OnDeprecated is told, once per row, that an operator set its deprecated_at.
 	OnDeprecated func(workerID string)
 }

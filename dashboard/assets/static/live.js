@@ -8,8 +8,10 @@
   var main = document.getElementById('live');
   var conn = document.getElementById('conn');
   var stream = document.body.getAttribute('data-live');
+  var downBanner = document.getElementById('db-down');
   var loadedAt = Date.now();
   var POLL_MS = 5000;
+  var dbDown = false; // the server cannot read the database: the page is as last read
 
   function page() { return document.getElementById('page'); }
 
@@ -27,7 +29,7 @@
   function pad(n) { return n < 10 ? '0' + n : '' + n; }
   function tick() {
     var p = page();
-    if (!p) return;
+    if (!p || dbDown) return; // a run's age is unknown while the database is away
     var now = Number(p.getAttribute('data-now')) + (Date.now() - loadedAt);
     var els = document.querySelectorAll('[data-since]');
     for (var i = 0; i < els.length; i++) {
@@ -41,6 +43,25 @@
     conn.title = 'live updates: ' + title;
   }
 
+  // The server says it cannot read the database (the event stream, or a refresh's 503):
+  // say so above the page, turn the dot red and stop the clocks until it can again.
+  function unreachable(msg) {
+    dbDown = true;
+    document.body.classList.add('db-down');
+    if (downBanner) {
+      downBanner.textContent = msg.replace(/[.\s]*$/, '') + '. What the page shows is as last read; it updates by itself once the database is back.';
+      downBanner.hidden = false;
+    }
+    setConn('down', 'the database is unreachable');
+  }
+  function reachable() {
+    if (!dbDown) return;
+    dbDown = false;
+    document.body.classList.remove('db-down');
+    if (downBanner) downBanner.hidden = true;
+    setConn(es && es.readyState === EventSource.OPEN ? 'on' : 'off', es && es.readyState === EventSource.OPEN ? 'connected' : 'polling');
+  }
+
   // refresh fetches the page's live part again and swaps it in, keeping what the reader
   // opened and typed.
   var busy = false, again = false;
@@ -52,10 +73,14 @@
     busy = true;
     fetch(location.href, { headers: { 'X-Live': '1' }, credentials: 'same-origin', cache: 'no-store' })
       .then(function (r) {
+        if (r.status === 503) {
+          return r.text().then(function (msg) { unreachable(msg.trim()); throw new Error('HTTP 503'); });
+        }
         if (!r.ok) throw new Error('HTTP ' + r.status);
         return r.text();
       })
       .then(function (html) {
+        reachable();
         var open = [], values = {};
         main.querySelectorAll('details[open][id]').forEach(function (d) { open.push(d.id); });
         main.querySelectorAll('textarea[id], input[id]').forEach(function (el) {
@@ -89,7 +114,9 @@
     var url = stream + (stream.indexOf('?') < 0 ? '?' : '&') + 'v=' + encodeURIComponent(p ? p.getAttribute('data-version') : '');
     es = new EventSource(url);
     es.addEventListener('change', refresh);
-    es.onopen = function () { failures = 0; stopPolling(); setConn('on', 'connected'); };
+    es.addEventListener('unreachable', function (e) { unreachable(e.data); });
+    es.addEventListener('reachable', function () { reachable(); refresh(); });
+    es.onopen = function () { failures = 0; stopPolling(); if (!dbDown) setConn('on', 'connected'); };
     es.onerror = function () {
       failures++;
       setConn('off', 'reconnecting; polling meanwhile');

@@ -42,15 +42,22 @@ type watch struct {
 	key    string
 	probe  Probe
 	cancel context.CancelFunc
-	last   string // last fingerprint, "" before the first probe
+	last   Update // the last probe's outcome, zero before the first
 	subs   map[*Watcher]struct{}
-	failed bool // the last probe failed (logged once, not at every poll)
 }
 
-// Watcher is one subscriber of a watch. C receives the page's fingerprint whenever it
-// changes (and the current one right after Watch, once known); only the latest is kept.
+// Update is what a watch last read of its page: the fingerprint, or the error that kept it
+// from reading (the database is unreachable).
+type Update struct {
+	Fingerprint string
+	Err         error
+}
+
+// Watcher is one subscriber of a watch. C receives an Update whenever the page's fingerprint
+// changes, when reading it starts failing and when it works again (and the current one
+// right after Watch, once known); only the latest is kept.
 type Watcher struct {
-	C chan string
+	C chan Update
 	h *Hub
 	w *watch
 }
@@ -66,9 +73,9 @@ func (h *Hub) Watch(key string, probe Probe) *Watcher {
 		h.watches[key] = w
 		go h.run(ctx, w)
 	}
-	s := &Watcher{C: make(chan string, 1), h: h, w: w}
+	s := &Watcher{C: make(chan Update, 1), h: h, w: w}
 	w.subs[s] = struct{}{}
-	if w.last != "" {
+	if w.last.Err != nil || w.last.Fingerprint != "" {
 		s.C <- w.last
 	}
 	return s
@@ -96,6 +103,7 @@ func (h *Hub) Watches() int {
 func (h *Hub) run(ctx context.Context, w *watch) {
 	sub := h.listener.Subscribe()
 	defer sub.Close()
+	failed, lastErr := false, "" // the last probe failed (logged once, not at every poll), and why
 	for {
 		interval := h.settled
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -105,20 +113,26 @@ func (h *Hub) run(ctx context.Context, w *watch) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			if !w.failed {
-				h.log.Warn("dashboard: reading a live page's state failed; retrying at every poll", "page", w.key, "error", err)
-				w.failed = true
+			if !failed {
+				h.log.Warn("dashboard: reading a live page's state failed; retrying every poll", "page", w.key, "error", err)
 			}
+			// Again when the reason changes: a server shutting down, then refusing connections.
+			if !failed || err.Error() != lastErr {
+				h.publish(w, Update{Err: err})
+			}
+			failed, lastErr = true, err.Error()
+			// Poll as often as an active page: pages learn at once when it works again.
+			interval = h.active
 		default:
-			if w.failed {
+			if failed {
 				h.log.Info("dashboard: reading a live page's state works again", "page", w.key)
-				w.failed = false
+				failed = false
 			}
 			sub.Set(st.Channels)
 			if st.Active {
 				interval = h.active
 			}
-			h.publish(w, st.Fingerprint)
+			h.publish(w, Update{Fingerprint: st.Fingerprint})
 		}
 		select {
 		case <-ctx.Done():
@@ -135,18 +149,19 @@ func (h *Hub) run(ctx context.Context, w *watch) {
 	}
 }
 
-func (h *Hub) publish(w *watch, fp string) {
+// publish sends u to every subscriber unless it says what the last one said.
+func (h *Hub) publish(w *watch, u Update) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if fp == w.last {
+	if u.Err == nil && w.last.Err == nil && u.Fingerprint == w.last.Fingerprint {
 		return
 	}
-	w.last = fp
+	w.last = u
 	for s := range w.subs {
-		select { // keep only the latest fingerprint
+		select { // keep only the latest update
 		case <-s.C:
 		default:
 		}
-		s.C <- fp
+		s.C <- u
 	}
 }

@@ -2,6 +2,7 @@ package live_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync/atomic"
@@ -164,13 +165,57 @@ func TestHubSharesAWatchPerPage(t *testing.T) {
 	waitListening(t, l, nil)
 }
 
-func next(t *testing.T, c <-chan string) string {
+func next(t *testing.T, c <-chan live.Update) string {
 	t.Helper()
 	select {
-	case fp := <-c:
-		return fp
+	case u := <-c:
+		if u.Err != nil {
+			t.Fatalf("an error instead of a fingerprint: %v", u.Err)
+		}
+		return u.Fingerprint
 	case <-time.After(30 * time.Second):
 		t.Fatal("no fingerprint within 30 s")
 		return ""
+	}
+}
+
+// A page whose state cannot be read (the database went away) is told so once, and told
+// again when it can be read, even when nothing on it changed meanwhile.
+func TestHubTellsWhenReadingFailsAndWorksAgain(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	l := startListener(t, db)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hub := live.NewHub(ctx, l, slog.New(slog.DiscardHandler), 20*time.Millisecond, time.Hour)
+	var down atomic.Bool
+	probe := func(context.Context) (live.State, error) {
+		if down.Load() {
+			return live.State{}, errors.New("connection refused")
+		}
+		return live.State{Fingerprint: "v0", Active: true}, nil // polled every 20 ms
+	}
+	w := hub.Watch("page", probe)
+	defer w.Close()
+	if fp := next(t, w.C); fp != "v0" {
+		t.Fatalf("first fingerprint %q", fp)
+	}
+	down.Store(true)
+	select {
+	case u := <-w.C:
+		if u.Err == nil || u.Err.Error() != "connection refused" {
+			t.Fatalf("update %+v, want the error", u)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no update within 30 s of the probe failing")
+	}
+	select {
+	case u := <-w.C:
+		t.Fatalf("the error was sent again: %+v", u)
+	case <-time.After(200 * time.Millisecond): // ten failed polls
+	}
+	down.Store(false)
+	if fp := next(t, w.C); fp != "v0" {
+		t.Fatalf("after the failure: %q, want v0 again", fp)
 	}
 }

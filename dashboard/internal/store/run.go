@@ -169,15 +169,40 @@ func (t *Task) EndedAt() *time.Time {
 // Tasks reads tasks first..first+limit-1 of a step (task_index order, which is a map's
 // element order). task_index is dense, so a page is a range scan of the primary key.
 func (s *Store) Tasks(ctx context.Context, runID string, step Step, first, limit int) ([]Task, error) {
+	return s.tasks(ctx, runID, step, `t.task_index >= $3 and t.task_index < $3 + $4 order by t.task_index`, first, limit)
+}
+
+// TasksInStatus reads a page of a step's tasks in one status (say the failed elements of a
+// map), in task_index order: skip of them, then up to limit.
+func (s *Store) TasksInStatus(ctx context.Context, runID string, step Step, status string, skip, limit int) ([]Task, error) {
+	return s.tasks(ctx, runID, step, `t.status = $5 order by t.task_index offset $3 limit $4`, skip, limit, status)
+}
+
+// IndicesInStatus lists the task_index of up to limit tasks of a step in one status, in order:
+// the step header names its failed elements without paging through them.
+func (s *Store) IndicesInStatus(ctx context.Context, runID, stepSlug, status string, limit int) ([]int, error) {
 	if !ValidID(runID) {
 		return nil, ErrNotFound
 	}
+	rows, err := s.pool.Query(ctx, `select task_index from pgflow.step_tasks
+		where run_id = $1::uuid and step_slug = $2 and status = $3 order by task_index limit $4`, runID, stepSlug, status, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int])
+}
+
+// tasks reads a step's tasks that match cond (which uses $3 and $4, and may use $5: extra).
+func (s *Store) tasks(ctx context.Context, runID string, step Step, cond string, a, b int, extra ...any) ([]Task, error) {
+	if !ValidID(runID) {
+		return nil, ErrNotFound
+	}
+	args := append([]any{runID, step.Slug, a, b}, extra...)
 	rows, err := s.pool.Query(ctx, `select t.task_index, t.status, t.attempts_count, coalesce(t.error_message, ''),
 		       t.queued_at, t.started_at, t.completed_at, t.failed_at, coalesce(t.last_worker_id::text, ''),
 		       `+jsonCols(inputExpr(step))+`, `+jsonCols("t.output")+`
 		from pgflow.step_tasks t
-		where t.run_id = $1::uuid and t.step_slug = $2 and t.task_index >= $3 and t.task_index < $3 + $4
-		order by t.task_index`, runID, step.Slug, first, limit)
+		where t.run_id = $1::uuid and t.step_slug = $2 and `+cond, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,93 @@
+package schema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// RunsIndex is pgflow-wasm's one index on a table of pgflow's: the dashboard lists runs
+// newest first, which pgflow's own indexes on pgflow.runs (run_id, flow_slug, status) can
+// only give by sorting every run (docs/benchmarks.md: 30-80 ms a page at 100,000 runs, a
+// few ms with this index).
+const RunsIndex = "pgflow_wasm_runs_started_at_idx"
+
+// RunsIndexSQL creates RunsIndex; an operator whose dashboard role may not create it runs
+// this as the owner of pgflow.runs. CONCURRENTLY: writers (start_flow, the workers) are
+// never blocked while it builds.
+const RunsIndexSQL = "CREATE INDEX CONCURRENTLY IF NOT EXISTS " + RunsIndex + " ON pgflow.runs (started_at DESC, run_id DESC)"
+
+// runsIndexLockKey keeps two pgflow-wasm processes from building (or dropping) the index at
+// once: an index being built concurrently looks just like one whose build was interrupted.
+const runsIndexLockKey int64 = 0x7067_6677_6173_6d02 // "pgfwasm" + 2
+
+// RunsIndexState is what EnsureRunsIndex found or did.
+type RunsIndexState string
+
+const (
+	RunsIndexPresent RunsIndexState = "kept"    // it was there and valid
+	RunsIndexCreated RunsIndexState = "created" // it was missing
+	RunsIndexRebuilt RunsIndexState = "rebuilt" // an interrupted build had left it invalid
+	RunsIndexBusy    RunsIndexState = "busy"    // another pgflow-wasm process is building it now
+	RunsIndexNoTable RunsIndexState = "no pgflow.runs"
+)
+
+// RunsIndexValid reports whether RunsIndex exists and is usable.
+func RunsIndexValid(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (exists, valid bool, err error) {
+	err = q.QueryRow(ctx, `SELECT i.indisvalid FROM pg_catalog.pg_index i
+		JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = 'pgflow' AND c.relname = $1`, RunsIndex).Scan(&valid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, nil
+	}
+	return err == nil, valid, err
+}
+
+// EnsureRunsIndex creates RunsIndex when it is missing, or again when an interrupted
+// concurrent build left it invalid (IF NOT EXISTS alone would keep that one, unused). conn
+// must not be inside a transaction: CREATE INDEX CONCURRENTLY cannot run in one. A build
+// waits for transactions already running on pgflow.runs, never blocks new ones.
+func EnsureRunsIndex(ctx context.Context, conn *pgx.Conn) (RunsIndexState, error) {
+	var table bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('pgflow.runs') IS NOT NULL`).Scan(&table); err != nil {
+		return "", err
+	}
+	if !table {
+		return RunsIndexNoTable, nil
+	}
+	if exists, valid, err := RunsIndexValid(ctx, conn); err != nil || (exists && valid) {
+		return RunsIndexPresent, err
+	}
+	var locked bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, runsIndexLockKey).Scan(&locked); err != nil {
+		return "", err
+	}
+	if !locked {
+		return RunsIndexBusy, nil
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, runsIndexLockKey)
+	// Read again under the lock: another process may have finished it meanwhile.
+	exists, valid, err := RunsIndexValid(ctx, conn)
+	switch {
+	case err != nil:
+		return "", err
+	case exists && valid:
+		return RunsIndexPresent, nil
+	}
+	state := RunsIndexCreated
+	if exists {
+		state = RunsIndexRebuilt
+		if _, err := conn.Exec(ctx, "DROP INDEX CONCURRENTLY IF EXISTS pgflow."+RunsIndex); err != nil {
+			return "", fmt.Errorf("dropping the invalid index pgflow.%s: %w", RunsIndex, err)
+		}
+	}
+	if _, err := conn.Exec(ctx, RunsIndexSQL); err != nil {
+		return "", err
+	}
+	return state, nil
+}
