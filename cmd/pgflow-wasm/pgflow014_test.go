@@ -41,6 +41,7 @@ func TestAFlowWithAConditionOnPgflow014AndWithoutOn081(t *testing.T) {
 		skipped                 bool
 	}{
 		{"pgflow 0.14.1 with the condition", dir014, withIf, true},
+		{"pgflow main of 2026-10-01 with the condition", pgtest.PgflowMain(t), withIf, true},
 		{"pgflow 0.8.1, the same file without it", filepath.Join(repoRoot(t), schema.DefaultMigrationsDir), base, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -105,12 +106,22 @@ func TestDBStatusNamesThePgflowRelease(t *testing.T) {
 		{12, "0.8.1", "0.8"},
 		{16, "0.12.0", "0.12"},
 		{20, "0.14.1", "0.14"},
+		{21, "0.15.0", "0.15.0"},
+		{22, "0.15.1", "0.15.1"},
+		{23, "0.16.0", "0.16"},
+		{24, "0.17.0", "0.17"},
+		{27, "main (2026-10-01)", "main of 2026-10-01 (after 0.17.0)"},
 	} {
 		t.Run(c.release, func(t *testing.T) {
 			t.Parallel()
 			db := pgtest.NewDB(t, pgtest.Empty())
 			env := []string{"DATABASE_URL=" + db.URL}
-			dir := pgtest.PgflowRelease(t, c.files)
+			dir := ""
+			if c.files <= 20 {
+				dir = pgtest.PgflowRelease(t, c.files)
+			} else {
+				dir = pgtest.PgflowMainRelease(t, c.files)
+			}
 			if out, errOut, code := runBinary(t, env, "db", "install", "--migrations", dir); code != 0 {
 				t.Fatalf("db install: exit %d\n%s%s", code, out, errOut)
 			}
