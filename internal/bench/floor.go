@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // FloorConfig configures the naive protocol floor.
@@ -59,6 +60,15 @@ func floorLoop(ctx context.Context, pool *pgxpool.Pool, cfg FloorConfig, worker 
 		run, step string
 		idx       int
 	}
+	proto, err := schema.DetectPgflow(ctx, pool)
+	if err != nil {
+		return err
+	}
+	// pgflow 0.17+ takes the queue the messages came from (a flow's is named after it).
+	claim, queueArg := `pgflow.start_tasks($1, $2::bigint[], $3::uuid)`, []any{}
+	if proto.QueueNames {
+		claim, queueArg = `pgflow.start_tasks($1, $2::bigint[], $3::uuid, $4)`, []any{cfg.Flow}
+	}
 	for ctx.Err() == nil {
 		var ids []int64
 		if err := pool.QueryRow(ctx, `select coalesce(array_agg(msg_id), '{}') from pgmq.read($1, 30, $2)`, cfg.Flow, cfg.BatchSize).Scan(&ids); err != nil {
@@ -72,8 +82,8 @@ func floorLoop(ctx context.Context, pool *pgxpool.Pool, cfg FloorConfig, worker 
 			}
 			continue
 		}
-		rows, err := pool.Query(ctx, `select run_id::text, step_slug, task_index from pgflow.start_tasks($1, $2::bigint[], $3::uuid)`,
-			cfg.Flow, ids, worker)
+		rows, err := pool.Query(ctx, `select run_id::text, step_slug, task_index from `+claim,
+			append([]any{cfg.Flow, ids, worker}, queueArg...)...)
 		if err != nil {
 			return err
 		}
