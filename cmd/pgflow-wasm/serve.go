@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
@@ -383,6 +384,9 @@ func compileCommand() *cli.Command {
 			}
 			for _, r := range reports {
 				fmt.Fprintf(c.App.Writer, "%s: %s\n", r.Slug, r.Action)
+				if len(r.External) > 0 {
+					fmt.Fprintf(c.App.Writer, "  served by another worker: %s (pgflow-wasm serves the rest)\n", strings.Join(r.External, ", "))
+				}
 				for _, d := range r.Options {
 					fmt.Fprintf(c.App.Writer, "  %s\n", d)
 				}

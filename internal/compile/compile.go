@@ -62,6 +62,8 @@ type FlowReport struct {
 	Slug    string
 	Action  Action
 	Options []string // option differences, "step x: timeout 30 in the database, 5 in the file"
+	// External are the steps another worker serves (flows.yaml `external: true`).
+	External []string
 }
 
 // ShapeError is returned when a flow in the database has another shape than in the file.
@@ -124,6 +126,11 @@ func Compile(ctx context.Context, pool *pgxpool.Pool, file *flowfile.File, opts 
 
 func compileFlow(ctx context.Context, tx pgx.Tx, fl *flowfile.Flow, opts Options, proto schema.Protocol) (FlowReport, error) {
 	r := FlowReport{Slug: fl.Slug}
+	for _, s := range fl.Steps {
+		if s.External {
+			r.External = append(r.External, s.Slug)
+		}
+	}
 	if proto.QueueNames {
 		// pgflow 0.17's own compilers (its workers at start, create_flow) take this lock per
 		// flow: a flow compiled by both sides at once is created once.
