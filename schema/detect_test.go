@@ -52,26 +52,38 @@ func TestDetectsEveryReleaseFrom081To0141(t *testing.T) {
 	}
 }
 
-// A pgflow newer than 0.14.1 is refused with what was found and what is supported.
+// A pgflow newer than any pgflow-wasm knows is refused with what was found and what is
+// supported: here a task status no release has, and the 4-argument start_tasks of an
+// unreleased 0.17 pre-release.
 func TestANewerPgflowIsRefusedNotGuessed(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	conn := connect(t, pgtest.NewDB(t, pgtest.Empty()).URL)
-	if _, err := schema.Install(ctx, conn, schema.Options{MigrationsDir: pgtest.Pgflow014(t), Layer: schema.LayerSchema}); err != nil {
-		t.Fatal(err)
-	}
-	// What 0.17 looks like to a worker: start_tasks takes a queue name.
-	if _, err := conn.Exec(ctx, `create function pgflow.start_tasks(flow_slug text, msg_ids bigint[], worker_id uuid, queue_name text)
-		returns setof pgflow.step_task_record language sql as 'select * from pgflow.start_tasks(flow_slug, msg_ids, worker_id)'`); err != nil {
-		t.Fatal(err)
-	}
-	p, err := schema.DetectPgflow(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "this database has a pgflow newer than 0.14.1 (start_tasks takes a queue name (0.17)): pgflow-wasm speaks pgflow 0.8.1 through 0.14.1"
-	if err := p.Supported(); err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("Supported() = %v\nwant %s", err, want)
+	for _, c := range []struct{ name, sql, want string }{
+		{"a new task status", `alter table pgflow.step_tasks drop constraint valid_status;
+			alter table pgflow.step_tasks add constraint valid_status check (status in ('queued', 'started', 'completed', 'failed', 'paused'))`,
+			"(tasks have a status paused)"},
+		{"a 4-argument start_tasks", `create function pgflow.start_tasks(flow_slug text, msg_ids bigint[], worker_id uuid, queue_name text)
+			returns setof pgflow.step_task_record language sql as 'select * from pgflow.start_tasks(flow_slug, msg_ids, worker_id)'`,
+			"(start_tasks takes a queue name but no step (an unreleased 0.17 pre-release))"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			conn := connect(t, pgtest.NewDB(t, pgtest.Empty()).URL)
+			if _, err := schema.Install(ctx, conn, schema.Options{MigrationsDir: pgtest.Pgflow014(t), Layer: schema.LayerSchema}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.Exec(ctx, c.sql); err != nil {
+				t.Fatal(err)
+			}
+			p, err := schema.DetectPgflow(ctx, conn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "this database has a pgflow newer than any pgflow-wasm knows " + c.want + ": pgflow-wasm speaks pgflow " + schema.SupportedPgflow
+			if err := p.Supported(); err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("Supported() = %v\nwant %s", err, want)
+			}
+		})
 	}
 }
 
