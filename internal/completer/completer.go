@@ -432,6 +432,8 @@ func staleReason(o Outcome, status string, attempts int, lastWorker, errMsg stri
 		return "already written: an earlier write of this outcome committed before its connection was lost"
 	case mine && o.Failed && errMsg == o.Error && (status == "queued" || status == "failed"):
 		return "already written: an earlier write of this failure committed before its connection was lost"
+	case status == "cancelled" || status == "skipped":
+		return "pgflow " + status + " the task while it ran (its run failed, or its step was skipped): this outcome is dropped, as pgflow drops it"
 	case attempts > t.Attempt:
 		return fmt.Sprintf("the task was handed back and started again (attempt %d, status %s): this attempt's outcome is dropped", attempts, status)
 	case status == "queued" || status == "failed":

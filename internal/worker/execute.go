@@ -226,6 +226,9 @@ func (w *Worker) onWritten(written []completer.Written) {
 		switch {
 		case wr.Err != nil:
 			log.log(slog.LevelError, "task outcome not written", "error", wr.Err)
+		case wr.Stale && strings.HasPrefix(wr.StaleReason, "pgflow cancelled") || strings.HasPrefix(wr.StaleReason, "pgflow skipped"):
+			// pgflow gave up on the task while it ran: nothing went wrong here.
+			log.log(slog.LevelInfo, "outcome not applied", "why", wr.StaleReason)
 		case wr.Stale:
 			log.log(slog.LevelWarn, "outcome not applied: the task was no longer started by this attempt", "why", wr.StaleReason)
 		case !wr.Failed && wr.Status == "completed":
