@@ -226,7 +226,7 @@ func (w *Worker) onWritten(written []completer.Written) {
 		switch {
 		case wr.Err != nil:
 			log.log(slog.LevelError, "task outcome not written", "error", wr.Err)
-		case wr.Stale && strings.HasPrefix(wr.StaleReason, "pgflow cancelled") || strings.HasPrefix(wr.StaleReason, "pgflow skipped"):
+		case wr.Stale && (strings.HasPrefix(wr.StaleReason, "pgflow cancelled") || strings.HasPrefix(wr.StaleReason, "pgflow skipped")):
 			// pgflow gave up on the task while it ran: nothing went wrong here.
 			log.log(slog.LevelInfo, "outcome not applied", "why", wr.StaleReason)
 		case wr.Stale:
