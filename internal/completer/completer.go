@@ -72,6 +72,8 @@ type Config struct {
 	// to poll again at once.
 	OnWritten func([]Written)
 	Log       *slog.Logger
+	// OnError is told every error a write met (the worker counts them by class and SQLSTATE).
+	OnError func(error)
 	// StopTimeout is how long Stop keeps writing what is pending [10s]: a finished handler's
 	// work is worth keeping a little longer than a running one's.
 	StopTimeout time.Duration
@@ -88,6 +90,8 @@ type Completer struct {
 	pending  []Outcome
 	inflight int       // outcomes taken by writers and not written yet
 	lost     []Outcome // outcomes writers gave up on when aborted
+
+	refusedSince, refusedSaid time.Time // the outage of writes going on, and when it was last logged
 
 	wakeFirst chan struct{} // rings the first writer: there is something to write
 	wakeMore  chan struct{} // rings another writer: there is a backlog worth a second transaction
@@ -266,10 +270,11 @@ func (c *Completer) writer(ctx context.Context, i int) {
 		}
 		if err == nil {
 			retry.Reset()
+			c.writesAgain()
 			continue
 		}
 		wait := retry.Next()
-		c.cfg.Log.Warn("could not write task outcomes; retrying", "tasks", len(left), "error", err, "retry_in", wait)
+		c.refused(err, len(left))
 		select {
 		case <-time.After(wait):
 		case <-c.abort:
@@ -279,6 +284,47 @@ func (c *Completer) writer(ctx context.Context, i int) {
 			c.mu.Unlock()
 			return
 		}
+	}
+}
+
+// refused reports a write the database refused: the first refusal of an outage with what the
+// database said, then once a minute while it lasts; the outcomes are kept.
+func (c *Completer) refused(err error, tasks int) {
+	if c.cfg.OnError != nil {
+		c.cfg.OnError(err)
+	}
+	c.mu.Lock()
+	now := time.Now()
+	first := c.refusedSince.IsZero()
+	if first {
+		c.refusedSince = now
+	}
+	say := first || now.Sub(c.refusedSaid) >= time.Minute
+	if say {
+		c.refusedSaid = now
+	}
+	since := c.refusedSince
+	pending := len(c.pending) + c.inflight
+	c.mu.Unlock()
+	if !say {
+		return
+	}
+	msg := "the database refuses to write task outcomes; they are kept and written when it takes them (no task is failed over it)"
+	if !first {
+		msg = "the database still refuses to write task outcomes; they are kept"
+	}
+	c.cfg.Log.Warn(msg, "why", dberr.Describe(err), "error", err, "class", dberr.Classify(err).String(),
+		"tasks_waiting", pending, "since", since.Format(time.RFC3339), "batch", tasks)
+}
+
+// writesAgain ends an outage: the database took a write.
+func (c *Completer) writesAgain() {
+	c.mu.Lock()
+	since := c.refusedSince
+	c.refusedSince, c.refusedSaid = time.Time{}, time.Time{}
+	c.mu.Unlock()
+	if !since.IsZero() {
+		c.cfg.Log.Info("the database writes task outcomes again", "refused_for", time.Since(since).Round(time.Millisecond))
 	}
 }
 
@@ -316,35 +362,48 @@ func (c *Completer) write(ctx context.Context, batch []Outcome) (written []Writt
 // rest is retried later (an outcome is never written twice: the statements only act on a
 // task still started by the same attempt). Any other error falls back to one transaction per
 // outcome, so one bad task never blocks the others.
+//
+// Only pgflow's verdict on an outcome (dberr.ClassVerdict: an output jsonb cannot store, a
+// failure message it cannot keep) changes what is written: the task then fails with the
+// reason. Every other error keeps the outcome for a later retry, however long the database
+// refuses (a full disk, no connections left, a failover): the task is never failed and no
+// attempt is spent over the database's state (docs/RATIONALE.md, "Database errors").
 func (c *Completer) writeGroup(ctx context.Context, batch []Outcome) (written []Written, left []Outcome, err error) {
 	written, err = c.writeBatch(ctx, batch)
 	if err == nil {
 		return written, nil, nil
 	}
-	if dberr.Transient(err) || ctx.Err() != nil {
+	if !dberr.Verdict(err) || ctx.Err() != nil {
 		return nil, batch, err
 	}
-	c.cfg.Log.Warn("batch write failed; writing each task alone", "tasks", len(batch), "error", err)
+	c.cfg.Log.Warn("pgflow refused a batch; writing each task alone to find which", "tasks", len(batch), "error", err)
 	for i, o := range batch {
 		w, err := c.writeOne(ctx, o)
-		if err != nil && !dberr.Transient(err) && !o.Failed {
-			// pgflow refused the output (e.g. a \u0000 escape, which jsonb cannot store): fail
-			// the task with the reason rather than leave its run hanging.
-			c.cfg.Log.Error("complete_task refused the output; failing the task", "run_id", o.Task.RunID,
-				"step", o.Task.StepSlug, "task_index", o.Task.TaskIndex, "error", err)
+		if dberr.Verdict(err) {
 			fo := o
-			fo.Failed, fo.Error = true, "pgflow could not store the output: "+err.Error()
+			if o.Failed {
+				// The message itself (a NUL byte, invalid UTF-8): keep what can be stored.
+				fo.Error = storableText(o.Error)
+			} else {
+				// The output (e.g. a \u0000 escape, which jsonb cannot store): fail the task
+				// with the reason rather than leave its run hanging.
+				c.cfg.Log.Error("complete_task refused the output; failing the task", "run_id", o.Task.RunID,
+					"step", o.Task.StepSlug, "task_index", o.Task.TaskIndex, "error", err)
+				fo.Failed, fo.Error = true, "pgflow could not store the handler's output: "+err.Error()
+			}
 			w, err = c.writeOne(ctx, fo)
 		}
-		if err != nil && (dberr.Transient(err) || ctx.Err() != nil) {
-			return written, batch[i:], err
-		}
 		if err != nil {
-			w = Written{Outcome: o, Err: err}
+			return written, batch[i:], err // kept: written when the database takes it
 		}
 		written = append(written, w)
 	}
 	return written, nil, nil
+}
+
+// storableText is s as text PostgreSQL stores: no NUL bytes, valid UTF-8.
+func storableText(s string) string {
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\\0"), "\uFFFD")
 }
 
 // writeBatch writes outcomes of one kind (all completions or all failures) in one round trip

@@ -30,6 +30,8 @@ type Metrics struct {
 	Polls          *prometheus.CounterVec   // flow, result: tasks | empty | error
 	ReadLatency    *prometheus.HistogramVec // flow: read + start_tasks round trips
 	Recovered      *prometheus.CounterVec   // flow: stalled tasks requeued or failed by the sweep
+	DBErrors       *prometheus.CounterVec   // operation, class, sqlstate: statements the database refused (dberr)
+	Unwritten      prometheus.Gauge         // outcomes finished and not yet written
 	Abandoned      prometheus.GaugeFunc
 
 	// Outbound HTTP of handlers (capabilities). host is the http.allow entry a request
@@ -68,6 +70,9 @@ func NewMetrics(reg prometheus.Registerer, abandoned func() int) *Metrics {
 		ReadLatency: f.histogram("pgflow_wasm_queue_read_seconds", "Time to read a batch and start its tasks.", []string{"flow"},
 			prometheus.ExponentialBuckets(0.0005, 2, 14)),
 		Recovered: f.counter("pgflow_wasm_tasks_recovered_total", "Stalled tasks the recovery sweep returned to pgflow.", []string{"flow"}),
+		DBErrors: f.counter("pgflow_wasm_database_errors_total", "Statements the database refused, by operation, class (transient, verdict, ours) and SQLSTATE.",
+			[]string{"operation", "class", "sqlstate"}),
+		Unwritten: f.gauge("pgflow_wasm_outcomes_unwritten", "Outcomes of finished handlers not written yet (kept while the database refuses writes).", nil).WithLabelValues(),
 		Abandoned: f.gaugeFunc("pgflow_wasm_sandbox_abandoned_calls", "Handler calls past their deadline that the engine could not stop yet.",
 			func() float64 { return float64(abandoned()) }),
 		HTTPRequests: f.counter("pgflow_wasm_http_requests_total", "HTTP requests handlers sent (redirect hops included), by allow entry and result.",

@@ -100,7 +100,7 @@ func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) comp
 		return completer.Outcome{Task: t, Failed: true, Error: why.Error()}
 	}
 	if w.runCtx.Err() != nil && kind != sandbox.KindTimeout {
-		msg = fmt.Sprintf("Worker stopped before the task finished (drain timeout %s); pgflow retries it. Handler: %s", w.cfg.DrainTimeout, msg)
+		msg = drainCutMessage(w.cfg.DrainTimeout, t.Attempt, st.maxAttempts, msg)
 	}
 	w.hookFinished(hookCtx, ti, TaskResult{Duration: res.Duration, FuelUsed: res.FuelUsed, Failed: true, Kind: string(kind), Error: msg})
 	if m := w.cfg.Metrics; m != nil {
@@ -114,6 +114,18 @@ func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) comp
 		w.checkAbandoned()
 	}
 	return completer.Outcome{Task: t, Failed: true, Error: msg}
+}
+
+// drainCutMessage is what a task cut by the drain timeout of a shutdown stores: what
+// happened, and what pgflow does next (a retry spends an attempt: pgflow has no way to hand a
+// started task back without one).
+func drainCutMessage(drain time.Duration, attempt, maxAttempts int, handler string) string {
+	next := fmt.Sprintf("pgflow retries it (attempt %d of %d)", attempt+1, maxAttempts)
+	if maxAttempts > 0 && attempt >= maxAttempts {
+		next = fmt.Sprintf("this was its last attempt (%d of %d), so the task fails for good: give shutdowns a longer --drain-timeout or the step more max_attempts", attempt, maxAttempts)
+	}
+	return fmt.Sprintf("Stopped by a worker shutdown: the handler had not finished when the drain timeout (%s) ran out; %s. Handler: %s",
+		drain, next, handler)
 }
 
 // taskSeed is the identity a deterministic step's random bytes are drawn from: the run,
@@ -214,6 +226,9 @@ func guestLevel(l int32) slog.Level {
 // fetch loops held back while outcomes waited to be written).
 func (w *Worker) onWritten(written []completer.Written) {
 	defer w.wakeStarved()
+	if m := w.cfg.Metrics; m != nil {
+		defer func() { m.Unwritten.Set(float64(w.done.Pending())) }()
+	}
 	for _, wr := range written {
 		t := wr.Task
 		w.known.remove(&t)

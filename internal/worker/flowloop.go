@@ -62,6 +62,7 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 				return
 			}
 			w.metricPoll(fs, "error")
+			w.dbError("fetch", err)
 			w.cfg.Health.SetDatabase(false)
 			wait := dbRetry.Next()
 			if !dbDown {

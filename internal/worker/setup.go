@@ -35,7 +35,8 @@ func (w *Worker) loadEffectiveOptions(ctx context.Context) error {
 	}
 	for _, fs := range w.flows {
 		rows, err := w.cfg.Pool.Query(ctx, `
-			select s.step_slug, coalesce(s.opt_timeout, f.opt_timeout), coalesce(s.opt_base_delay, f.opt_base_delay), `+queueCols+`
+			select s.step_slug, coalesce(s.opt_timeout, f.opt_timeout), coalesce(s.opt_base_delay, f.opt_base_delay),
+			       coalesce(s.opt_max_attempts, f.opt_max_attempts), `+queueCols+`
 			from pgflow.steps s join pgflow.flows f on f.flow_slug = s.flow_slug where s.flow_slug = $1`, fs.def.Slug)
 		if err != nil {
 			return fmt.Errorf("reading options of flow %s: %w", fs.def.Slug, err)
@@ -45,15 +46,16 @@ func (w *Worker) loadEffectiveOptions(ctx context.Context) error {
 		stepQueue := map[string]string{}
 		for rows.Next() {
 			var slug string
-			var timeout, baseDelay int
+			var timeout, baseDelay, maxAttempts int
 			var queue *string
-			if err := rows.Scan(&slug, &timeout, &baseDelay, &queue, &mode); err != nil {
+			if err := rows.Scan(&slug, &timeout, &baseDelay, &maxAttempts, &queue, &mode); err != nil {
 				rows.Close()
 				return err
 			}
 			if st := fs.steps[slug]; st != nil {
 				st.timeout = time.Duration(timeout) * time.Second
 				st.baseDelay = baseDelay
+				st.maxAttempts = maxAttempts
 				found++
 				if queue != nil {
 					stepQueue[slug] = *queue

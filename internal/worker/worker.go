@@ -24,6 +24,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/heartbeat"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/requeueguard"
@@ -229,6 +230,7 @@ type stepState struct {
 	module        sandbox.Module
 	timeout       time.Duration // effective: the step's, else the flow's (as stored in pgflow)
 	baseDelay     int           // effective, seconds: retries wait floor(base_delay * 2^attempts)
+	maxAttempts   int           // effective: the attempt that fails the task for good
 	hasDependents bool
 	metrics       *stepMetrics // nil without metrics
 	// maxDependentStartDelay is the longest start_delay among dependent steps, in seconds:
@@ -276,7 +278,7 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 		w.byWorker[fs.workerID] = fs
 	}
 	w.done = completer.New(cfg.Pool, completer.Config{MaxBatch: cfg.CompletionBatch, Writers: cfg.CompletionWriters,
-		OnWritten: w.onWritten, Log: w.log})
+		OnWritten: w.onWritten, Log: w.log, OnError: func(err error) { w.dbError("write outcomes", err) }})
 	return w, nil
 }
 
@@ -389,6 +391,16 @@ func (w *Worker) services(listen *poller.Listener) []service.Service {
 	return out
 }
 
+// dbError counts a statement the database refused, by operation, class and SQLSTATE.
+func (w *Worker) dbError(op string, err error) {
+	m := w.cfg.Metrics
+	if m == nil {
+		return
+	}
+	m.DBErrors.WithLabelValues(op, dberr.Classify(err).String(), dberr.SQLState(err)).Inc()
+	m.Unwritten.Set(float64(w.done.Pending()))
+}
+
 // deprecated stops fetching a flow whose worker row an operator deprecated, and the whole
 // worker once every flow is.
 func (w *Worker) deprecated(workerID string) {
@@ -428,7 +440,8 @@ func (w *Worker) drain() {
 		return
 	case <-time.After(w.cfg.DrainTimeout):
 	}
-	w.log.Warn("drain timeout: stopping the tasks still running; pgflow will retry them")
+	w.log.Warn("drain timeout: stopping the tasks still running; each is failed with a message saying so, and pgflow retries those with attempts left",
+		"drain_timeout", w.cfg.DrainTimeout)
 	w.cancelRun()
 	select {
 	case <-finished:
