@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 )
@@ -225,4 +227,96 @@ func readFile(t *testing.T, path string) string {
 	t.Helper()
 	b, _ := os.ReadFile(path)
 	return string(b)
+}
+
+// Another client takes every connection the server has, and the worker's own sessions are
+// cut: the worker retries with backoff, says so, and serves again once connections free up;
+// no run fails and no attempt is spent.
+func TestNoConnectionsLeftCostsNoRun(t *testing.T) {
+	t.Parallel()
+	hold := faultSeconds(t)
+	cluster := pgtest.NewCluster(t, pgtest.Settings(map[string]string{"max_connections": "30"}))
+	db := cluster.NewDB(t)
+	ctx := context.Background()
+	oracle := module(t, "modules/testdata/oracle.wasm")
+	flows := writeFile(t, "flows.yaml", fmt.Sprintf(`
+flows:
+  - slug: crowded
+    max_attempts: 1
+    timeout: 30
+    steps:
+      - {slug: a, module: %[1]q}
+      - {slug: b, depends_on: [a], module: %[1]q}
+`, oracle))
+	w := startServe(t, db.URL, flows, "--signal", "notify", "--concurrency", "8", "--max-connections", "4")
+	db.WaitServing(t, "crowded")
+	producer := db.Conn(t) // held through the fault, to start runs
+	var ids []string
+	start := func(i int) {
+		var id string
+		if err := producer.QueryRow(ctx, `select run_id::text from pgflow.start_flow('crowded', $1::jsonb)`, fmt.Sprintf(`{"i": %d}`, i)).Scan(&id); err != nil {
+			t.Fatalf("start: %v", err)
+		}
+		ids = append(ids, id)
+	}
+	for i := range 20 {
+		start(i)
+	}
+	// Take every connection left, then cut the worker's sessions: it must connect again.
+	var hogs []*pgx.Conn
+	for {
+		c, err := pgx.Connect(ctx, db.URL)
+		if err != nil {
+			if dberr.SQLState(err) != "53300" {
+				t.Fatalf("taking connections: %v", err)
+			}
+			break
+		}
+		hogs = append(hogs, c)
+	}
+	keep := []uint32{producer.PgConn().PID()}
+	for _, c := range hogs {
+		keep = append(keep, c.PgConn().PID())
+	}
+	var cut int
+	if err := producer.QueryRow(ctx, `select count(pg_terminate_backend(pid)) from pg_stat_activity
+		where datname = current_database() and backend_type = 'client backend' and pid <> all($1::int[])`, keep).Scan(&cut); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d connections taken by another client; %d sessions of the worker cut", len(hogs), cut)
+	// Take the slots the cut sessions freed before the worker does.
+	for {
+		c, err := pgx.Connect(ctx, db.URL)
+		if err != nil {
+			break
+		}
+		hogs = append(hogs, c)
+	}
+	for i := 20; i < 40; i++ {
+		start(i)
+	}
+	time.Sleep(hold)
+	freedAt := time.Now()
+	for _, c := range hogs {
+		c.Close(ctx)
+	}
+	for _, id := range ids {
+		var status string
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			err := producer.QueryRow(ctx, `select status from pgflow.runs where run_id = $1::uuid`, id).Scan(&status)
+			if err == nil && status != "started" || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if status != "completed" {
+			t.Fatalf("run %s is %s (want completed)\n%s", id, status, tail(readFile(t, w.log), 4000))
+		}
+	}
+	t.Logf("%d runs completed, the last %s after connections freed up", len(ids), time.Since(freedAt).Round(time.Millisecond))
+	var spent int
+	if err := producer.QueryRow(ctx, `select count(*) from pgflow.step_tasks where flow_slug = 'crowded' and attempts_count <> 1`).Scan(&spent); err != nil || spent != 0 {
+		t.Errorf("%d tasks spent more than one attempt (%v)", spent, err)
+	}
 }
