@@ -113,3 +113,35 @@ flows:
 		})
 	}
 }
+
+// A task the drain timeout of a shutdown cuts says so, and whether pgflow retries it: on its
+// last attempt the run fails, and the message says that too (it once said pgflow retries it).
+func TestATaskCutByTheDrainTimeoutSaysSo(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	f := flows(t, `
+flows:
+  - slug: cut
+    max_attempts: 1
+    timeout: 60
+    steps:
+      - {slug: s, module: "{{spin}}"}
+`)
+	w := startWorker(t, db.Pool, f, worker.Config{DrainTimeout: 500 * time.Millisecond})
+	run := startRun(t, db.Pool, "cut", `{}`)
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		return taskOf(t, db.Pool, run).Status == "started", "the task has not started"
+	})
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+	task := taskOf(t, db.Pool, run)
+	for _, want := range []string{"Stopped by a worker shutdown", "drain timeout (500ms)", "this was its last attempt (1 of 1)"} {
+		if !strings.Contains(task.Error, want) {
+			t.Errorf("stored message %q lacks %q", task.Error, want)
+		}
+	}
+	if r := waitRun(t, db.Pool, run, 10*time.Second); r.Status != "failed" {
+		t.Errorf("run %s, want failed (its only attempt was cut)", r.Status)
+	}
+}
