@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/localpg"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 )
 
@@ -318,5 +320,94 @@ flows:
 	var spent int
 	if err := producer.QueryRow(ctx, `select count(*) from pgflow.step_tasks where flow_slug = 'crowded' and attempts_count <> 1`).Scan(&spent); err != nil || spent != 0 {
 		t.Errorf("%d tasks spent more than one attempt (%v)", spent, err)
+	}
+}
+
+// The primary stops under load and its streaming standby is promoted: a worker given both
+// hosts with target_session_attrs=read-write (libpq's syntax, which pgx reads) follows to
+// the new primary; every run completes and no task completes twice.
+func TestAFailoverToAStandbyLosesNoRun(t *testing.T) {
+	t.Parallel()
+	primary := pgtest.NewCluster(t)
+	db := primary.NewDB(t)
+	standby := pgtest.NewStandby(t, primary)
+	ctx := context.Background()
+	url := fmt.Sprintf("postgres://%s@127.0.0.1:%d,127.0.0.1:%d/%s?sslmode=disable&target_session_attrs=read-write",
+		localpg.SuperUser, primary.Port(), standby.Port(), db.Name)
+	oracle := module(t, "modules/testdata/oracle.wasm")
+	flows := writeFile(t, "flows.yaml", fmt.Sprintf(`
+flows:
+  - slug: failover
+    max_attempts: 3
+    base_delay: 0
+    timeout: 30
+    steps:
+      - {slug: a, module: %[1]q}
+      - {slug: b, depends_on: [a], module: %[1]q}
+`, oracle))
+	w := startServe(t, url, flows, "--signal", "notify", "--concurrency", "8")
+	db.WaitServing(t, "failover")
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	var mu sync.Mutex
+	var ids []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			var id string
+			if err := pool.QueryRow(ctx, `select run_id::text from pgflow.start_flow('failover', $1::jsonb)`, fmt.Sprintf(`{"i": %d}`, i)).Scan(&id); err == nil {
+				mu.Lock()
+				ids = append(ids, id)
+				mu.Unlock()
+			}
+		}
+	}()
+	time.Sleep(2 * time.Second)
+	if err := primary.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	promotedAt := time.Now()
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+
+	newPrimary := &pgtest.DB{Name: db.Name, URL: standby.URL(db.Name), Pool: pool}
+	var lastEnd time.Time
+	for _, id := range ids {
+		var status string
+		var end time.Time
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			err := pool.QueryRow(ctx, `select status, coalesce(completed_at, failed_at, now()) from pgflow.runs where run_id = $1::uuid`, id).Scan(&status, &end)
+			if err == nil && status != "started" || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if status != "completed" {
+			t.Fatalf("run %s is %s after the failover (want completed)\n%s", id, status, tail(readFile(t, w.log), 4000))
+		}
+		if end.After(lastEnd) {
+			lastEnd = end
+		}
+	}
+	t.Logf("%d runs completed; the last %s after the standby was promoted", len(ids), lastEnd.Sub(promotedAt).Round(time.Millisecond))
+	if r, err := newPrimary.Audit(ctx); err != nil || len(r.Problems()) > 0 {
+		t.Errorf("audit on the new primary: %v %v", r.Problems(), err)
 	}
 }

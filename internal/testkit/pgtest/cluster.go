@@ -263,3 +263,35 @@ func firstMigrations(t testing.TB, src string, n int) string {
 	}
 	return dst
 }
+
+// NewStandby starts a streaming standby of primary (a base backup of it, kept in sync), a
+// private cluster of its own removed when the test ends; Promote makes it the primary.
+func NewStandby(t testing.TB, primary *Cluster) *Cluster {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "pgflow-wasm-test-standby-")
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	os.Chmod(dir, 0o755)
+	c, err := localpg.New(localpg.Config{Dir: dir, Logf: t.Logf})
+	if err != nil {
+		os.RemoveAll(dir)
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := c.Remove(ctx); err != nil {
+			t.Errorf("pgtest: removing standby %s: %v", c.Dir, err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := c.CloneAsStandby(ctx, primary.Cluster); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return &Cluster{Cluster: c, t: t}
+}
