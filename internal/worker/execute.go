@@ -229,9 +229,13 @@ func (w *Worker) onWritten(written []completer.Written) {
 	if m := w.cfg.Metrics; m != nil {
 		defer func() { m.Unwritten.Set(float64(w.done.Pending())) }()
 	}
+	now := time.Now()
 	for _, wr := range written {
 		t := wr.Task
 		w.known.remove(&t)
+		if wr.Err == nil && !wr.Stale {
+			w.known.wrote(&t, now)
+		}
 		fs := w.byFlow[t.FlowSlug]
 		if fs == nil {
 			continue

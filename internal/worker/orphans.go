@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/recovery"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
@@ -40,9 +41,18 @@ func (w *Worker) handBackOrphans(ctx context.Context, own []recovery.Started, be
 		if fs == nil || before[fs] < 0 || before[fs] != after[fs] || w.known.has(taskKey{o.RunID, o.StepSlug, o.TaskIndex}) {
 			continue
 		}
-		c := taskwrite.Call{RunID: o.RunID, StepSlug: o.StepSlug, TaskIndex: o.TaskIndex, Attempt: o.Attempt,
-			Arg: fmt.Sprintf("Task stalled: worker %s started it, but the reply of start_tasks was lost (connection cut "+
-				"during the fetch), so it never ran; returned to pgflow by pgflow-wasm", o.WorkerID)}
+		why := fmt.Sprintf("Task stalled: worker %s started it, but the reply of start_tasks was lost (connection cut "+
+			"during the fetch), so it never ran; returned to pgflow by pgflow-wasm", o.WorkerID)
+		what := "handed back a task started by a fetch whose reply was lost"
+		if at, ok := w.known.writtenAt(taskKey{o.RunID, o.StepSlug, o.TaskIndex}, o.Attempt); ok {
+			// It ran, and its outcome was committed: a database that lost the commit (a
+			// failover to a standby the commit had not reached) holds it started again.
+			why = fmt.Sprintf("Task stalled: worker %s ran it and wrote its outcome at %s, but the database no longer has that "+
+				"commit (a failover to a standby it had not reached); returned to pgflow by pgflow-wasm to run again",
+				o.WorkerID, at.UTC().Format(time.RFC3339Nano))
+			what = "handed back a task whose written outcome the database lost (a failover)"
+		}
+		c := taskwrite.Call{RunID: o.RunID, StepSlug: o.StepSlug, TaskIndex: o.TaskIndex, Attempt: o.Attempt, Arg: why}
 		res, err := taskwrite.FailOne(ctx, w.cfg.Pool, c, taskwrite.Options{AttemptHistory: w.history})
 		if err != nil {
 			if ctx.Err() == nil {
@@ -53,7 +63,7 @@ func (w *Worker) handBackOrphans(ctx context.Context, own []recovery.Started, be
 		if res.Stale {
 			continue
 		}
-		w.log.Warn("handed back a task started by a fetch whose reply was lost", "run_id", o.RunID, "flow", fs.def.Slug,
+		w.log.Warn(what, "run_id", o.RunID, "flow", fs.def.Slug,
 			"step", o.StepSlug, "task_index", o.TaskIndex, "attempt", o.Attempt, "status", res.Status)
 		if res.Status == "queued" {
 			w.wakeAfterRetry(fs, o.StepSlug, res.Attempts)
