@@ -58,13 +58,13 @@ test-pgflow-release:
 	echo "the worker's suites on pgflow $(RELEASE)"; \
 	PGFLOW_WASM_MIGRATIONS=$$(cd $(MIGRATIONS) && pwd) $(GO) test -tags '$(TAGS)' -timeout 15m $(PGFLOW_VERSION_SUITES)
 
-# The fault suite at full length: a full disk under pgflow's tables and no connections left
+# The fault suite at full length: a full disk under pgflow's tables, no connections left and a failover
 # for 60 s each, and the soak (kill -9, crash-restart) for 5 minutes. `make test` runs the
 # same tests in a short form (8 s faults, a 30 s soak).
 .PHONY: test-faults
 test-faults: deps modules build
 	FAULT_SECONDS=60 SOAK_SECONDS=300 $(GO) test -tags '$(TAGS)' -count=1 -timeout 30m -v \
-		-run 'TestADiskFullUnderLoadCostsNoRun|TestNoConnectionsLeftCostsNoRun|TestSoakKillAndCrashLoseNothingAndWriteEachOutcomeOnce' ./cmd/pgflow-wasm/
+		-run 'TestADiskFullUnderLoadCostsNoRun|TestNoConnectionsLeftCostsNoRun|TestAFailoverToAStandbyLosesNoRun|TestSoakKillAndCrashLoseNothingAndWriteEachOutcomeOnce' ./cmd/pgflow-wasm/
 
 # The database suites once more on a server that offers the real pgmq 1.5.1 (test data kept
 # beside the repository in ../shared, never copied into it): a cluster of its own, given to
