@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
@@ -43,8 +44,11 @@ type Flow struct {
 	// MaxConcurrency caps this flow's tasks running at once in one worker; 0 means only
 	// the worker's global limit applies.
 	MaxConcurrency int
-	Steps          []*Step // in file order, which is a valid topological order
-	Line           int
+	// Schedule starts runs on a cron schedule (nil: none); ScheduleLine is where it is.
+	Schedule     *schedule.Spec
+	ScheduleLine int
+	Steps        []*Step // in file order, which is a valid topological order
+	Line         int
 }
 
 // Step is one step of a flow.

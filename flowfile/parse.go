@@ -59,7 +59,7 @@ func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 
 var (
 	rootKeys = []string{"flows"}
-	flowKeys = []string{"slug", "max_attempts", "base_delay", "timeout", "max_concurrency", "http", "env", "steps"}
+	flowKeys = []string{"slug", "max_attempts", "base_delay", "timeout", "max_concurrency", "http", "env", "schedule", "steps"}
 	stepKeys = []string{"slug", "type", "depends_on", "module", "max_attempts", "base_delay",
 		"timeout", "start_delay", "memory_limit", "reuse_instance", "fuel", "deterministic", "http", "env", "if", "if_not", "when_unmet", "when_exhausted",
 		"external"}
@@ -156,6 +156,8 @@ func (p *parser) flow(n *yaml.Node) *Flow {
 			defaults.http = p.http(k, v, "of flow "+strconv.Quote(fl.Slug))
 		case "env":
 			defaults.env = p.env(v)
+		case "schedule":
+			fl.Schedule, fl.ScheduleLine = p.schedule(fl.Slug, v), v.Line
 		case "steps":
 			stepsNode = v
 		}

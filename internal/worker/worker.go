@@ -12,6 +12,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -28,9 +30,11 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/heartbeat"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/requeueguard"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
+	"github.com/pgflow-wasm/pgflow-wasm/runs"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
@@ -385,6 +389,9 @@ func (w *Worker) services(listen *poller.Listener) []service.Service {
 			After: w.cfg.RequeueGuardAfter, StartedBefore: w.known.startedBefore, Log: w.log}))
 	}
 	out = append(out, service.NewLoop(w.recoveryLoop), service.NewLoop(w.cancelWatch), w.done)
+	if s := w.scheduler(); s != nil {
+		out = append(out, s)
+	}
 	if listen != nil {
 		out = append(out, service.NewLoop(listen.Run))
 	}
@@ -399,6 +406,23 @@ func (w *Worker) dbError(op string, err error) {
 	}
 	m.DBErrors.WithLabelValues(op, dberr.Classify(err).String(), dberr.SQLState(err)).Inc()
 	m.Unwritten.Set(float64(w.done.Pending()))
+}
+
+// scheduler starts the runs of the flows with a schedule; nil when none has one.
+func (w *Worker) scheduler() *schedule.Scheduler {
+	var flows []schedule.Flow
+	for _, fs := range w.flows {
+		if fs.def.Schedule != nil {
+			flows = append(flows, schedule.Flow{Slug: fs.def.Slug, Spec: fs.def.Schedule, WorkerID: fs.workerID})
+		}
+	}
+	if len(flows) == 0 {
+		return nil
+	}
+	return schedule.New(schedule.Config{Pool: w.cfg.Pool, Flows: flows, Log: w.log,
+		StartRun: func(ctx context.Context, tx pgx.Tx, flow string, input json.RawMessage) (string, error) {
+			return runs.StartTx(ctx, tx, flow, input)
+		}})
 }
 
 // deprecated stops fetching a flow whose worker row an operator deprecated, and the whole

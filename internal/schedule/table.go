@@ -1,0 +1,69 @@
+package schedule
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
+)
+
+// tableLockKey serializes workers creating the table at once.
+const tableLockKey int64 = 0x7067_6677_6173_6d03
+
+// EnsureTable creates pgflow_wasm.schedule_ticks when it is missing: one row per flow and
+// tick, the tick's run, and which worker started it.
+func EnsureTable(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		var exists bool
+		if err := tx.QueryRow(ctx, `select to_regclass('pgflow_wasm.schedule_ticks') is not null`).Scan(&exists); err != nil || exists {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, tableLockKey); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `
+			create schema if not exists pgflow_wasm;
+			create table if not exists pgflow_wasm.schedule_ticks (
+			  flow_slug  text        not null,
+			  tick       timestamptz not null,
+			  run_id     uuid,
+			  started_by uuid,
+			  started_at timestamptz not null default now(),
+			  primary key (flow_slug, tick));
+			comment on table pgflow_wasm.schedule_ticks is
+			  'pgflow-wasm: one row per flow and cron tick; the worker whose insert lands starts the tick''s run in the same transaction'`)
+		return err
+	})
+}
+
+// Ticks is what the database records of one flow's schedule.
+type Ticks struct {
+	Last      *time.Time // the last tick a run was started for
+	LastRunID string
+}
+
+// LastTick reads the last tick recorded for flow; a missing table means none.
+func LastTick(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, flow string) (Ticks, error) {
+	var t Ticks
+	var run *string
+	err := q.QueryRow(ctx, `select tick, run_id::text from pgflow_wasm.schedule_ticks where flow_slug = $1 order by tick desc limit 1`, flow).
+		Scan(&t.Last, &run)
+	if err == pgx.ErrNoRows {
+		return Ticks{}, nil
+	}
+	if run != nil {
+		t.LastRunID = *run
+	}
+	if err != nil && isUndefinedTable(err) {
+		return Ticks{}, nil
+	}
+	return t, err
+}
+
+func isUndefinedTable(err error) bool { return dberr.UndefinedTable(err) }
