@@ -111,7 +111,7 @@ func (c *Client) Start(ctx context.Context) error {
 		WatchInterval: c.cfg.WatchInterval,
 		Reload:        c.cfg.Reload,
 		Compile: func(ctx context.Context, file *flowfile.File) error {
-			reports, err := compile.Compile(ctx, c.pool, file, compile.Options{UpdateOptions: c.cfg.UpdateOptions})
+			reports, err := compile.Compile(ctx, c.pool, file, compile.Options{UpdateOptions: !c.cfg.KeepDatabaseOptions})
 			if err != nil {
 				return err
 			}

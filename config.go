@@ -46,9 +46,11 @@ type Config struct {
 	WatchInterval time.Duration
 	// Reload asks for a reload now (the command sends SIGHUP here).
 	Reload <-chan os.Signal
-	// UpdateOptions writes changed flow and step options (attempts, delays, timeouts) to
-	// the database when compiling; without it a difference is logged only.
-	UpdateOptions bool
+	// KeepDatabaseOptions leaves flow and step options (attempts, delays, timeouts) as the
+	// database has them when the file's differ, logging the difference; by default the
+	// file's options are written at start and at every reload (the shape is never changed:
+	// a flow whose steps differ is refused).
+	KeepDatabaseOptions bool
 
 	// Engine is sandbox.EngineWazero (pure Go, the default) or sandbox.EngineWasmtime
 	// (a binary built with -tags wasmtime). Sandbox sets its limits and compilation cache

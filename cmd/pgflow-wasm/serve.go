@@ -76,8 +76,9 @@ func serveCommand() *cli.Command {
 		intFlag("completion-writers", d.CompletionWriters, "outcome-writing transactions in flight at once"),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "metrics-addr", EnvVars: env("metrics-addr"),
 			Usage: "serve /metrics, /livez and /readyz on this address, e.g. :9090"}),
-		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "update-options", EnvVars: env("update-options"),
-			Usage: "write changed flow and step options (attempts, delays, timeouts) to the database"}),
+		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "update-options", Value: true, EnvVars: env("update-options"),
+			Usage: "write changed flow and step options (attempts, delays, timeouts) to the database at start and at every reload\n" +
+				"\t(--update-options=false only logs the differences)"}),
 		durationFlag("watch-interval", d.WatchInterval, "how often flows.yaml and its modules are checked for changes (a changed file\n"+
 			"\tis reloaded: new tasks use it, running ones finish on the old); 0 turns watching off (SIGHUP still reloads)"),
 	)
@@ -105,10 +106,10 @@ func serveConfig(c *cli.Context, log *slog.Logger, reload <-chan os.Signal) (pgf
 	}
 	return pgflowwasm.Config{
 		FlowsPath: c.String("flows"), WatchInterval: watchInterval(c.Duration("watch-interval")), Reload: reload,
-		UpdateOptions: c.Bool("update-options"),
-		Engine:        c.String("engine"),
-		Sandbox:       sandbox.Config{CacheDir: c.String("cache-dir"), MaxInputBytes: maxInput},
-		Logger:        log, ExitOnRestart: true,
+		KeepDatabaseOptions: !c.Bool("update-options"),
+		Engine:              c.String("engine"),
+		Sandbox:             sandbox.Config{CacheDir: c.String("cache-dir"), MaxInputBytes: maxInput},
+		Logger:              log, ExitOnRestart: true,
 		Concurrency: c.Int("concurrency"), BatchSize: c.Int("batch-size"), Signal: pgflowwasm.Signal(c.String("signal")),
 		MinPollInterval: c.Duration("min-poll-interval"), MaxPollInterval: c.Duration("max-poll-interval"),
 		NotifyFallback: c.Duration("notify-fallback"), HeartbeatInterval: c.Duration("heartbeat-interval"),
