@@ -13,14 +13,15 @@ import (
 
 func localdbCommand() *cli.Command {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "dir", Usage: "the cluster's folder `DIR` (default: <repo>/.pgdata of the checkout around the working directory)"},
+		&cli.StringFlag{Name: "dir", Usage: "the cluster's folder `DIR` (default: <repo>/.pgdata inside a checkout, else\n" +
+			"\t~/.local/share/pgflow-wasm/pgdata, one cluster per user)"},
 		&cli.StringFlag{Name: "extensions", Usage: "copy the extension files (*.control, *.sql) of `DIR` into the cluster's private\n" +
 			"\textension folder, e.g. a real pgmq's, so its CREATE EXTENSION works there"},
 	}
 	return &cli.Command{
 		Name:            "localdb",
 		HideHelpCommand: true,
-		Usage:           "run this checkout's local PostgreSQL (data in <repo>/.pgdata, port chosen per checkout)",
+		Usage:           "run a local PostgreSQL for development (a checkout's <repo>/.pgdata, else one per user)",
 		Description: "The cluster the tests and `make run` use. It runs as the postgres system user when\n" +
 			"started by root, listens on 127.0.0.1 only, trusts local connections, and has fsync off\n" +
 			"(disposable data). Its server reads a private copy of the installation, so nothing is\n" +
@@ -45,17 +46,31 @@ func devCluster(c *cli.Context) (*localpg.Cluster, error) {
 	}
 	dir := c.String("dir")
 	if dir == "" {
-		root, err := localpg.RepoRoot(".")
-		if err != nil {
-			return nil, cli.Exit(err.Error()+": run localdb from the repository, or give --dir", 2)
+		if root, err := localpg.RepoRoot("."); err == nil {
+			dir = filepath.Join(root, localpg.DevDirName)
+		} else if dir, err = userClusterDir(); err != nil {
+			return nil, cli.Exit(err.Error()+": give the cluster's folder with --dir", 2)
 		}
-		dir = filepath.Join(root, localpg.DevDirName)
 	}
 	cl, err := localpg.New(localpg.Config{Dir: dir, ExtensionFiles: files})
 	if err != nil {
 		return nil, cli.Exit(err.Error(), 1)
 	}
 	return cl, nil
+}
+
+// userClusterDir is the per-user cluster outside any checkout:
+// $XDG_DATA_HOME/pgflow-wasm/pgdata, else ~/.local/share/pgflow-wasm/pgdata.
+func userClusterDir() (string, error) {
+	base := os.Getenv("XDG_DATA_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no home folder for the per-user cluster: %w", err)
+		}
+		base = filepath.Join(home, ".local", "share")
+	}
+	return filepath.Join(base, "pgflow-wasm", "pgdata"), nil
 }
 
 // extensionFiles reads the *.control and *.sql files of dir ("" reads nothing).
