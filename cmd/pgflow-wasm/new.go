@@ -52,7 +52,7 @@ func printProject(c *cli.Context, p *scaffold.Project) {
 			dir = rel
 		}
 	}
-	fmt.Fprintf(w, "created %s: a %s handler named %s (%d files)\n", dir, p.Lang.Title, p.Name, len(p.Files))
+	fmt.Fprintf(w, "created %s: %s %s handler named %s (%d files)\n", dir, article(p.Lang.Title), p.Lang.Title, p.Name, len(p.Files))
 	if p.TestFile() == p.HandlerFile() {
 		fmt.Fprintf(w, "  %-22s the handler and its unit tests (%s)\n", p.HandlerFile(), p.Lang.TestRunner)
 	} else {
@@ -70,4 +70,12 @@ func printProject(c *cli.Context, p *scaffold.Project) {
 	fmt.Fprintf(w, "  pgflow-wasm start %s --input '{\"name\": \"Ada\"}' --wait\n", p.Name)
 	fmt.Fprintf(w, "\nTo run it from another flows.yaml, add this step to a flow there (the path is relative to that file):\n")
 	fmt.Fprintf(w, "      - slug: %s\n        module: %s\n", p.Name, filepath.Join(p.Dir, p.Module))
+}
+
+// article is "an" before a vowel sound ("an AssemblyScript handler"), else "a".
+func article(word string) string {
+	if word != "" && strings.ContainsRune("AEIOUaeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
 }

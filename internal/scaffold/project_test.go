@@ -97,7 +97,11 @@ func TestNewProjectsBuildTestAndRun(t *testing.T) {
 			name := "hello_" + lang.Name
 			dir := filepath.Join(base, name)
 			out := run(t, base, bin, "new", lang.Name, name)
-			if !strings.Contains(out, "created "+name+": a "+lang.Title+" handler named "+name) {
+			article := "a "
+			if strings.ContainsRune("AEIOU", rune(lang.Title[0])) {
+				article = "an " // an AssemblyScript handler
+			}
+			if !strings.Contains(out, "created "+name+": "+article+lang.Title+" handler named "+name) {
 				t.Fatalf("new said:\n%s", out)
 			}
 
