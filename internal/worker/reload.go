@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -172,7 +173,8 @@ func startGeneration(ctx context.Context, cfg ServeConfig, prev *generation) (*g
 // logReload says what changed: flows added and removed, modules with their old and new sha256.
 func logReload(cfg ServeConfig, old, next *generation, why string) {
 	log := cfg.Worker.WithDefaults().Log
-	log.Info("reloaded: new tasks run on the new flows and modules; tasks already running finish on the old", "why", why)
+	log.Info("reloaded: new tasks run on the new flows and modules; tasks already running finish on the old", "why", why,
+		"old_workers", workerList(old.w), "new_workers", workerList(next.w))
 	for _, fl := range next.file.Flows {
 		if old.file.Flow(fl.Slug) == nil {
 			log.Info("reload: flow added", "flow", fl.Slug)
@@ -196,6 +198,15 @@ func logReload(cfg ServeConfig, old, next *generation, why string) {
 			}
 		}
 	}
+}
+
+// workerList names a worker's pgflow.workers rows, "flow=id" each, for logs.
+func workerList(w *Worker) string {
+	var parts []string
+	for _, fs := range w.flows {
+		parts = append(parts, fs.def.Slug+"="+fs.workerID)
+	}
+	return strings.Join(parts, " ")
 }
 
 func ignoreCanceled(err error) error {
