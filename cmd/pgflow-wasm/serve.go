@@ -55,7 +55,8 @@ func serveCommand() *cli.Command {
 		intFlag("max-connections", 8, "size of the database connection pool; the worker also keeps one connection for its liveness lock\n"+
 			"\tand heartbeat, one for --signal notify, and on pgflow 0.13.2+ two while long tasks run (the requeue guard)"),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "signal", Value: string(d.Signal), EnvVars: env("signal"),
-			Usage: "how to learn about new tasks: polling (adaptive backoff) or notify (LISTEN/NOTIFY with a fallback poll)"}),
+			Usage: "how to learn about new tasks: notify (LISTEN/NOTIFY with a fallback poll; a queue that cannot notify is polled)\n" +
+				"\tor polling (adaptive backoff only)"}),
 		durationFlag("min-poll-interval", d.MinPollInterval, "polling: shortest wait between polls of an idle queue"),
 		durationFlag("max-poll-interval", d.MaxPollInterval, "polling: longest wait between polls of an idle queue"),
 		durationFlag("notify-fallback", d.NotifyFallback, "notify: poll this often even without notifications (messages that become visible again\n"+
