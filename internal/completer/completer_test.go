@@ -82,7 +82,7 @@ func TestBatchWithAnOutputPgflowRefusesFallsBackPerTask(t *testing.T) {
 	if w := byRun[tasks[0].RunID]; w.Status != "completed" || w.Stale || w.Err != nil {
 		t.Errorf("good output: %+v, want completed", w)
 	}
-	if w := byRun[tasks[1].RunID]; !w.Failed || !strings.Contains(w.Error, "pgflow could not store the output") || w.Status != "queued" {
+	if w := byRun[tasks[1].RunID]; !w.Failed || !strings.Contains(w.Error, "pgflow could not store the handler's output") || w.Status != "queued" {
 		t.Errorf("refused output: %+v, want turned into a failure that pgflow retries", w)
 	}
 	if w := byRun[tasks[2].RunID]; w.Status != "queued" || w.Attempts != 1 {
