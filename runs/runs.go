@@ -237,3 +237,11 @@ func abbreviate(s string, n int) string {
 	}
 	return s[:n] + "..."
 }
+
+// ParseID checks a run id given by a user and returns it as given.
+func ParseID(s string) (string, error) {
+	if !uuidRE.MatchString(s) {
+		return "", fmt.Errorf("%q is not a run id: run ids are uuids such as 0b7c4a52-2f6e-4d8a-9a1b-7c8d9e0f1a2b (see `pgflow-wasm runs`)", s)
+	}
+	return s, nil
+}

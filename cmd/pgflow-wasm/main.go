@@ -47,6 +47,7 @@ func commands() []*cli.Command {
 		startCommand(),
 		runsCommand(),
 		runCommand(),
+		cancelCommand(), rerunCommand(),
 		uiCommand(),
 		benchCommand(),
 		dbCommand(), localdbCommand(),
