@@ -48,6 +48,7 @@ func commands() []*cli.Command {
 		runsCommand(),
 		runCommand(),
 		cancelCommand(), rerunCommand(),
+		execCommand(),
 		uiCommand(),
 		benchCommand(),
 		dbCommand(), localdbCommand(),

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+)
+
+func execCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "exec",
+		Usage:     "run a handler module once on an input, without a database",
+		ArgsUsage: "MODULE",
+		Description: "Runs the module in the same sandbox `serve` uses (fresh instance, deny-all WASI, the\n" +
+			"timeout and memory limit given) and prints its output; its log lines go to stderr. The\n" +
+			"context is a made-up task's (run id of zeros, attempt 1) unless --context gives one. Exits 1\n" +
+			"when the handler fails, with its error. A way to try a handler, or to debug one with the\n" +
+			"input of a failed task (`replay` fetches that from the database).\n\n" +
+			"Example:\n   pgflow-wasm exec modules/examples/c/greet.wasm --input '{\"run\": {\"name\": \"Ada\"}}'",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "input", Value: "{}", Usage: "the handler's input, JSON (@FILE reads a file)"},
+			&cli.StringFlag{Name: "context", Usage: "the task context, JSON (@FILE reads a file); default: a made-up task's"},
+			&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "the step timeout"},
+			&cli.StringFlag{Name: "memory-limit", Value: bytesize.Flag(sandbox.DefaultMemoryLimit), Usage: "linear-memory cap, e.g. 64MiB"},
+			&cli.Int64Flag{Name: "fuel", Usage: "work units the task may use (0: unlimited)"},
+			&cli.StringFlag{Name: "engine", Value: sandbox.EngineWazero, Usage: "wazero or wasmtime"},
+			&cli.StringFlag{Name: "cache-dir", Value: sandbox.DefaultCacheDir(), Usage: "compilation cache folder (\"\" disables it)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return cli.Exit("usage: pgflow-wasm exec MODULE --input JSON", 2)
+			}
+			input, err := jsonArg(c.String("input"), "--input")
+			if err != nil {
+				return err
+			}
+			ctxJSON := []byte(nil)
+			if s := c.String("context"); s != "" {
+				if ctxJSON, err = jsonArg(s, "--context"); err != nil {
+					return err
+				}
+			} else {
+				ctxJSON = madeUpContext(c.Duration("timeout"))
+			}
+			limit, ok := bytesize.Parse(c.String("memory-limit"))
+			if !ok || limit == 0 {
+				return cli.Exit(fmt.Sprintf("--memory-limit: %q is not a size", c.String("memory-limit")), 2)
+			}
+			engine, err := sandbox.New(c.String("engine"), sandbox.Config{CacheDir: c.String("cache-dir")})
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			defer engine.Close(c.Context)
+			m, err := engine.Load(c.Context, c.Args().First(), sandbox.ModuleConfig{MemoryLimit: limit, Fuel: c.Int64("fuel")})
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			defer m.Close(c.Context)
+			return runOnce(c, m, input, ctxJSON, c.Duration("timeout"))
+		},
+	}
+}
+
+// runOnce runs a task on a loaded module and prints what happened: its output (stdout) or
+// its error (exit 1), its log lines on stderr.
+func runOnce(c *cli.Context, m sandbox.Module, input, ctxJSON []byte, timeout time.Duration) error {
+	res, err := m.Run(c.Context, sandbox.Task{Input: input, Context: ctxJSON, Timeout: timeout})
+	for _, l := range res.Logs {
+		fmt.Fprintf(c.App.ErrWriter, "[%s] %s\n", levelName(l.Level), l.Message)
+	}
+	if err != nil {
+		var se *sandbox.Error
+		if errors.As(err, &se) {
+			return cli.Exit(fmt.Sprintf("handler failed after %s: %s", res.Duration.Round(time.Microsecond), se.Error()), 1)
+		}
+		return err
+	}
+	fmt.Fprintln(c.App.Writer, string(res.Output))
+	fmt.Fprintf(c.App.ErrWriter, "(handler took %s, %d fuel)\n", res.Duration.Round(time.Microsecond), res.FuelUsed)
+	return nil
+}
+
+// jsonArg reads a JSON argument: the text, or @FILE.
+func jsonArg(s, flag string) ([]byte, error) {
+	b := []byte(s)
+	if len(s) > 1 && s[0] == '@' {
+		var err error
+		if b, err = os.ReadFile(s[1:]); err != nil {
+			return nil, cli.Exit(fmt.Sprintf("%s: %v", flag, err), 2)
+		}
+	}
+	if !json.Valid(b) {
+		return nil, cli.Exit(flag+" is not valid JSON", 2)
+	}
+	return b, nil
+}
+
+// madeUpContext is the context of a task that exists nowhere (ABI v1's keys).
+func madeUpContext(timeout time.Duration) []byte {
+	run := "00000000-0000-0000-0000-000000000000"
+	b, _ := json.Marshal(map[string]any{
+		abi.CtxRunID: run, abi.CtxFlowSlug: "exec", abi.CtxStepSlug: "exec", abi.CtxTaskIndex: 0, abi.CtxAttempt: 1,
+		abi.CtxMsgID: 0, abi.CtxFlowInput: nil, abi.CtxWorkerID: run, abi.CtxTimeoutMS: timeout.Milliseconds(),
+		abi.CtxIdempotencyKey: abi.IdempotencyKey(run, "exec", 0),
+	})
+	return b
+}
+
+func levelName(l int32) string {
+	switch l {
+	case abi.LogDebug:
+		return "debug"
+	case abi.LogWarn:
+		return "warn"
+	case abi.LogError:
+		return "error"
+	}
+	return "info"
+}
