@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
 )
 
 func flowCommand() *cli.Command {
@@ -31,7 +35,7 @@ func flowCommand() *cli.Command {
 				&cli.BoolFlag{Name: "force", Usage: "drop it even while runs are in progress (their tasks are lost)"},
 				&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation"}},
 			Action: flowDrop,
-		}},
+		}, flowListCommand()},
 	}
 }
 
@@ -72,4 +76,48 @@ func flowDrop(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "dropped flow %s: %d runs deleted, its queue dropped; its slug is free\n", rep.Slug, rep.Runs)
 	return nil
+}
+
+func flowListCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "list",
+		Usage: "list the flows of flows.yaml with their schedules: next tick, and the last tick a run was started for",
+		Flags: []cli.Flag{flowsFlag(), dbFlag()},
+		Action: func(c *cli.Context) error {
+			file, err := flowfile.Load(c.String("flows"))
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			pool, err := openPgflow(c.Context, c, 2)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "FLOW\tSTEPS\tSCHEDULE\tNEXT TICK\tLAST TICK\tLAST RUN")
+			for _, fl := range file.Flows {
+				steps := fmt.Sprint(len(fl.Steps))
+				if fl.Split() {
+					steps = fmt.Sprintf("%d (%d served elsewhere)", len(fl.Steps), len(fl.Steps)-len(fl.Served()))
+				}
+				sched, next, last, lastRun := "-", "-", "-", "-"
+				if s := fl.Schedule; s != nil {
+					sched = s.Cron
+					if s.Location != time.UTC {
+						sched += " (" + s.Location.String() + ")"
+					}
+					next = s.Next(time.Now()).Format(time.RFC3339)
+					ticks, err := schedule.LastTick(c.Context, pool, fl.Slug)
+					if err != nil {
+						return err
+					}
+					if ticks.Last != nil {
+						last, lastRun = ticks.Last.In(s.Location).Format(time.RFC3339), ticks.LastRunID
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", fl.Slug, steps, sched, next, last, lastRun)
+			}
+			return tw.Flush()
+		},
+	}
 }

@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -67,6 +68,10 @@ flows:
 		t.Fatal(err)
 	}
 	t.Logf("%d ticks, %d runs", n, runs)
+	out, errOut, code := runBinary(t, []string{"DATABASE_URL=" + db.URL}, "flow", "list", "--flows", flows)
+	if code != 0 || !strings.Contains(out, "ticking") || !strings.Contains(out, prev.UTC().Format(time.RFC3339)) {
+		t.Errorf("flow list: exit %d, want the last tick %s:\n%s%s", code, prev.UTC().Format(time.RFC3339), out, errOut)
+	}
 	if n < 5 || runs != n {
 		t.Errorf("%d ticks recorded and %d runs: want one run per tick, at least 5", n, runs)
 	}
