@@ -55,8 +55,9 @@ func (m *module) Run(ctx context.Context, t Task) (Result, error) {
 	})
 	switch {
 	case abandoned && errors.Is(ctx.Err(), context.Canceled):
-		// wasmtime cannot interrupt a guest before its deadline, where it stops it.
-		o = outcome{err: &Error{Kind: KindCanceled, Message: "the call was canceled (the guest runs on until its deadline)"}}
+		// Both engines stop a canceled guest within milliseconds; this is a guest that did
+		// not stop within WatchdogGrace (a machine far too loaded).
+		o = outcome{err: &Error{Kind: KindCanceled, Message: "the call was canceled (the guest had not stopped yet)"}}
 	case abandoned:
 		// The guest is still running on the abandoned goroutine, which owns its state:
 		// nothing of it can be read here.

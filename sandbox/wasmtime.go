@@ -235,30 +235,21 @@ func (c *wasmtimeCompiled) instantiate(ctx context.Context, st *callState) (gues
 	store := wasmtime.NewStoreWithData(c.e.engine, st)
 	// Linear memory is capped by the store: growing past it makes memory.grow return -1.
 	store.Limiter(int64(st.lim.memoryLimit), -1, -1, -1, -1)
-	setDeadline(ctx, store)
-	g := &wasmtimeInstance{store: store, st: st, fns: map[string]*wasmtime.Func{}, fuel: c.e.fuel}
+	g := &wasmtimeInstance{store: store, st: st, fns: map[string]*wasmtime.Func{}, fuel: c.e.fuel, watch: watchEpochs(store)}
+	g.watch.begin(ctx, store)
 	g.fillFuel()
 	inst, err := c.e.linker.Instantiate(store, c.m)
 	g.settleFuel()
 	if err != nil {
-		store.Close()
-		return nil, g.wasmtimeError(err)
+		err = g.wasmtimeError(err)
+		g.close(ctx)
+		return nil, err
 	}
 	g.inst = inst
 	if ext := inst.GetExport(store, abi.ExportMemory); ext != nil {
 		g.mem = ext.Memory()
 	}
 	return g, nil
-}
-
-// setDeadline lets the store run until the context's deadline, in epoch ticks.
-func setDeadline(ctx context.Context, store *wasmtime.Store) {
-	ticks := uint64(1 << 62)
-	if d, ok := ctx.Deadline(); ok {
-		// +2: the first tick may come at once, and the guest must not stop early.
-		ticks = uint64(max(time.Until(d), 0)/epochTick) + 2
-	}
-	store.SetEpochDeadline(ticks)
 }
 
 func (c *wasmtimeCompiled) close(context.Context) error {
@@ -275,6 +266,7 @@ type wasmtimeInstance struct {
 	fns         map[string]*wasmtime.Func
 	mem         *wasmtime.Memory
 	sizeAtStart uint64 // memory size when the last call began
+	watch       *epochWatch
 }
 
 func (i *wasmtimeInstance) call(ctx context.Context, name string, args ...uint64) (uint64, error) {
@@ -285,7 +277,7 @@ func (i *wasmtimeInstance) call(ctx context.Context, name string, args ...uint64
 		}
 		i.fns[name] = fn
 	}
-	setDeadline(ctx, i.store)
+	i.watch.begin(ctx, i.store)
 	i.sizeAtStart = i.memorySize()
 	params := make([]any, len(args))
 	for j, a := range args {
@@ -319,7 +311,10 @@ func (i *wasmtimeInstance) memorySize() uint64 {
 	return uint64(i.mem.DataSize(i.store))
 }
 
-func (i *wasmtimeInstance) close(context.Context) { i.store.Close() }
+func (i *wasmtimeInstance) close(context.Context) {
+	i.store.Close()
+	i.watch.release()
+}
 
 // fillFuel gives the store what is left of the task's fuel (without a limit, more than a
 // task can use) so that wasmtime's own count says what the call used.
@@ -346,6 +341,9 @@ func (i *wasmtimeInstance) settleFuel() {
 // wasmtimeError maps wasmtime traps to errInterrupted, a fuel abort or the same one-line
 // reasons wazero gives, so messages do not depend on the engine.
 func (i *wasmtimeInstance) wasmtimeError(err error) error {
+	if i.watch.interrupted {
+		return errInterrupted // the epoch callback stopped the call: cancelled, or past its deadline
+	}
 	var trap *wasmtime.Trap
 	if errors.As(err, &trap) {
 		if code := trap.Code(); code != nil {

@@ -71,8 +71,8 @@ func (e *engine) supervise(ctx context.Context, fn func(stopped func()) outcome)
 	case <-t.C:
 	}
 	// Run gives up waiting. The call counts as abandoned if its guest is still running at
-	// its deadline + grace: a canceled call (wasmtime cannot be interrupted before its
-	// deadline) is stopped by the engine at the deadline and is not abandoned.
+	// its deadline + grace: a canceled call that has not stopped yet still stops at its
+	// deadline at the latest, and is not abandoned before then.
 	countAt := time.Now()
 	if d, ok := ctx.Deadline(); ok {
 		countAt = d.Add(e.cfg.WatchdogGrace)
