@@ -14,7 +14,7 @@ all: build
 include $(wildcard mk/*.mk)
 
 build: $(PGFLOW_SQL)
-	$(GO) build -tags '$(TAGS)' -o $(BIN) ./cmd/pgflow-wasm
+	$(GO) build -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/pgflow-wasm
 
 # Everything a test or a run needs that is built from source or fetched by a registry:
 # toolchains (mk/toolchains.mk), the pinned pgflow schema (mk/db.mk), example and test modules.
