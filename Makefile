@@ -35,10 +35,22 @@ test: deps modules
 	PGFLOW_WASM_TEST_PROJECTS=1 $(GO) test -tags '$(TAGS)' -timeout 15m -run TestNewProjectsBuildTestAndRun ./internal/scaffold/
 	PGTEST_PLAN=aged $(GO) test -tags '$(TAGS)' -timeout 15m $(PLAN_SUITES)
 	PGTEST_PLAN=aged,noindex $(GO) test -tags '$(TAGS)' -timeout 15m $(PLAN_SUITES)
+	$(MAKE) test-image test-chart
 	$(MAKE) test-real-pgmq
 	$(MAKE) test-pgflow-014
 	$(MAKE) test-pgflow-main
 	@echo "make test: passed. The tests' PostgreSQL in .pgdata is left running for the next run; bin/pgflow-wasm localdb down stops it."
+
+# What ships (docs/deploy.md): the image of `make image` run by podman against a test
+# database (skipped, saying why, where containers cannot run), and the Helm chart rendered,
+# linted and decoded strictly into the Kubernetes, Prometheus operator and KEDA types (a Go
+# module of its own: the worker's module does not depend on Helm). The systemd unit and the
+# chart's KEDA query are tested in ./deploy with everything else.
+.PHONY: test-image test-chart
+test-image: image
+	PGFLOW_WASM_IMAGE_ARCHIVE=$(CURDIR)/$(IMAGE_TAR) $(GO) test -count=1 -v -run TestImageServesAFlow ./deploy/
+test-chart:
+	cd deploy/helm/chart_test && $(GO) vet . && $(GO) test -timeout 15m .
 
 # The worker's suites once more on pgflow 0.14.1 and on pgflow's main of 2026-10-01 (0.17.0
 # and after): their migrations are test data beside the repository, in ../shared (npm serves

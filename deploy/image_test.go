@@ -107,6 +107,8 @@ func TestImageServesAFlow(t *testing.T) {
 		t.Fatalf("podman load said %q: no image name", out)
 	}
 	image := m[1]
+	// Each build loads a new image: drop it, or the storage grows with every test run.
+	t.Cleanup(func() { _, _ = podman(context.Background(), "rmi", "-f", image) })
 	setup, err := findSetup(ctx, image)
 	if err != nil {
 		t.Skip(err)
