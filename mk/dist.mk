@@ -8,8 +8,13 @@
 # The version and commit are stamped into internal/buildinfo; --version, `db status` and
 # /metrics (pgflow_wasm_build_info) show them.
 
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
-COMMIT ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null && echo $$c || echo $$c+dirty; })
+# Computed once per make (not at each use), so every file of one dist has one version.
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+endif
+ifeq ($(origin COMMIT),undefined)
+COMMIT := $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null && echo $$c || echo $$c+dirty; })
+endif
 BUILDINFO := github.com/pgflow-wasm/pgflow-wasm/internal/buildinfo
 LDFLAGS := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT)
 # Release builds: no local paths in the binary, no symbol tables (about a third smaller).
