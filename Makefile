@@ -75,7 +75,8 @@ test-pgflow-release:
 # the tests as an outside server (TEST_DATABASE_URL), stopped afterwards.
 REAL_PGMQ ?= ../shared/pgmq/1.5.1
 REAL_PGMQ_CLUSTER ?= .pgdata-real-pgmq
-DB_SUITES := ./schema/... $(WORKER_SUITES) ./cmd/... ./runs/... ./internal/testkit/pgtest/...
+# ./deploy/: the chart's KEDA query on the real pgmq's tables too.
+DB_SUITES := ./schema/... $(WORKER_SUITES) ./cmd/... ./runs/... ./internal/testkit/pgtest/... ./deploy/
 .PHONY: test-real-pgmq
 test-real-pgmq: build
 	@if [ ! -f $(REAL_PGMQ)/pgmq.control ]; then \
