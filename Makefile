@@ -14,7 +14,7 @@ all: build
 include $(wildcard mk/*.mk)
 
 build: $(PGFLOW_SQL)
-	$(GO) build -tags '$(TAGS)' -o $(BIN) ./cmd/pgflow-wasm
+	$(GO) build -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/pgflow-wasm
 
 # Everything a test or a run needs that is built from source or fetched by a registry:
 # toolchains (mk/toolchains.mk), the pinned pgflow schema (mk/db.mk), example and test modules.
@@ -35,10 +35,22 @@ test: deps modules
 	PGFLOW_WASM_TEST_PROJECTS=1 $(GO) test -tags '$(TAGS)' -timeout 15m -run TestNewProjectsBuildTestAndRun ./internal/scaffold/
 	PGTEST_PLAN=aged $(GO) test -tags '$(TAGS)' -timeout 15m $(PLAN_SUITES)
 	PGTEST_PLAN=aged,noindex $(GO) test -tags '$(TAGS)' -timeout 15m $(PLAN_SUITES)
+	$(MAKE) test-image test-chart
 	$(MAKE) test-real-pgmq
 	$(MAKE) test-pgflow-014
 	$(MAKE) test-pgflow-main
 	@echo "make test: passed. The tests' PostgreSQL in .pgdata is left running for the next run; bin/pgflow-wasm localdb down stops it."
+
+# What ships (docs/deploy.md): the image of `make image` run by podman against a test
+# database (skipped, saying why, where containers cannot run), and the Helm chart rendered,
+# linted and decoded strictly into the Kubernetes, Prometheus operator and KEDA types (a Go
+# module of its own: the worker's module does not depend on Helm). The systemd unit and the
+# chart's KEDA query are tested in ./deploy with everything else.
+.PHONY: test-image test-chart
+test-image: image
+	PGFLOW_WASM_IMAGE_ARCHIVE=$(CURDIR)/$(IMAGE_TAR) $(GO) test -count=1 -v -run TestImageServesAFlow ./deploy/
+test-chart:
+	cd deploy/helm/chart_test && $(GO) vet . && $(GO) test -timeout 15m .
 
 # The worker's suites once more on pgflow 0.14.1 and on pgflow's main of 2026-10-01 (0.17.0
 # and after): their migrations are test data beside the repository, in ../shared (npm serves
@@ -71,7 +83,8 @@ test-faults: deps modules build
 # the tests as an outside server (TEST_DATABASE_URL), stopped afterwards.
 REAL_PGMQ ?= ../shared/pgmq/1.5.1
 REAL_PGMQ_CLUSTER ?= .pgdata-real-pgmq
-DB_SUITES := ./schema/... $(WORKER_SUITES) ./cmd/... ./runs/... ./internal/testkit/pgtest/...
+# ./deploy/: the chart's KEDA query on the real pgmq's tables too.
+DB_SUITES := ./schema/... $(WORKER_SUITES) ./cmd/... ./runs/... ./internal/testkit/pgtest/... ./deploy/
 .PHONY: test-real-pgmq
 test-real-pgmq: build
 	@if [ ! -f $(REAL_PGMQ)/pgmq.control ]; then \

@@ -31,6 +31,9 @@ wanted=(
 optional=(
 	"chromium:the dashboard's browser tests (headless, driven by chromedp)"
 	"postgresql-15-cron:the test that installs pgflow 0.14 on a server with a real pg_cron"
+	"umoci:make image (assembles the OCI image)"
+	"podman:the test that runs the image (make test-image)"
+	"runc:the image test, where crun cannot start containers"
 )
 # npm is only needed when the machine has no Node.js at all (AssemblyScript compiler).
 command -v npm >/dev/null 2>&1 || wanted+=("npm:assemblyscript:AssemblyScript (compiler from npm)")

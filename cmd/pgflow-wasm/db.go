@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/buildinfo"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 	"github.com/pgflow-wasm/pgflow-wasm/schema/pgflowsql"
 )
@@ -111,6 +112,12 @@ func dbStatus(c *cli.Context) error {
 		return cli.Exit(err.Error(), 1)
 	}
 	w := c.App.Writer
+	bi := buildinfo.Get()
+	sql := bi.PgflowSQL
+	if sql == "" {
+		sql = "none embedded"
+	}
+	fmt.Fprintf(w, "pgflow-wasm:   %s (commit %s, engines %s, pgflow SQL %s)\n", bi.Version, bi.Commit, bi.EngineList(), sql)
 	fmt.Fprintf(w, "database:      %s on PostgreSQL %s\n", st.Database, st.Server)
 	fmt.Fprintf(w, "pgmq:          %s\n", st.Pgmq)
 	if st.Pgmq.Kind == schema.PgmqMissing && st.PgmqAvailable.Version != "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/buildinfo"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/localpg"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/testbin"
@@ -119,8 +120,19 @@ func TestDBStatusOnAnEmptyDatabase(t *testing.T) {
 	if err == nil || err.Error() != want || exitCodeOf(err) != 1 {
 		t.Fatalf("db status on an empty database: %v (exit %d)\nwant: %s", err, exitCodeOf(err), want)
 	}
-	if !strings.Contains(out, "pgmq:          pgmq missing") || !strings.Contains(out, "pgflow:        not installed") {
+	if !strings.Contains(out, "pgmq:          pgmq missing") || !strings.Contains(out, "pgflow:        not installed") ||
+		!strings.Contains(out, "pgflow-wasm:   "+buildinfo.Get().Version+" (commit ") {
 		t.Fatalf("output:\n%s", out)
+	}
+}
+
+// --version names the build: version, commit, engines, the embedded pgflow SQL.
+func TestVersionNamesTheBuild(t *testing.T) {
+	out, err := runCLI(t, "--version")
+	bi := buildinfo.Get()
+	if err != nil || !strings.HasPrefix(out, "pgflow-wasm "+bi.Version+"\n") ||
+		!strings.Contains(out, "engines:    "+strings.Join(bi.Engines, ", ")) || !strings.Contains(out, "pgflow SQL: ") {
+		t.Errorf("--version: %v\n%s", err, out)
 	}
 }
 

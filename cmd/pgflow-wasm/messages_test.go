@@ -87,7 +87,10 @@ func TestJSONLogsWriteDurationsAsText(t *testing.T) {
 		log.Info("task completed", "took", 1500*time.Millisecond, "duration", 250*time.Microsecond, "count", 3)
 		return nil
 	}}
-	if err := app.RunContext(context.Background(), []string{"x", "--log-format", "json"}); err != nil {
+	cliMu.Lock() // urfave/cli's global help flag: see runCLI
+	err := app.RunContext(context.Background(), []string{"x", "--log-format", "json"})
+	cliMu.Unlock()
+	if err != nil {
 		t.Fatal(err)
 	}
 	if line := buf.String(); !strings.Contains(line, `"took":"1.5s"`) || !strings.Contains(line, `"duration":"250µs"`) || !strings.Contains(line, `"count":3`) {

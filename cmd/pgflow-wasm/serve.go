@@ -23,6 +23,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/tracing"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
@@ -145,10 +146,27 @@ func serve(c *cli.Context) error {
 	reload := make(chan os.Signal, 1)
 	signal.Notify(reload, syscall.SIGHUP)
 	defer signal.Stop(reload)
+	// Traces: off unless OTEL_TRACES_EXPORTER asks (internal/tracing).
+	tracer, err := tracing.FromEnv(ctx)
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	if tracer != nil {
+		log = slog.New(tracing.LogHandler(log.Handler()))
+		log.Info("tracing tasks: spans exported with OTLP (OTEL_* variables)")
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tracer.Shutdown(sctx); err != nil {
+				log.Warn("traces: the last spans were not sent", "error", err)
+			}
+		}()
+	}
 	cfg, err := serveConfig(c, log, reload)
 	if err != nil {
 		return err
 	}
+	cfg.Hooks = tracing.Chain(cfg.Hooks, tracer.Hooks())
 	extraConn := int32(0)
 	switch cfg.Signal {
 	case pgflowwasm.SignalPolling:

@@ -1,36 +1,19 @@
 package main
 
 import (
-	"runtime/debug"
-	"strings"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/buildinfo"
 )
 
-// version describes this build: the module version, or for a build from a checkout
-// "devel" with the commit (and "+dirty" when it had uncommitted changes).
-func version() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := info.Main.Version
-	if v != "" && v != "(devel)" {
-		return v
-	}
-	var rev, modified string
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			modified = s.Value
-		}
-	}
-	if rev == "" {
-		return "devel"
-	}
-	v = "devel-" + rev[:min(12, len(rev))]
-	if modified == "true" {
-		v += "+dirty"
-	}
-	return strings.TrimSpace(v)
+// version is this build's version: make's `git describe`, or "devel-<commit>" (with
+// "+dirty" for uncommitted changes) from a plain go build.
+func version() string { return buildinfo.Get().Version }
+
+func init() {
+	// --version tells the commit, the engines and the pgflow SQL too, and what a plain
+	// `go build` left out.
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprint(c.App.Writer, buildinfo.Get().String()) }
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/buildinfo"
 )
 
 // Metrics are the worker's counters, gauges and histograms. A nil *Metrics is valid and
@@ -53,6 +55,7 @@ func NewMetrics(reg prometheus.Registerer, abandoned func() int) *Metrics {
 		reg = own
 	}
 	f := promauto{reg}
+	registerBuildInfo(reg)
 	flowStep := []string{"flow", "step"}
 	return &Metrics{
 		Registry:       own,
@@ -116,6 +119,18 @@ func (o *StepHTTP) Bytes(host string, sent, received int64) {
 // Denied counts one refused request.
 func (o *StepHTTP) Denied(reason string) {
 	o.m.HTTPDenials.WithLabelValues(o.flow, o.step, reason).Inc()
+}
+
+// registerBuildInfo exports what the binary is as the usual constant-1 gauge, so a
+// dashboard can tell which release each worker runs.
+func registerBuildInfo(reg prometheus.Registerer) {
+	bi := buildinfo.Get()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "pgflow_wasm_build_info",
+		Help: "The running binary: version, commit, engines compiled in and the embedded pgflow SQL's version; always 1.",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "commit": bi.Commit, "engines": bi.EngineList(),
+			"pgflow_sql": bi.PgflowSQL, "goversion": bi.Go}})
+	g.Set(1)
+	reg.MustRegister(g)
 }
 
 type promauto struct{ r prometheus.Registerer }

@@ -77,7 +77,12 @@ func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) comp
 	ti := TaskInfo{FlowSlug: t.FlowSlug, StepSlug: t.StepSlug, RunID: t.RunID, TaskIndex: t.TaskIndex, Attempt: t.Attempt,
 		WorkerID: t.WorkerID, Engine: w.cfg.Engine.Name()}
 	hookCtx := w.hookStarted(ti)
-	res, err := st.module.Run(ctx, task)
+	log.ctx = hookCtx // a tracer's span reaches the log handler (trace_id)
+	runCtx := ctx
+	if w.cfg.Hooks.TaskStarted != nil {
+		runCtx = withHookValues(ctx, hookCtx)
+	}
+	res, err := st.module.Run(runCtx, task)
 	for _, l := range res.Logs {
 		log.log(guestLevel(l.Level), l.Message, "source", "handler")
 	}

@@ -9,7 +9,8 @@ import (
 // Both run on the task's goroutine: keep them quick. A nil hook is skipped.
 type Hooks struct {
 	// TaskStarted is called just before a task's handler runs; the context it returns is
-	// the one TaskFinished gets (a tracer starts a span in it).
+	// the one TaskFinished gets (a tracer starts a span in it). Its values (not its
+	// cancellation) also reach the handler's run: the sandbox's HTTP requests see the span.
 	TaskStarted func(ctx context.Context, t TaskInfo) context.Context
 	// TaskFinished is called when the handler has ended, before its outcome is written.
 	TaskFinished func(ctx context.Context, t TaskInfo, r TaskResult)
@@ -49,4 +50,25 @@ func (w *Worker) hookFinished(ctx context.Context, ti TaskInfo, r TaskResult) {
 	if h := w.cfg.Hooks.TaskFinished; h != nil {
 		h(ctx, ti, r)
 	}
+}
+
+// withHookValues is the task's context (its cancellation, its deadline) that also carries
+// the values of the context TaskStarted returned, which may not derive from the task's.
+func withHookValues(task, hook context.Context) context.Context {
+	if hook == nil {
+		return task
+	}
+	return hookValues{Context: task, hook: hook}
+}
+
+type hookValues struct {
+	context.Context
+	hook context.Context
+}
+
+func (c hookValues) Value(key any) any {
+	if v := c.hook.Value(key); v != nil {
+		return v
+	}
+	return c.Context.Value(key)
 }

@@ -282,6 +282,12 @@ func (c countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		}
 	}
 	sent := max(req.ContentLength, 0)
+	end := func(int, int64, int64, error) {}
+	if rt := requestTracer(req.Context()); rt != nil {
+		// A copy: the tracer adds headers, and a RoundTripper must not change its request.
+		req = req.Clone(req.Context())
+		end = rt.StartRequest(req.Context(), label, req)
+	}
 	start := time.Now()
 	resp, err := s.tr.RoundTrip(req)
 	took := time.Since(start)
@@ -295,10 +301,15 @@ func (c countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			s.obs.Request(label, result, took)
 			s.obs.Bytes(label, sent, 0)
 		}
+		end(0, sent, 0, err)
 		return nil, err
 	}
 	s.obs.Request(label, fmt.Sprintf("%dxx", resp.StatusCode/100), took)
-	resp.Body = &countingBody{ReadCloser: resp.Body, done: func(n int64) { s.obs.Bytes(label, sent, n) }}
+	status := resp.StatusCode
+	resp.Body = &countingBody{ReadCloser: resp.Body, done: func(n int64) {
+		s.obs.Bytes(label, sent, n)
+		end(status, sent, n, nil)
+	}}
 	return resp, nil
 }
 
