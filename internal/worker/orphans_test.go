@@ -24,8 +24,9 @@ flows:
     steps:
       - {slug: o, module: "{{oracle}}"}
 `)
-	// Hour-long polls: after its first poll the worker only looks when something wakes it.
-	w := startWorker(t, db.Pool, f, worker.Config{MinPollInterval: time.Hour, MaxPollInterval: time.Hour,
+	// Polling, hour-long: after its first poll the worker only looks when something wakes it
+	// (with notify, the run's insert would).
+	w := startWorker(t, db.Pool, f, worker.Config{Signal: worker.SignalPolling, MinPollInterval: time.Hour, MaxPollInterval: time.Hour,
 		RecoveryInterval: 200 * time.Millisecond})
 	time.Sleep(300 * time.Millisecond) // past its first poll
 	id := startRun(t, db.Pool, "lost", `{"n": 1}`)
