@@ -4,13 +4,15 @@
 
 EXAMPLES := greet word_count sum
 EXAMPLE_LANGS := rust tinygo assemblyscript go c
-# Examples that act on the world (outbound HTTP, named values; docs/guests.md): fetch in
-# four languages, charge (the docs' complete example) in TinyGo.
+# Examples that act on the world (outbound HTTP, named values, SQL; docs/guests.md): fetch in
+# four languages, charge (the docs' complete example) in TinyGo, ledger in Rust and TinyGo.
 FETCH_LANGS := rust tinygo assemblyscript go
+LEDGER_LANGS := rust tinygo
 TESTMODULES := echo flaky fail spin work echo_map oracle http_call sql_call
 
 EXAMPLE_WASM := $(foreach lang,$(EXAMPLE_LANGS),$(EXAMPLES:%=modules/examples/$(lang)/%.wasm)) \
-	$(FETCH_LANGS:%=modules/examples/%/fetch.wasm) modules/examples/tinygo/charge.wasm
+	$(FETCH_LANGS:%=modules/examples/%/fetch.wasm) modules/examples/tinygo/charge.wasm \
+	$(LEDGER_LANGS:%=modules/examples/%/ledger.wasm)
 TESTMODULE_WASM := $(TESTMODULES:%=modules/testdata/%.wasm)
 
 .PHONY: examples testmodules examples-test examples-clean
@@ -31,7 +33,7 @@ modules/testdata/%.wasm: modules/testdata/%.c $(C_GUEST) | toolchain-apt
 RUST_DIR := modules/examples/rust
 RUST_TARGET := wasm32-unknown-unknown
 RUST_SRC := $(shell find $(RUST_DIR) abi/rust -name target -prune -o \( -name '*.rs' -o -name Cargo.toml -o -name config.toml \) -print)
-RUST_EXAMPLES := $(EXAMPLES) fetch
+RUST_EXAMPLES := $(EXAMPLES) fetch ledger
 RUST_WASM := $(RUST_EXAMPLES:%=$(RUST_DIR)/%.wasm)
 
 $(RUST_WASM) &: $(RUST_SRC) | toolchain-apt

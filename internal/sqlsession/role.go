@@ -22,6 +22,16 @@ func QuoteIdent(name string) string {
 	return pgx.Identifier{name}.Sanitize()
 }
 
+// RoleError is a role the step cannot run as, or should not: the message says what to do.
+// Other errors of CheckRole are the database's (it could not be asked).
+type RoleError struct{ msg string }
+
+func (e *RoleError) Error() string { return e.msg }
+
+func roleErrorf(format string, args ...any) error {
+	return &RoleError{msg: fmt.Sprintf(format, args...)}
+}
+
 // RoleCheck is what the worker learns about a step's role before it serves the step.
 type RoleCheck struct {
 	Login          string // the worker's login (session_user)
@@ -48,16 +58,16 @@ func CheckRole(ctx context.Context, db *pgxpool.Pool, role string, allowPrivileg
 	ident, login := QuoteIdent(role), QuoteIdent(rc.Login)
 	switch {
 	case !exists && similar != nil:
-		return rc, fmt.Errorf("role %q does not exist (role names are exact: did you mean %q?)", role, *similar)
+		return rc, roleErrorf("role %q does not exist (role names are exact: did you mean %q?)", role, *similar)
 	case !exists:
-		return rc, fmt.Errorf("role %q does not exist: create it and grant it what the step needs, e.g. "+
+		return rc, roleErrorf("role %q does not exist: create it and grant it what the step needs, e.g. "+
 			"`CREATE ROLE %s NOLOGIN; GRANT INSERT, SELECT ON app.ledger TO %s; GRANT %s TO %s` (docs/database.md)",
 			role, ident, ident, ident, login)
 	case super && !allowPrivileged:
-		return rc, fmt.Errorf("role %q is a superuser: its statements would pass every grant and row-level security policy; "+
+		return rc, roleErrorf("role %q is a superuser: its statements would pass every grant and row-level security policy; "+
 			"give the step a role with only the grants it needs, or write `allow_privileged_role: true` in its sql section", role)
 	case bypass && !allowPrivileged:
-		return rc, fmt.Errorf("role %q bypasses row-level security (BYPASSRLS): give the step a role without it "+
+		return rc, roleErrorf("role %q bypasses row-level security (BYPASSRLS): give the step a role without it "+
 			"(ALTER ROLE %s NOBYPASSRLS), or write `allow_privileged_role: true` in its sql section", role, ident)
 	}
 	tx, err := db.Begin(ctx)
@@ -68,7 +78,7 @@ func CheckRole(ctx context.Context, db *pgxpool.Pool, role string, allowPrivileg
 	if _, err := tx.Exec(ctx, `select set_config('role', $1, true)`, role); err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "42501" {
-			return rc, fmt.Errorf("the worker's login %q may not act as role %q: run `GRANT %s TO %s` (docs/database.md)",
+			return rc, roleErrorf("the worker's login %q may not act as role %q: run `GRANT %s TO %s` (docs/database.md)",
 				rc.Login, role, ident, login)
 		}
 		return rc, fmt.Errorf("setting role %q: %w", role, err)

@@ -46,7 +46,8 @@ type Grant struct {
 	Where         string // names the step in messages: `step "x" of flow "y" (flows.yaml:12)`
 	Role          string // the role statements run as
 	Transactional bool   // one transaction per task, committed with the task's completion
-	// StatementTimeout bounds each statement; 0 takes what is left of the task's timeout.
+	// StatementTimeout bounds each statement; 0: what is left of the task's timeout (the
+	// server's statement_timeout is set half a second later, as a backstop).
 	StatementTimeout time.Duration
 	MaxRows          int // per result; 0 takes sqlcap.DefaultMaxRows
 	MaxResultBytes   int // of one result's JSON; 0 takes sqlcap.DefaultMaxResultBytes
@@ -137,6 +138,7 @@ func (s *Session) Failed() error {
 const (
 	completionTimeout = 30 * time.Second
 	idleMargin        = 30 * time.Second
+	deadlineMargin    = 500 * time.Millisecond
 )
 
 // begin starts a transaction on the connection: settings reset, the timeouts, standard
@@ -191,7 +193,10 @@ func (s *Session) Query(ctx context.Context, request []byte) ([]byte, error) {
 		s.conn = c
 	}
 	remaining := time.Until(s.deadline)
-	timeout := remaining
+	// By default the task's deadline ends a statement (the task then fails as any task
+	// that runs out of time); the server's own timeout, a little later, is the backstop
+	// for a worker that can no longer say so.
+	timeout := remaining + deadlineMargin
 	if s.g.StatementTimeout > 0 {
 		timeout = s.g.StatementTimeout
 	}
@@ -480,11 +485,17 @@ func (s *Session) Complete(ctx context.Context, c taskwrite.Call) (Completion, e
 		return Completion{}, errors.New("the transaction's connection was lost: nothing the handler wrote is kept")
 	}
 	conn := s.conn.Conn()
+	// Back to the worker's own login for pgflow's tables, with a bounded time for the write.
+	// A round trip of its own: pgx prepares a batch's statements before running any, and
+	// preparing pgflow's statements as the step's role would fail.
+	if _, err := conn.Exec(ctx, `select set_config('role', 'none', true), set_config('statement_timeout', $1, true)`,
+		string(ms(completionTimeout))); err != nil {
+		obs.Transaction("rolled_back")
+		s.discard()
+		return Completion{}, fmt.Errorf("writing the completion in the task's transaction failed, so nothing it wrote is kept: %w", err)
+	}
 	results := make([]taskwrite.Result, 1)
 	b := &pgx.Batch{}
-	// Back to the worker's own login for pgflow's tables; a bounded time for the write.
-	b.Queue(`select set_config('role', 'none', true), set_config('statement_timeout', $1, true)`, string(ms(completionTimeout))).
-		Exec(func(pgconn.CommandTag) error { return nil })
 	taskwrite.Queue(b, taskwrite.Complete, []taskwrite.Call{c}, results, taskwrite.Options{})
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		obs.Transaction("rolled_back")

@@ -16,10 +16,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/sqlcap"
 )
 
-// app is a test database with the application's side of things: schema app with a ledger
-// table the step's role may insert into and read, a schema it may not touch, and a function
-// anyone may call that changes the role (the kind of SECURITY INVOKER function the
-// post-statement check is for).
+// app is a test database with the application's side of things (pgtest.DB.Ledger).
 type app struct {
 	db   *pgtest.DB
 	role string
@@ -28,17 +25,7 @@ type app struct {
 func newApp(t *testing.T) app {
 	t.Helper()
 	db := pgtest.NewDB(t)
-	role := db.Role(t, "orders_writer", "NOLOGIN")
-	exec(t, db.Pool, `
-		create schema app;
-		create table app.ledger (run_id uuid, task_index int, amount int);
-		create schema secret;
-		create table secret.keys (k text);
-		insert into secret.keys values ('do not read');
-		create function app.become(r text) returns text language sql as $$ select set_config('role', r, true) $$;
-		grant usage on schema app to `+role+`;
-		grant select, insert on app.ledger to `+role)
-	return app{db: db, role: role}
+	return app{db: db, role: db.Ledger(t)}
 }
 
 func exec(t *testing.T, pool *pgxpool.Pool, sql string) {

@@ -93,3 +93,27 @@ func (s *server) dropOrphanRoles(ctx context.Context) {
 		_, _ = s.admin.Exec(ctx, "DROP ROLE IF EXISTS "+ident(n))
 	}
 }
+
+// Ledger sets up the application side of the SQL examples and tests in db: schema app
+// with the table app.ledger (run_id uuid, task_index int, amount int; no key, so a row
+// written twice shows), a role of the test's own that may insert and select there
+// (returned), schema secret with a table that role may not read, and app.become(role), a
+// function anyone may call that changes the role (what the post-statement check is for).
+func (db *DB) Ledger(t testing.TB) string {
+	t.Helper()
+	role := db.Role(t, "ledger_writer", "NOLOGIN")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := db.Pool.Exec(ctx, `
+		create schema app;
+		create table app.ledger (run_id uuid, task_index int, amount int);
+		create schema secret;
+		create table secret.keys (k text);
+		insert into secret.keys values ('do not read');
+		create function app.become(r text) returns text language sql as $$ select set_config('role', r, true) $$;
+		grant usage on schema app to `+ident(role)+`;
+		grant select, insert on app.ledger to `+ident(role)); err != nil {
+		t.Fatalf("pgtest: the ledger schema: %v", err)
+	}
+	return role
+}
