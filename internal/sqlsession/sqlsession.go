@@ -517,8 +517,10 @@ func (s *Session) Complete(ctx context.Context, c taskwrite.Call) (Completion, e
 	case err == nil:
 		obs.Transaction("rolled_back")
 		return Completion{Result: r}, errors.New("the task's transaction did not commit (PostgreSQL rolled it back)")
-	case errors.As(err, &pe) || pgconn.SafeToRetry(err):
-		// PostgreSQL refused the commit, or it was never sent: T is rolled back.
+	case (errors.As(err, &pe) && pe.Severity == "ERROR") || pgconn.SafeToRetry(err):
+		// PostgreSQL refused the commit (a deferred constraint, a serialization failure),
+		// or it was never sent: T is rolled back. A FATAL answer (the backend was ended
+		// during COMMIT) says nothing of whether the commit record was written first.
 		obs.Transaction("rolled_back")
 		s.discard()
 		return Completion{Result: r}, fmt.Errorf("committing the task's transaction failed, so nothing it wrote is kept: %w", err)

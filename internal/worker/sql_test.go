@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -213,7 +214,7 @@ flows:
 	slow := startRun(t, db.Pool, "tx", insert("00000000-0000-4000-8000-00000000000c", 1, "select pg_sleep(2)"))
 	waitFor(t, 20*time.Second, func() (bool, string) {
 		var n int
-		_ = db.Pool.QueryRow(context.Background(), `select count(*) from pg_stat_activity where query like '%pg_sleep(2)%' and state = 'active'`).Scan(&n)
+		_ = db.Pool.QueryRow(context.Background(), `select count(*) from pg_stat_activity where query like '%pg_sleep(2)%' and state = 'active' and pid <> pg_backend_pid()`).Scan(&n)
 		return n > 0, "the first attempt never reached its sleep"
 	})
 	if _, err := db.Pool.Exec(context.Background(), `select pgflow.fail_task($1::uuid, 'call', 0, 'taken back by the test')`, slow); err != nil {
@@ -269,5 +270,105 @@ flows:
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s: %v, want %q", c.sql, err, c.want)
 		}
+	}
+}
+
+// A task pgflow takes back while its handler runs, when this worker does not notice (its
+// cancel check is off): the handler ends, the completion inside its transaction finds the
+// attempt gone, and the transaction rolls back with the handler's row; the retry writes the
+// only row.
+func TestAStaleCompletionRollsBackItsWrites(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	role := db.Ledger(t)
+	f := flows(t, fmt.Sprintf(`
+flows:
+  - slug: stale
+    max_attempts: 2
+    base_delay: 0
+    timeout: 30
+    sql: {role: %s}
+    steps:
+      - {slug: call, module: "{{sql_call}}"}
+`, role))
+	w := startWorker(t, db.Pool, f, worker.Config{CancelCheckInterval: time.Hour, Log: slog.New(slog.NewTextHandler(workertest.TestWriter{T: t}, nil))})
+	const marker = "00000000-0000-4000-8000-0000000000dd"
+	run := startRun(t, db.Pool, "stale", `{"statements": [{"sql": "insert into app.ledger values ($1, 0, 1)", "params": ["`+marker+`"]},
+		{"sql": "select pg_sleep(1.5)"}]}`)
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		var n int
+		_ = db.Pool.QueryRow(context.Background(), `select count(*) from pg_stat_activity where query like '%pg_sleep(1.5)%' and state = 'active' and pid <> pg_backend_pid()`).Scan(&n)
+		return n > 0, "the first attempt never reached its sleep"
+	})
+	if _, err := db.Pool.Exec(context.Background(), `select pgflow.fail_task($1::uuid, 'call', 0, 'taken back by the test')`, run); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitRun(t, db.Pool, run, 60*time.Second); r.Status != "completed" {
+		t.Fatalf("%s (%s)", r.Status, r.Error)
+	}
+	if n := ledgerRows(t, db, "where run_id = '"+marker+"'"); n != 1 {
+		t.Errorf("%d rows, want the retry's one", n)
+	}
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		rb := testutil.ToFloat64(w.Metrics.SQLTransactions.WithLabelValues("stale", "call", "rolled_back"))
+		c := testutil.ToFloat64(w.Metrics.SQLTransactions.WithLabelValues("stale", "call", "committed"))
+		return rb == 1 && c == 1, fmt.Sprintf("rolled back %v, committed %v; want 1 and 1", rb, c)
+	})
+}
+
+// The connection dies while COMMIT runs (the server ends the backend during a deferred
+// trigger): the worker cannot know whether the task's writes and completion landed, so it
+// leaves the task started and forgets it; the hand-back finds it still started (the commit
+// did not land), returns it to pgflow with the reason, and the retry writes the only row.
+func TestALostCommitAnswerLeavesTheTaskToTheHandBack(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	role := db.Ledger(t)
+	if _, err := db.Pool.Exec(context.Background(), `
+		create sequence app.commits;
+		create function app.slow_first_commit() returns trigger language plpgsql as $$
+		begin if nextval('app.commits') = 1 then perform pg_sleep(30); end if; return null; end $$;
+		create constraint trigger slow_first_commit after insert on app.ledger deferrable initially deferred
+		  for each row execute function app.slow_first_commit()`); err != nil {
+		t.Fatal(err)
+	}
+	f := flows(t, fmt.Sprintf(`
+flows:
+  - slug: lost
+    max_attempts: 2
+    base_delay: 0
+    timeout: 60
+    sql: {role: %s}
+    steps:
+      - {slug: call, module: "{{sql_call}}"}
+`, role))
+	startWorker(t, db.Pool, f, worker.Config{})
+	const marker = "00000000-0000-4000-8000-0000000000ee"
+	run := startRun(t, db.Pool, "lost", `{"statements": [{"sql": "insert into app.ledger values ($1, 0, 1)", "params": ["`+marker+`"]}]}`)
+	var pid int
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		_ = db.Pool.QueryRow(context.Background(), `select pid from pg_stat_activity where query = 'commit' and state = 'active'
+			and wait_event = 'PgSleep'`).Scan(&pid)
+		return pid != 0, "the COMMIT never reached the trigger's sleep"
+	})
+	if _, err := db.Pool.Exec(context.Background(), `select pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	r := waitRun(t, db.Pool, run, 60*time.Second)
+	task := taskOf(t, db.Pool, run)
+	if r.Status != "completed" || task.Attempts != 2 {
+		t.Fatalf("run %s after %d attempts (%s)", r.Status, task.Attempts, r.Error)
+	}
+	if n := ledgerRows(t, db, "where run_id = '"+marker+"'"); n != 1 {
+		t.Errorf("%d rows, want the retry's one", n)
+	}
+	var handBack string
+	if err := db.Pool.QueryRow(context.Background(), `select error_message from pgflow_wasm.task_attempts where run_id = $1::uuid and attempt = 1`,
+		run).Scan(&handBack); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(handBack, "the answer to the COMMIT of its transactional step's writes and completion was lost") ||
+		!strings.Contains(handBack, "so the commit did not land and nothing the handler wrote is kept") {
+		t.Errorf("attempt 1 ended with %q", handBack)
 	}
 }

@@ -73,10 +73,12 @@ func (s *taskSet) add(parent context.Context, t *poller.Task) context.Context {
 	return ctx
 }
 
-// handlerEnded marks a task's handler as ended: it can no longer be cancelled.
+// handlerEnded marks a task's handler as ended: it can no longer be cancelled. Only the
+// same attempt's entry is touched: a task taken back and started again on this worker
+// while its earlier attempt still ran has the later attempt's entry.
 func (s *taskSet) handlerEnded(t *poller.Task) {
 	s.mu.Lock()
-	if k := s.tasks[keyOf(t)]; k != nil && k.cancel != nil {
+	if k := s.tasks[keyOf(t)]; k != nil && k.cancel != nil && k.task.Attempt == t.Attempt {
 		k.cancel(nil) // releases the context's resources
 		k.cancel = nil
 	}
@@ -165,21 +167,27 @@ func (s *taskSet) writtenAt(k taskKey, attempt int) (time.Time, bool) {
 
 func (s *taskSet) remove(t *poller.Task) {
 	s.mu.Lock()
-	if k := s.tasks[keyOf(t)]; k != nil && k.cancel != nil {
+	defer s.mu.Unlock()
+	k := s.tasks[keyOf(t)]
+	if k == nil || k.task.Attempt != t.Attempt {
+		return // another attempt's entry (see handlerEnded)
+	}
+	if k.cancel != nil {
 		k.cancel(nil)
 	}
 	delete(s.tasks, keyOf(t))
-	s.mu.Unlock()
 }
 
 // forget drops a task whose outcome the worker cannot know, remembering why.
 func (s *taskSet) forget(t *poller.Task, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if k := s.tasks[keyOf(t)]; k != nil && k.cancel != nil {
-		k.cancel(nil)
+	if k := s.tasks[keyOf(t)]; k != nil && k.task.Attempt == t.Attempt {
+		if k.cancel != nil {
+			k.cancel(nil)
+		}
+		delete(s.tasks, keyOf(t))
 	}
-	delete(s.tasks, keyOf(t))
 	if s.forgotten == nil {
 		s.forgotten = map[taskKey]forgottenTask{}
 	}
