@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -183,4 +184,29 @@ flows:
 		handedBack += strings.Count(string(b), "handed back a task of this worker")
 	}
 	t.Logf("COMMIT answers lost by the workers: %d, tasks handed back after one: %d", unknown, handedBack)
+}
+
+// The README's quick start, ledger part: scripts/ledger.sql, then the repository's own
+// flows.yaml served as it is, and a run of its ledger flow writes its row to app.ledger.
+func TestQuickStartLedgerWritesToTheApplicationsTable(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	script, err := os.ReadFile(filepath.Join(repoRoot(t), "scripts", "ledger.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, string(script)); err != nil {
+		t.Fatalf("scripts/ledger.sql: %v", err)
+	}
+	startServe(t, db.URL, filepath.Join(repoRoot(t), "flows.yaml"))
+	db.WaitServing(t, "ledger")
+	out, errOut, code := runBinary(t, []string{"DATABASE_URL=" + db.URL}, "start", "ledger", "--input", `{"amount": 5}`, "--wait", "--timeout", "1m")
+	if code != 0 || !strings.Contains(out, `{"record": {"total": 5, "inserted": 1}}`) {
+		t.Fatalf("start ledger --wait: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	var rows, amount int
+	if err := db.Pool.QueryRow(ctx, `select count(*), sum(amount) from app.ledger`).Scan(&rows, &amount); err != nil || rows != 1 || amount != 5 {
+		t.Fatalf("app.ledger: %d rows, sum %d (%v)", rows, amount, err)
+	}
 }
