@@ -214,7 +214,7 @@ func (s *Session) Query(ctx context.Context, request []byte) ([]byte, error) {
 	b.ExecParams(checkSQL, nil, nil, nil, nil)
 
 	start := time.Now()
-	res, err := s.run(ctx, b, beginning, stmtAt)
+	res, err := s.run(ctx, b, beginning, stmtAt, req.Params)
 	took := time.Since(start)
 	if err != nil {
 		var se *sqlcap.Error
@@ -246,7 +246,7 @@ type result struct {
 // run sends the batch and reads it: the statement's result within the limits, then the
 // role check. In a transactional session T stays open; otherwise the statement's
 // transaction is committed here.
-func (s *Session) run(ctx context.Context, b *pgconn.Batch, beginning bool, stmtAt int) (result, error) {
+func (s *Session) run(ctx context.Context, b *pgconn.Batch, beginning bool, stmtAt int, params [][]byte) (result, error) {
 	pg := s.conn.Conn().PgConn()
 	qctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -304,7 +304,7 @@ func (s *Session) run(ctx context.Context, b *pgconn.Batch, beginning bool, stmt
 		err = fmt.Errorf("the server answered %d of %d commands", idx, stmtAt+2)
 	}
 	if err != nil {
-		return result{}, s.failure(ctx, err, beginning, idx, stmtAt)
+		return result{}, s.failure(ctx, err, beginning, idx, stmtAt, params)
 	}
 	if beginning && s.g.Transactional {
 		s.inTx = true
@@ -336,7 +336,7 @@ func (s *Session) run(ctx context.Context, b *pgconn.Batch, beginning bool, stmt
 // failure turns an error of a batch into what the guest gets. A statement error is an
 // error code; in a transactional session it also aborts T for good. A lost connection
 // in a transaction ends the task: T is gone with it.
-func (s *Session) failure(ctx context.Context, err error, beginning bool, idx, stmtAt int) error {
+func (s *Session) failure(ctx context.Context, err error, beginning bool, idx, stmtAt int, params [][]byte) error {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		s.discard()
@@ -346,7 +346,7 @@ func (s *Session) failure(ctx context.Context, err error, beginning bool, idx, s
 		}
 		return sqlcap.Errorf(abi.ErrSQLFailed, "connection", "the database connection failed: %v", err)
 	}
-	e := pgError(pe)
+	e := pgError(pe, params)
 	switch {
 	case idx < stmtAt && beginning && idx == 3 && pe.Code == "42501":
 		e.Message = fmt.Sprintf("sql: the worker's login may not act as role %q of %s: run `GRANT %s TO %s` "+
@@ -366,10 +366,19 @@ func (s *Session) failure(ctx context.Context, err error, beginning bool, idx, s
 
 // pgError is PostgreSQL's error as the guest sees it: the message, its hint and its
 // SQLSTATE. The detail is left out: it may repeat a value (a key that already exists).
-func pgError(pe *pgconn.PgError) *sqlcap.Error {
+// The message itself may quote a parameter (`invalid input syntax for type uuid: "..."`),
+// and it goes on into the task's error and the worker's log: each parameter's text of 4
+// bytes or more is replaced by its $n (shorter ones would garble the message, and give
+// little away).
+func pgError(pe *pgconn.PgError, params [][]byte) *sqlcap.Error {
 	msg := pe.Message
 	if pe.Hint != "" {
 		msg += " (hint: " + pe.Hint + ")"
+	}
+	for i, p := range params {
+		if len(p) >= 4 {
+			msg = strings.ReplaceAll(msg, string(p), "$"+strconv.Itoa(i+1))
+		}
 	}
 	return &sqlcap.Error{Code: abi.ErrSQLFailed, Reason: "sqlstate", SQLState: pe.Code,
 		Message: fmt.Sprintf("sql: %s (SQLSTATE %s)", msg, pe.Code)}

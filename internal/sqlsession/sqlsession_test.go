@@ -219,8 +219,11 @@ func TestAFailedStatementAbortsTheTransaction(t *testing.T) {
 	s := a.grant(true).Begin(time.Now().Add(time.Minute))
 	defer s.Close()
 	mustQuery(t, s, "insert into app.ledger values (gen_random_uuid(), 0, 1)")
-	_, err := query(t, s, "insert into app.ledger values ($1, 0, 1)", "not a uuid")
-	expectCode(t, err, abi.ErrSQLFailed, "22P02", "invalid input syntax for type uuid")
+	_, err := query(t, s, "insert into app.ledger values ($1, 0, 1)", "not a uuid: s3cr3t")
+	expectCode(t, err, abi.ErrSQLFailed, "22P02", `invalid input syntax for type uuid: "$1"`)
+	if strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("the message repeats the parameter: %v", err)
+	}
 	_, err = query(t, s, "select 1")
 	expectCode(t, err, abi.ErrSQLFailed, "25P02", "the task's transaction is aborted", "invalid input syntax for type uuid")
 	if !s.Open() || s.Failed() == nil {

@@ -372,3 +372,40 @@ flows:
 		t.Errorf("attempt 1 ended with %q", handBack)
 	}
 }
+
+// No statement parameter reaches the worker's log, at debug level, nor a task's error:
+// PostgreSQL's message quoting one gets its $n instead.
+func TestSQLParametersStayOutOfLogs(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	role := db.Ledger(t)
+	f := flows(t, fmt.Sprintf(`
+flows:
+  - slug: quiet
+    max_attempts: 1
+    sql: {role: %s}
+    steps:
+      - {slug: call, module: "{{sql_call}}"}
+`, role))
+	var logs syncBuffer
+	startWorker(t, db.Pool, f, worker.Config{Log: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	const secret = "t0ps3cret-param"
+	ok := startRun(t, db.Pool, "quiet", `{"statements": [{"sql": "select length($1::text) as n", "params": ["`+secret+`"]}]}`)
+	bad := startRun(t, db.Pool, "quiet", `{"statements": [{"sql": "insert into app.ledger values ($1, 0, 1)", "params": ["`+secret+`"]}]}`)
+	if r := waitRun(t, db.Pool, ok, 30*time.Second); r.Status != "completed" {
+		t.Fatalf("ok: %s (%s)", r.Status, r.Error)
+	}
+	if r := waitRun(t, db.Pool, bad, 30*time.Second); r.Status != "failed" {
+		t.Fatalf("bad: %s", r.Status)
+	}
+	task := taskOf(t, db.Pool, bad)
+	if !strings.Contains(task.Error, `invalid input syntax for type uuid: "$1" (SQLSTATE 22P02)`) || strings.Contains(task.Error, secret) {
+		t.Errorf("the task's error: %q", task.Error)
+	}
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		return strings.Contains(logs.String(), "task failed for good"), "the failure was not logged"
+	})
+	if strings.Contains(logs.String(), secret) {
+		t.Errorf("the worker's log shows a parameter:\n%s", logs.String())
+	}
+}
