@@ -409,3 +409,46 @@ flows:
 		t.Errorf("the worker's log shows a parameter:\n%s", logs.String())
 	}
 }
+
+// A non-transactional step commits each statement alone, so a failed attempt's writes stay:
+// an unkeyed insert runs once per attempt, an insert keyed by the context's idempotency_key
+// (the documented way, abi/SPEC.md) lands once.
+func TestNonTransactionalWritesAreKeyedByTheIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	role := db.Ledger(t)
+	if _, err := db.Pool.Exec(context.Background(), `
+		create table app.mail (idempotency_key text primary key, attempt int);
+		grant select, insert on app.mail to `+role); err != nil {
+		t.Fatal(err)
+	}
+	f := flows(t, fmt.Sprintf(`
+flows:
+  - slug: keyed
+    max_attempts: 2
+    base_delay: 0
+    sql: {role: %s, transactional: false}
+    steps:
+      - {slug: call, module: "{{sql_call}}"}
+`, role))
+	startWorker(t, db.Pool, f, worker.Config{})
+	const marker = "00000000-0000-4000-8000-0000000000ff"
+	run := startRun(t, db.Pool, "keyed", `{"fail_on_attempt": 1, "statements": [
+		{"sql": "insert into app.ledger values ($1, 0, 1)", "params": ["`+marker+`"]},
+		{"sql": "insert into app.mail values ($1, $2) on conflict (idempotency_key) do nothing",
+		 "params": ["{{idempotency_key}}", "{{attempt}}"]}]}`)
+	if r := waitRun(t, db.Pool, run, 60*time.Second); r.Status != "completed" || taskOf(t, db.Pool, run).Attempts != 2 {
+		t.Fatalf("%s after %d attempts (%s)", r.Status, taskOf(t, db.Pool, run).Attempts, r.Error)
+	}
+	if n := ledgerRows(t, db, "where run_id = '"+marker+"'"); n != 2 {
+		t.Errorf("the unkeyed insert left %d rows, want one per attempt (2)", n)
+	}
+	var key string
+	var attempt, n int
+	if err := db.Pool.QueryRow(context.Background(), `select count(*), min(idempotency_key), min(attempt) from app.mail`).Scan(&n, &key, &attempt); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || key != run+":call:0" || attempt != 1 {
+		t.Errorf("app.mail: %d rows, key %q, attempt %d; want the first attempt's one row keyed %s:call:0", n, key, attempt, run)
+	}
+}
