@@ -22,7 +22,9 @@ type app struct {
 	role string
 }
 
-func newApp(t *testing.T) app {
+func newApp(t *testing.T) app { return newAppB(t) }
+
+func newAppB(t testing.TB) app {
 	t.Helper()
 	db := pgtest.NewDB(t)
 	return app{db: db, role: db.Ledger(t)}
