@@ -48,6 +48,13 @@ const (
 	// (ptr, cap i32) -> i32: copies up to cap bytes of the message of the last call that
 	// returned an error code, returns its whole length.
 	ImportLastError = "last_error"
+	// (request_ptr, request_len i32) -> i32: runs one SQL statement, the request being the
+	// JSON {"sql": "...", "params": [...]}; returns the result JSON's length, or an error
+	// code below zero.
+	ImportSQLQuery = "sql_query"
+	// (ptr, cap i32) -> i32: copies up to cap bytes of the last sql_query's result JSON,
+	// returns its whole length.
+	ImportSQLResultRead = "sql_result_read"
 )
 
 // ImportParams gives the number of i32 parameters of each host function.
@@ -61,6 +68,8 @@ var ImportParams = map[string]int{
 	ImportHTTPResponseRead: 3,
 	ImportConfigGet:        4,
 	ImportLastError:        2,
+	ImportSQLQuery:         2,
+	ImportSQLResultRead:    2,
 }
 
 // ImportResults gives the number of i32 results of each host function (0 when absent).
@@ -69,6 +78,8 @@ var ImportResults = map[string]int{
 	ImportHTTPResponseRead: 1,
 	ImportConfigGet:        1,
 	ImportLastError:        1,
+	ImportSQLQuery:         1,
+	ImportSQLResultRead:    1,
 }
 
 // Parts of a response, the first argument of http_response_read.
@@ -77,20 +88,22 @@ const (
 	HTTPPartBody    = 1
 )
 
-// Error codes: http_request and config_get return them (below zero) instead of a status or
+// Error codes: http_request, config_get and sql_query return them (below zero) instead of a status or
 // a length; last_error then holds a message that says what happened and what to change.
 // A call never traps for want of permission.
 const (
-	ErrDenied           = -1  // the step has no such capability: no `http` key, or the name is not in its `env` list
+	ErrDenied           = -1  // the step has no such capability: no `http` or `sql` key, or the name is not in its `env` list
 	ErrHostNotAllowed   = -2  // the URL's host and port (or a redirect's) match no http.allow entry
 	ErrAddressRefused   = -3  // the host is or resolves to a loopback, private, link-local, metadata or other special address that no http.allow entry names literally
 	ErrTooManyRequests  = -4  // more requests than http.max_requests in this task (redirect hops count)
 	ErrResponseTooLarge = -5  // the response body is over http.max_response_bytes
-	ErrRequestTooLarge  = -6  // the request body is over http.max_request_bytes, or its headers over 64 KiB
-	ErrBadRequest       = -7  // an invalid method, URL, scheme or header
+	ErrRequestTooLarge  = -6  // the request body is over http.max_request_bytes, or its headers over 64 KiB; an SQL request over 8 MiB
+	ErrBadRequest       = -7  // an invalid method, URL, scheme or header; an SQL request that is not {"sql": ..., "params": [...]}
 	ErrNetwork          = -8  // the name did not resolve, the connection or TLS failed, the server broke the protocol
 	ErrTooManyRedirects = -9  // more than MaxRedirects redirects
 	ErrNotSet           = -10 // config_get: the name is in the step's env list but not set in the worker's environment
+	ErrSQLRefused       = -11 // sql_query: the statement filter refused the statement (not a row statement, a second statement, a refused function)
+	ErrSQLFailed        = -12 // sql_query: PostgreSQL raised an error (last_error names its SQLSTATE), or could not be reached
 )
 
 // MaxRedirects is how many redirects one http_request follows.

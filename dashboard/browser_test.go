@@ -293,6 +293,12 @@ func examplePages(t *testing.T, browser context.Context) {
 	if err != nil {
 		t.Fatalf("flows.yaml: %v (are the examples built? `make examples`)", err)
 	}
+	// The ledger flow's table and role, as make run makes them.
+	if ledger, err := os.ReadFile("../scripts/ledger.sql"); err != nil {
+		t.Fatal(err)
+	} else if _, err := db.Pool.Exec(context.Background(), string(ledger)); err != nil {
+		t.Fatalf("scripts/ledger.sql: %v", err)
+	}
 	w := workertest.StartWorker(t, db.Pool, file, worker.Config{Signal: worker.SignalNotify})
 	words := workertest.StartRun(t, db.Pool, "word_totals",
 		`["the quick brown fox", "jumps over the lazy dog", "pack my box with", "five dozen liquor jugs"]`)

@@ -145,6 +145,7 @@ type capabilityDefaults struct {
 	http    *HTTP
 	env     []string
 	envLine int
+	sql     *SQL
 }
 
 // Where names a step in capability messages: `step "charge" of flow "orders" (flows.yaml:12)`,

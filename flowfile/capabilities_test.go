@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCapabilities(t *testing.T) {
@@ -163,6 +164,102 @@ flows:
 			for _, w := range tc.want {
 				if !strings.Contains(msg, w) {
 					t.Errorf("error does not contain %q:\n%s", w, msg)
+				}
+			}
+		})
+	}
+}
+
+func TestSQLSection(t *testing.T) {
+	t.Parallel()
+	path := writeFlows(t, `
+flows:
+  - slug: orders
+    sql:
+      role: orders_writer
+    steps:
+      - slug: reserve
+        module: m.wasm
+      - slug: report
+        module: m.wasm
+        sql:
+          role: Reports_Reader
+          database_env: REPORTS_DB_URL
+          statement_timeout: 2s
+          max_rows: 50
+          max_result_bytes: 64KiB
+      - slug: audit
+        module: m.wasm
+        sql:
+          role: auditor
+          transactional: false
+          allow_privileged_role: true
+      - slug: compute
+        module: m.wasm
+        sql: false
+`, "m.wasm")
+	f, err := Load(path)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	fl := f.Flow("orders")
+	if s := fl.Step("reserve").SQL; s == nil || s.Role != "orders_writer" || !s.Transactional || s.DatabaseEnv != "" ||
+		s.StatementTimeout != 0 || s.MaxRows != 1000 || s.MaxResultBytes != 1<<20 || s.AllowPrivilegedRole || s.Line != 4 {
+		t.Errorf("reserve inherits the flow's sql, transactional by default: %+v", s)
+	}
+	if s := fl.Step("report").SQL; s == nil || s.Role != "Reports_Reader" || s.Transactional || s.DatabaseEnv != "REPORTS_DB_URL" ||
+		s.StatementTimeout != 2*time.Second || s.MaxRows != 50 || s.MaxResultBytes != 64<<10 || s.Line != 11 {
+		t.Errorf("report: another database is not transactional: %+v", s)
+	}
+	if s := fl.Step("audit").SQL; s == nil || s.Transactional || !s.AllowPrivilegedRole {
+		t.Errorf("audit: %+v", s)
+	}
+	if s := fl.Step("compute").SQL; s != nil {
+		t.Errorf("compute: sql false drops the flow's: %+v", s)
+	}
+	if got, want := fl.Step("report").WhereSQL(f, fl), `step "report" of flow "orders" (`+path+`:11)`; got != want {
+		t.Errorf("WhereSQL = %s, want %s", got, want)
+	}
+}
+
+func TestSQLSectionErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, sql string
+		want      []string
+	}{
+		{"not a mapping", `sql: orders_writer`, []string{"flows.yaml:6: `sql` must be a mapping like {role: orders_writer}, or false"}},
+		{"no role", `sql: {max_rows: 5}`, []string{"flows.yaml:6: `sql` of step \"s\" of flow \"f\" has no `role`"}},
+		{"unknown key", "sql:\n          role: r\n          roles: x", []string{`flows.yaml:8: unknown key "roles" in ` + "`sql`"}},
+		{"role not a string", "sql:\n          role: [a]", []string{"flows.yaml:7: `sql.role` must be a role name"}},
+		{"role none", "sql:\n          role: NONE", []string{"flows.yaml:7: `sql.role` \"NONE\" is not a role a step can run as"}},
+		{"transactional elsewhere", "sql:\n          role: r\n          database_env: OTHER_DB\n          transactional: true",
+			[]string{"flows.yaml:9: `sql.transactional: true` needs the pgflow database"}},
+		{"database_env is the worker's", "sql:\n          role: r\n          database_env: DATABASE_URL",
+			[]string{"flows.yaml:8: `sql.database_env: DATABASE_URL` is the pgflow database"}},
+		{"database_env libpq", "sql:\n          role: r\n          database_env: PGPASSWORD", []string{"may not name PGPASSWORD"}},
+		{"timeout without unit", "sql:\n          role: r\n          statement_timeout: 5", []string{"`sql.statement_timeout` 5 has no unit"}},
+		{"timeout too long", "sql:\n          role: r\n          statement_timeout: 48h", []string{"from 1ms to 24h"}},
+		{"max_rows", "sql:\n          role: r\n          max_rows: 0", []string{"`sql.max_rows` is 0: it must be from 1 to 10000000"}},
+		{"max_result_bytes", "sql:\n          role: r\n          max_result_bytes: 1GiB", []string{"`sql.max_result_bytes` \"1GiB\" is not a size from 1 byte to 256MiB"}},
+		{"bool", "sql:\n          role: r\n          transactional: yes", []string{"`sql.transactional` must be true or false"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeFlows(t, `
+flows:
+  - slug: f
+    steps:
+      - slug: s
+        `+tc.sql+`
+        module: m.wasm
+`, "m.wasm")
+			_, err := Load(path)
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(strings.ReplaceAll(err.Error(), path, "flows.yaml"), w) {
+					t.Errorf("error %q lacks %q", err, w)
 				}
 			}
 		})

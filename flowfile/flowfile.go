@@ -81,6 +81,9 @@ type Step struct {
 	// Env lists the worker environment variables the handler may read by name (config_get):
 	// the step's `env`, else its flow's. Only names: values are read by the worker.
 	Env []string
+	// SQL is what SQL the handler may run (sql_query): the step's `sql`, else its flow's;
+	// nil allows none.
+	SQL *SQL
 	// Conditions (pgflow 0.14; conditions.go). If and IfNot are JSON objects, nil when unset;
 	// WhenUnmet and WhenExhausted are "" when unset (pgflow's defaults: skip, fail).
 	// External: another worker (pgflow's own TypeScript worker, say) serves this step; it

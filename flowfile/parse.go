@@ -59,12 +59,12 @@ func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 
 var (
 	rootKeys = []string{"flows"}
-	flowKeys = []string{"slug", "max_attempts", "base_delay", "timeout", "max_concurrency", "http", "env", "schedule", "steps"}
+	flowKeys = []string{"slug", "max_attempts", "base_delay", "timeout", "max_concurrency", "http", "env", "sql", "schedule", "steps"}
 	stepKeys = []string{"slug", "type", "depends_on", "module", "max_attempts", "base_delay",
-		"timeout", "start_delay", "memory_limit", "reuse_instance", "fuel", "deterministic", "http", "env", "if", "if_not", "when_unmet", "when_exhausted",
+		"timeout", "start_delay", "memory_limit", "reuse_instance", "fuel", "deterministic", "http", "env", "sql", "if", "if_not", "when_unmet", "when_exhausted",
 		"external"}
 	// handlerKeys configure a step's handler: a step served elsewhere (external) has none.
-	handlerKeys = []string{"module", "memory_limit", "reuse_instance", "fuel", "deterministic", "http", "env"}
+	handlerKeys = []string{"module", "memory_limit", "reuse_instance", "fuel", "deterministic", "http", "env", "sql"}
 )
 
 // parser collects every problem in the file rather than stopping at the first, so a user
@@ -156,6 +156,8 @@ func (p *parser) flow(n *yaml.Node) *Flow {
 			defaults.http = p.http(k, v, "of flow "+strconv.Quote(fl.Slug))
 		case "env":
 			defaults.env = p.env(v)
+		case "sql":
+			defaults.sql = p.sql(k, v, "of flow "+strconv.Quote(fl.Slug))
 		case "schedule":
 			fl.Schedule, fl.ScheduleLine = p.schedule(fl.Slug, v), v.Line
 		case "steps":
@@ -217,7 +219,7 @@ func (p *parser) step(flow string, n *yaml.Node, defaults capabilityDefaults) *S
 		p.errorf(n.Line, "each step of flow %q must be a mapping (`- slug: my_step` with `module: path.wasm`), not %s", flow, kindName(n))
 		return nil
 	}
-	s := &Step{Line: n.Line, Type: StepSingle, HTTP: defaults.http, Env: defaults.env}
+	s := &Step{Line: n.Line, Type: StepSingle, HTTP: defaults.http, Env: defaults.env, SQL: defaults.sql}
 	where := fmt.Sprintf("in a step of flow %q", flow)
 	if v := mapValue(n, "slug"); v != nil && v.Kind == yaml.ScalarNode {
 		where = fmt.Sprintf("in step %q of flow %q", v.Value, flow)
@@ -257,6 +259,8 @@ func (p *parser) step(flow string, n *yaml.Node, defaults capabilityDefaults) *S
 			s.HTTP = p.http(k, v, strings.Replace(where, "in ", "of ", 1))
 		case "env":
 			s.Env = p.env(v)
+		case "sql":
+			s.SQL = p.sql(k, v, strings.Replace(where, "in ", "of ", 1))
 		case "if":
 			s.If = p.pattern(key, v)
 		case "if_not":

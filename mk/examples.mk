@@ -4,13 +4,15 @@
 
 EXAMPLES := greet word_count sum
 EXAMPLE_LANGS := rust tinygo assemblyscript go c
-# Examples that act on the world (outbound HTTP, named values; docs/guests.md): fetch in
-# four languages, charge (the docs' complete example) in TinyGo.
+# Examples that act on the world (outbound HTTP, named values, SQL; docs/guests.md): fetch in
+# four languages, charge (the docs' complete example) in TinyGo, ledger in Rust and TinyGo.
 FETCH_LANGS := rust tinygo assemblyscript go
-TESTMODULES := echo flaky fail spin work echo_map oracle http_call
+LEDGER_LANGS := rust tinygo
+TESTMODULES := echo flaky fail spin work echo_map oracle http_call sql_call
 
 EXAMPLE_WASM := $(foreach lang,$(EXAMPLE_LANGS),$(EXAMPLES:%=modules/examples/$(lang)/%.wasm)) \
-	$(FETCH_LANGS:%=modules/examples/%/fetch.wasm) modules/examples/tinygo/charge.wasm
+	$(FETCH_LANGS:%=modules/examples/%/fetch.wasm) modules/examples/tinygo/charge.wasm \
+	$(LEDGER_LANGS:%=modules/examples/%/ledger.wasm)
 TESTMODULE_WASM := $(TESTMODULES:%=modules/testdata/%.wasm)
 
 .PHONY: examples testmodules examples-test examples-clean
@@ -31,7 +33,7 @@ modules/testdata/%.wasm: modules/testdata/%.c $(C_GUEST) | toolchain-apt
 RUST_DIR := modules/examples/rust
 RUST_TARGET := wasm32-unknown-unknown
 RUST_SRC := $(shell find $(RUST_DIR) abi/rust -name target -prune -o \( -name '*.rs' -o -name Cargo.toml -o -name config.toml \) -print)
-RUST_EXAMPLES := $(EXAMPLES) fetch
+RUST_EXAMPLES := $(EXAMPLES) fetch ledger
 RUST_WASM := $(RUST_EXAMPLES:%=$(RUST_DIR)/%.wasm)
 
 $(RUST_WASM) &: $(RUST_SRC) | toolchain-apt
@@ -68,6 +70,7 @@ $(AS_EX_DIR)/%.wasm: $(AS_EX_DIR)/%.ts $(AS_GUEST) $(AS_EX_DIR)/package-lock.jso
 # (The modules themselves are tested by the sandbox's conformance test, on both engines; the
 # test hosts of the libraries also by the projects scaffold/project_test.go builds.)
 AS_NUMBER_TEST := abi/assemblyscript/test/number_test
+AS_SQL_TEST := abi/assemblyscript/test/sql_test
 
 examples-test: toolchain-apt toolchain-assemblyscript
 	cd abi/go && $(GO) vet ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./... && $(GO) test ./...
@@ -78,11 +81,13 @@ examples-test: toolchain-apt toolchain-assemblyscript
 	cd $(RUST_DIR) && RUSTC=$(RUST_RUSTC) $(RUST_CARGO) test --quiet --lib -p jsonfmt
 	cd $(AS_EX_DIR) && node_modules/.bin/asc ../../../$(AS_NUMBER_TEST).ts -O3 --runtime incremental -o ../../../$(AS_NUMBER_TEST).wasm
 	node $(AS_NUMBER_TEST).mjs $(AS_NUMBER_TEST).wasm
+	cd $(AS_EX_DIR) && node_modules/.bin/asc ../../../$(AS_SQL_TEST).ts $(ASC_FLAGS) -o ../../../$(AS_SQL_TEST).wasm
+	node $(AS_SQL_TEST).mjs $(AS_SQL_TEST).wasm
 
 test: examples-test
 
 examples-clean:
-	rm -f $(EXAMPLE_WASM) $(TESTMODULE_WASM) $(AS_NUMBER_TEST).wasm
+	rm -f $(EXAMPLE_WASM) $(TESTMODULE_WASM) $(AS_NUMBER_TEST).wasm $(AS_SQL_TEST).wasm
 	rm -rf $(RUST_DIR)/target abi/rust/target
 
 clean: examples-clean

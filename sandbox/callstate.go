@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/httpcap"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/sqlcap"
 )
 
 // limits are the caps one module runs under: the engine's Config with defaults applied and
@@ -69,7 +70,9 @@ type callState struct {
 	http       *httpcap.Session // created by the first http_request
 	respHeader []byte           // the last response, for http_response_read
 	respBody   []byte
-	lastErr    string // the message of the last error code, for last_error
+	lastErr    string         // the message of the last error code, for last_error
+	sql        sqlcap.Session // the task's (Task.SQL); nil denies sql_query
+	sqlResult  []byte         // the last sql_query's result, for sql_result_read
 
 	// Per instance.
 	clockNanos uint64 // fake clock: advances 1 ms per read and by every sleep
@@ -97,6 +100,7 @@ func (s *callState) beginTask(ctx context.Context, input, context []byte, timeou
 	s.logs, s.logBytes, s.logsDropped = nil, 0, 0
 	s.abort, s.memRefused = nil, false
 	s.respHeader, s.respBody, s.lastErr = nil, nil, ""
+	s.sql, s.sqlResult = nil, nil
 }
 
 // endTask releases what the task held outside the guest: its HTTP connections.
@@ -106,6 +110,7 @@ func (s *callState) endTask() {
 		s.http = nil
 	}
 	s.ctx, s.respHeader, s.respBody = nil, nil, nil
+	s.sql, s.sqlResult = nil, nil // the session is the worker's to end
 }
 
 // fail records the first reason a host function stops the guest and returns it.

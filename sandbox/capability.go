@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/httpcap"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/sqlcap"
 )
 
 // Capabilities are what a step's handler may do besides computing: send HTTP requests
@@ -120,7 +122,47 @@ func capabilityFuncs() []hostFunc {
 		f(abi.ImportLastError, func(s *callState, mem []byte, a []uint64) (uint64, error) {
 			return s.copyOut(mem, abi.ImportLastError, []byte(s.lastErr), a[0], a[1])
 		}),
+		f(abi.ImportSQLQuery, (*callState).sqlQuery),
+		f(abi.ImportSQLResultRead, func(s *callState, mem []byte, a []uint64) (uint64, error) {
+			return s.copyOut(mem, abi.ImportSQLResultRead, s.sqlResult, a[0], a[1])
+		}),
 	}
+}
+
+func (s *callState) sqlQuery(mem []byte, a []uint64) (uint64, error) {
+	ptr, n := uint64(uint32(a[0])), uint64(uint32(a[1]))
+	b, ok := span(mem, ptr, n)
+	if !ok {
+		return 0, s.badPointer(mem, abi.ImportSQLQuery, ptr, n)
+	}
+	s.sqlResult = nil
+	if s.sql == nil {
+		e := sqlcap.Denied(s.capsStep())
+		return s.refuse(e.Code, e.Message)
+	}
+	ctx := s.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	// The session copies what it keeps: b is guest memory, valid only during this call.
+	res, err := s.sql.Query(ctx, b)
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		if errors.Is(ctxErr, context.Canceled) {
+			return 0, s.fail(&hostAbort{kind: KindCanceled, message: "the call was canceled during an SQL statement"})
+		}
+		return 0, s.fail(&hostAbort{kind: KindTimeout, message: timeoutMessage(s.timeout) + " while waiting for an SQL statement"})
+	}
+	var e *sqlcap.Error
+	switch {
+	case errors.As(err, &e):
+		return s.refuse(e.Code, e.Message)
+	case err != nil:
+		return 0, s.fail(&hostAbort{kind: KindSQL, message: err.Error()})
+	case len(res) > math.MaxInt32:
+		return 0, s.fail(&hostAbort{kind: KindSQL, message: "sql: the result is over 2 GiB"})
+	}
+	s.sqlResult = res
+	return uint64(len(res)), nil
 }
 
 // result encodes a negative error code as the i32 a guest reads.

@@ -76,11 +76,11 @@ func (m *module) execute(ctx context.Context, t Task, timeout time.Duration, sto
 	inst := m.takeIdle()
 	if inst != nil {
 		inst.st.beginTask(ctx, t.Input, t.Context, timeout)
-		inst.st.seed = t.Seed
+		inst.st.seed, inst.st.sql = t.Seed, t.SQL
 	} else {
 		st := newCallState(&m.lim, &m.caps, m.info.Mode == ModeCommand)
 		st.beginTask(ctx, t.Input, t.Context, timeout)
-		st.seed = t.Seed
+		st.seed, st.sql = t.Seed, t.SQL
 		g, err := m.compiled.instantiate(ctx, st)
 		if err != nil {
 			stopped()

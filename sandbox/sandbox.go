@@ -10,6 +10,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/sqlcap"
 )
 
 // Engine compiles and runs modules. Implementations are safe for concurrent use.
@@ -103,6 +105,9 @@ type Task struct {
 	// (flows.yaml `deterministic: true` seeds it with the task's identity). nil: every task
 	// draws unpredictable bytes.
 	Seed []byte
+	// SQL runs the task's sql_query calls: the step's role, on its database, within the
+	// task's transaction when the step is transactional. nil: every call is denied.
+	SQL sqlcap.Session
 }
 
 // Result is what a call produced.
@@ -141,6 +146,9 @@ const (
 	KindInputTooLarge Kind = "input_too_large"
 	// KindFuelExhausted: the task used more work than its step's fuel (ModuleConfig.Fuel).
 	KindFuelExhausted Kind = "fuel_exhausted"
+	// KindSQL: the task's SQL session ended it (a result over the step's limits, a role a
+	// statement changed, the transaction's connection lost): sqlcap.Abort.
+	KindSQL Kind = "sql"
 )
 
 // Error is the typed failure of Load or Run.

@@ -37,6 +37,10 @@ step "pgmq + realtime.send + pgflow 0.8.1 schema"
 "$BIN" db install
 "$BIN" db status
 
+step "the application's table and role for the ledger flow (scripts/ledger.sql)"
+psql "$DATABASE_URL" -v ON_ERROR_STOP=1 -q -f scripts/ledger.sql
+echo "app.ledger and role ledger_writer are in place"
+
 step "flows.yaml: validate and compile"
 "$BIN" validate --flows flows.yaml
 "$BIN" compile --flows flows.yaml
@@ -96,6 +100,7 @@ run fetch_demo "{\"url\": \"http://$DEMOAPI_ADDR/hello.json\"}"
 run fetch_demo "{\"url\": \"http://$DEMOAPI_ADDR/missing\"}"
 run_refused fetch_demo '{"url": "https://example.com/"}' 'host example.com:443 is not allowed'
 run checkout '{"amount": 1200, "currency": "eur", "customer": "cus_42"}'
+run ledger '{"amount": 5}'
 
 step "stopping the worker (SIGTERM: drain, deregister, exit 0)"
 kill -TERM "$worker"

@@ -51,6 +51,14 @@ declare function config_get(name: usize, nameLen: usize, ptr: usize, cap: usize)
 // @ts-ignore: decorator
 @external("pgflow", "last_error")
 declare function last_error(ptr: usize, cap: usize): i32;
+// @ts-ignore: decorator
+@external("pgflow", "sql_query")
+declare function sql_query(request: usize, requestLen: usize): i32;
+// @ts-ignore: decorator
+@external("pgflow", "sql_result_read")
+declare function sql_result_read(ptr: usize, cap: usize): i32;
+
+import { Writer } from "./json";
 
 export const ABI_VERSION: i32 = 1;
 
@@ -132,8 +140,8 @@ export function run(inputLen: i32, contextLen: i32, handler: Handler): i32 {
   return STATUS_OK;
 }
 
-/** Error codes of httpRequest and config (the `code` of their results), as in the ABI. */
-export const ERR_DENIED: i32 = -1; // the step has no `http` key, or the name is not in its `env` list
+/** Error codes of httpRequest, config and sqlQuery (the `code` of their results), as in the ABI. */
+export const ERR_DENIED: i32 = -1; // the step has no `http` (`sql`) key, or the name is not in its `env` list
 export const ERR_HOST_NOT_ALLOWED: i32 = -2; // the host (or a redirect's) matches no http.allow entry
 export const ERR_ADDRESS_REFUSED: i32 = -3; // loopback, private, link-local, metadata... not named by http.allow
 export const ERR_TOO_MANY_REQUESTS: i32 = -4; // over http.max_requests in this task (redirects count)
@@ -143,6 +151,8 @@ export const ERR_BAD_REQUEST: i32 = -7; // an invalid method, URL, scheme or hea
 export const ERR_NETWORK: i32 = -8; // DNS, connection, TLS or protocol failure
 export const ERR_TOO_MANY_REDIRECTS: i32 = -9;
 export const ERR_NOT_SET: i32 = -10; // config: listed in `env` but not set in the worker's environment
+export const ERR_SQL_REFUSED: i32 = -11; // sql: the statement filter refused the statement
+export const ERR_SQL_FAILED: i32 = -12; // sql: PostgreSQL raised an error (the message names its SQLSTATE)
 
 /** An HTTP response. An error status (404, 500) is a response like any other. */
 export class Response {
@@ -245,6 +255,35 @@ export function config(name: string): ConfigResult {
   const buf = new Uint8Array(size);
   if (size > 0) config_get(changetype<usize>(n), n.byteLength, buf.dataStart, size);
   return new ConfigResult(String.UTF8.decodeUnsafe(buf.dataStart, buf.length), null, 0);
+}
+
+/** What sqlQuery gives: the result JSON ({"columns": [...], "rows": [[...]], "row_count": N,
+ * "command": "..."}), or an error message (the host's: with the SQLSTATE when PostgreSQL
+ * raised it) with its code. */
+export class SqlResult {
+  json: string | null;
+  error: string | null;
+  code: i32;
+
+  constructor(json: string | null, error: string | null, code: i32) {
+    this.json = json;
+    this.error = error;
+    this.code = code;
+  }
+}
+
+/** Runs one statement as the step's role (its `sql` section in flows.yaml). params is the
+ * JSON array of the values of $1, $2, ... ("[]" for none; build it with json.Writer):
+ * values travel apart from the statement and are never part of its text. */
+export function sqlQuery(query: string, params: string = "[]"): SqlResult {
+  const w = new Writer();
+  w.raw('{"sql":').quoteString(query).raw(',"params":').raw(params).raw("}");
+  const req = w.toBytes();
+  const n = sql_query(req.dataStart, req.length);
+  if (n < 0) return new SqlResult(null, lastError(), n);
+  const buf = new Uint8Array(n);
+  if (n > 0) sql_result_read(buf.dataStart, n);
+  return new SqlResult(String.UTF8.decodeUnsafe(buf.dataStart, buf.length), null, 0);
 }
 
 /** Re-export from the entry file: export { pgflow_abi_version } from ".../abi/assemblyscript". */

@@ -10,14 +10,17 @@
 
 const LEVELS = ["debug", "info", "warn", "error"];
 const ERR_DENIED = -1;
+const ERR_BAD_REQUEST = -7;
 const ERR_NETWORK = -8;
 
 export class TestHost {
   /**
    * @param {BufferSource | WebAssembly.Module} wasm the handler module
    * @param {{config?: Record<string, string>, http?: (req: {method: string, url: string, headers: string, body: Uint8Array}) =>
-   *   ({status: number, headers?: string, body?: string | Uint8Array} | {error: number, message: string})}} grants
-   *   config: named values (a step's `env` list); http: answers every request (headers are "Name: value\n" lines)
+   *   ({status: number, headers?: string, body?: string | Uint8Array} | {error: number, message: string}),
+   *   sql?: (req: {sql: string, params: any[]}) => (object | {error: number, message: string})}} grants
+   *   config: named values (a step's `env` list); http: answers every request (headers are "Name: value\n" lines);
+   *   sql: answers every statement with its result ({columns, rows, row_count, command}) or an error
    */
   constructor(wasm, grants = {}) {
     this.module = wasm instanceof WebAssembly.Module ? wasm : new WebAssembly.Module(wasm);
@@ -28,6 +31,7 @@ export class TestHost {
     }
     this.config = grants.config ?? null;
     this.http = grants.http ?? null;
+    this.sql = grants.sql ?? null;
   }
 
   /**
@@ -43,6 +47,7 @@ export class TestHost {
     const got = { status: -1, output: null, error: null, logs: [], trap: null };
     let mem = null;
     let response = null;
+    let sqlResult = new Uint8Array();
     let lastError = "";
     const bytes = (ptr, len) => new Uint8Array(mem.buffer, ptr, len);
     const text = (ptr, len) => dec.decode(bytes(ptr, len));
@@ -86,6 +91,23 @@ export class TestHost {
         return copyOut(enc.encode(this.config[name]), ptr, cap);
       },
       last_error: (ptr, cap) => copyOut(enc.encode(lastError), ptr, cap),
+      sql_query: (rp, rl) => {
+        sqlResult = new Uint8Array();
+        if (this.sql === null) {
+          return fail(ERR_DENIED, "pgflow test host: SQL is denied (grant it with new TestHost(wasm, {sql}), as a step's `sql` key in flows.yaml does)");
+        }
+        let req;
+        try {
+          req = JSON.parse(text(rp, rl));
+        } catch (e) {
+          return fail(ERR_BAD_REQUEST, `pgflow test host: the request is not JSON: ${e.message}`);
+        }
+        const r = this.sql(req);
+        if (r.error !== undefined) return fail(r.error, r.message ?? "refused by the test responder");
+        sqlResult = enc.encode(JSON.stringify(r));
+        return sqlResult.length;
+      },
+      sql_result_read: (ptr, cap) => copyOut(sqlResult, ptr, cap),
     };
     const instance = new WebAssembly.Instance(this.module, { pgflow });
     mem = instance.exports.memory;

@@ -71,9 +71,11 @@ PGFLOW_IMPORT_("http_request") int pgflow_host_http_request(const void *method, 
 PGFLOW_IMPORT_("http_response_read") int pgflow_host_http_response_read(int part, void *ptr, size_t cap);
 PGFLOW_IMPORT_("config_get") int pgflow_host_config_get(const void *name, size_t name_len, void *ptr, size_t cap);
 PGFLOW_IMPORT_("last_error") int pgflow_host_last_error(void *ptr, size_t cap);
+PGFLOW_IMPORT_("sql_query") int pgflow_host_sql_query(const void *request, size_t request_len);
+PGFLOW_IMPORT_("sql_result_read") int pgflow_host_sql_result_read(void *ptr, size_t cap);
 
-/* Error codes of pgflow_http and pgflow_config (the host's, plus one of the library). */
-#define PGFLOW_E_DENIED -1             /* the step has no `http` key, or the name is not in its `env` list */
+/* Error codes of pgflow_http, pgflow_config and pgflow_sql (the host's, plus one of the library). */
+#define PGFLOW_E_DENIED -1             /* the step has no `http` (`sql`) key, or the name is not in its `env` list */
 #define PGFLOW_E_HOST_NOT_ALLOWED -2   /* the host (or a redirect's) matches no http.allow entry */
 #define PGFLOW_E_ADDRESS_REFUSED -3    /* loopback, private, link-local, metadata... not named by http.allow */
 #define PGFLOW_E_TOO_MANY_REQUESTS -4  /* over http.max_requests in this task */
@@ -83,6 +85,8 @@ PGFLOW_IMPORT_("last_error") int pgflow_host_last_error(void *ptr, size_t cap);
 #define PGFLOW_E_NETWORK -8            /* DNS, connection, TLS or protocol failure */
 #define PGFLOW_E_TOO_MANY_REDIRECTS -9
 #define PGFLOW_E_NOT_SET -10     /* config: listed in `env` but not set in the worker's environment */
+#define PGFLOW_E_SQL_REFUSED -11 /* sql: the statement filter refused the statement */
+#define PGFLOW_E_SQL_FAILED -12  /* sql: PostgreSQL raised an error (the message names its SQLSTATE) */
 #define PGFLOW_E_NO_MEMORY -100  /* the guest could not allocate the response */
 
 /* A response. An error status (404, 500) is a response like any other. headers holds
@@ -156,6 +160,25 @@ static inline int pgflow_config(const char *name, char **value, size_t *len) {
 	if (n > 0) pgflow_host_config_get(name, name_len, buf, (size_t)n);
 	buf[n] = '\0';
 	*value = buf;
+	if (len != NULL) *len = (size_t)n;
+	return 0;
+}
+
+/* Runs one SQL statement as the step's role (its `sql` section in flows.yaml). request is
+ * the JSON {"sql": "insert into t values ($1, $2)", "params": [1, "x"]}: values travel as
+ * parameters, never inside the statement. Returns 0 and a fresh NUL-terminated copy of the
+ * result JSON in *result ({"columns": [...], "rows": [[...]], "row_count": N, "command":
+ * "INSERT 0 1"}; free it; len may be NULL), or a negative PGFLOW_E_* code with the reason
+ * (its SQLSTATE when PostgreSQL raised it) in pgflow_last_error(). */
+static inline int pgflow_sql(const char *request, size_t request_len, char **result, size_t *len) {
+	*result = NULL;
+	int n = pgflow_host_sql_query(request, request_len);
+	if (n < 0) return n;
+	char *buf = (char *)malloc((size_t)n + 1);
+	if (buf == NULL) return PGFLOW_E_NO_MEMORY;
+	if (n > 0) pgflow_host_sql_result_read(buf, (size_t)n);
+	buf[n] = '\0';
+	*result = buf;
 	if (len != NULL) *len = (size_t)n;
 	return 0;
 }

@@ -18,7 +18,8 @@
  *     cc -I pgflow -o hello_test hello.c hello_test.c && ./hello_test
  *
  * Nothing is granted until the test grants it: pgflow_test_grant_config for a name of the
- * step's `env` list, pgflow_test_grant_http for its `http` key.
+ * step's `env` list, pgflow_test_grant_http for its `http` key, pgflow_test_grant_sql for
+ * its `sql` key.
  */
 #ifndef PGFLOW_TESTHOST_H
 #define PGFLOW_TESTHOST_H
@@ -55,6 +56,17 @@ typedef struct {
 typedef void (*pgflow_test_http_fn)(const char *method, const char *url, const char *headers, const char *body,
                                     size_t body_len, pgflow_test_reply *reply);
 
+/* The answer of an SQL responder: result (the result JSON), or, to fail the statement,
+ * error set to a negative PGFLOW_E_* code and message to the host's explanation. */
+typedef struct {
+	const char *result;
+	int error;
+	const char *message;
+} pgflow_test_sql_reply;
+
+/* request is the JSON the handler sent: {"sql": "...", "params": [...]}. */
+typedef void (*pgflow_test_sql_fn)(const char *request, pgflow_test_sql_reply *reply);
+
 /* The host's state for the call in progress. */
 static struct {
 	const char *input, *context;
@@ -64,6 +76,8 @@ static struct {
 	const char *config_names[32], *config_values[32];
 	int config_count;
 	pgflow_test_http_fn http;
+	pgflow_test_sql_fn sql;
+	char *sql_result;
 	char *response_headers, *response_body;
 	size_t response_headers_len, response_body_len;
 	char *last_error;
@@ -103,10 +117,14 @@ static inline void pgflow_test_grant_config(const char *name, const char *value)
 /* Grants HTTP: responder answers every request. */
 static inline void pgflow_test_grant_http(pgflow_test_http_fn responder) { pgflow_test_.http = responder; }
 
+/* Grants SQL: responder answers every statement. */
+static inline void pgflow_test_grant_sql(pgflow_test_sql_fn responder) { pgflow_test_.sql = responder; }
+
 /* Takes back every grant. */
 static inline void pgflow_test_revoke_all(void) {
 	pgflow_test_.config_count = 0;
 	pgflow_test_.http = NULL;
+	pgflow_test_.sql = NULL;
 }
 
 /* A context JSON like the worker's for a task of step in flow: first attempt, task 0, fixed ids. */
@@ -134,7 +152,8 @@ static inline int pgflow_test_call(const char *input, const char *context, pgflo
 	r->status = pgflow_handle((int)pgflow_test_.input_len, (int)pgflow_test_.context_len);
 	pgflow_test_.result = NULL;
 	free(pgflow_test_.response_headers), free(pgflow_test_.response_body), free(pgflow_test_.last_error);
-	pgflow_test_.response_headers = pgflow_test_.response_body = pgflow_test_.last_error = NULL;
+	free(pgflow_test_.sql_result);
+	pgflow_test_.response_headers = pgflow_test_.response_body = pgflow_test_.last_error = pgflow_test_.sql_result = NULL;
 	pgflow_test_.response_headers_len = pgflow_test_.response_body_len = 0;
 	return r->status;
 }
@@ -245,6 +264,32 @@ int pgflow_host_config_get(const void *name, size_t name_len, void *ptr, size_t 
 	pgflow_test_set_error_("pgflow test host: the name is not granted (pgflow_test_grant_config; a step reads only "
 	                       "the names of its `env` list)");
 	return PGFLOW_E_DENIED;
+}
+
+int pgflow_host_sql_query(const void *request, size_t request_len) {
+	free(pgflow_test_.sql_result);
+	pgflow_test_.sql_result = NULL;
+	if (pgflow_test_.sql == NULL) {
+		pgflow_test_set_error_("pgflow test host: SQL is denied (grant it with pgflow_test_grant_sql, as a step's "
+		                       "`sql` key in flows.yaml does)");
+		return PGFLOW_E_DENIED;
+	}
+	char *req = pgflow_test_dup_((const char *)request, request_len);
+	pgflow_test_sql_reply reply = {0};
+	pgflow_test_.sql(req, &reply);
+	free(req);
+	if (reply.error < 0) {
+		pgflow_test_set_error_(reply.message ? reply.message : "refused by the test responder");
+		return reply.error;
+	}
+	const char *r = reply.result ? reply.result : "";
+	pgflow_test_.sql_result = pgflow_test_dup_(r, strlen(r));
+	return (int)strlen(r);
+}
+
+int pgflow_host_sql_result_read(void *ptr, size_t cap) {
+	const char *r = pgflow_test_.sql_result ? pgflow_test_.sql_result : "";
+	return pgflow_test_copy_(r, strlen(r), ptr, cap);
 }
 
 int pgflow_host_last_error(void *ptr, size_t cap) {

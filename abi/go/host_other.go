@@ -57,6 +57,19 @@ func hostConfigGet(name string) ([]byte, int32) {
 	return value, code
 }
 
+func hostSQLQuery(request string) int32 {
+	code, msg := ErrDenied, notHosted
+	withActive(func(h *TestHost) { code, msg = h.sql(request) })
+	setLastError(msg)
+	return code
+}
+
+func hostSQLResult(n int32) []byte {
+	var b []byte
+	withActive(func(h *TestHost) { b = append([]byte(nil), h.sqlResult...) })
+	return b
+}
+
 // lastErr is the message of the last capability call that failed, as the host keeps it.
 var lastErr string
 

@@ -106,3 +106,22 @@ func hostLastError() string {
 	}
 	return string(b)
 }
+
+//go:wasmimport pgflow sql_query
+func sqlQuery(req unsafe.Pointer, reqLen uint32) int32
+
+//go:wasmimport pgflow sql_result_read
+func sqlResultRead(ptr unsafe.Pointer, capacity uint32) int32
+
+func hostSQLQuery(request string) int32 {
+	return sqlQuery(unsafe.Pointer(unsafe.StringData(request)), uint32(len(request)))
+}
+
+// hostSQLResult pulls the n bytes of the last result.
+func hostSQLResult(n int32) []byte {
+	b := buffer(n)
+	if len(b) > 0 {
+		sqlResultRead(unsafe.Pointer(&b[0]), uint32(len(b)))
+	}
+	return b
+}

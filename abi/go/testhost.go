@@ -26,9 +26,14 @@ type TestHost struct {
 	// `http` key). Return a *CapError to refuse a request with a code of the ABI; any
 	// other error is a network failure (ErrNetwork).
 	HTTP func(req Request) (*Response, error)
+	// SQL answers the handler's statements (nil: SQL is denied, as for a step without an
+	// `sql` key): request is the JSON {"sql": ..., "params": [...]} the handler sent, the
+	// answer the result JSON. Return a *CapError to fail a statement with a code of the ABI.
+	SQL func(request string) ([]byte, error)
 
-	logs     []LogLine
-	response *Response
+	logs      []LogLine
+	response  *Response
+	sqlResult []byte
 }
 
 // Request is one HTTP request a handler sent through the test host.
@@ -64,7 +69,7 @@ func Call(input, context []byte) Outcome {
 func (h *TestHost) Call(input, context []byte) Outcome {
 	callMu.Lock()
 	defer callMu.Unlock()
-	h.logs, h.response = nil, nil
+	h.logs, h.response, h.sqlResult = nil, nil, nil
 	setLastError("")
 	activeMu.Lock()
 	active = h
@@ -128,4 +133,21 @@ func (h *TestHost) config(name string) ([]byte, int32, string) {
 		return nil, ErrDenied, "pgflow test host: " + name + " is not in TestHost.Config (a step reads only the names of its `env` list)"
 	}
 	return []byte(v), 0, ""
+}
+
+func (h *TestHost) sql(request string) (int32, string) {
+	h.sqlResult = nil
+	if h.SQL == nil {
+		return ErrDenied, "pgflow test host: SQL is denied (set TestHost.SQL, as a step's `sql` key in flows.yaml grants it)"
+	}
+	res, err := h.SQL(request)
+	var ce *CapError
+	switch {
+	case errors.As(err, &ce):
+		return ce.Code, ce.Message
+	case err != nil:
+		return ErrSQLFailed, err.Error()
+	}
+	h.sqlResult = res
+	return int32(len(res)), ""
 }

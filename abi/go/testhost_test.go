@@ -86,3 +86,39 @@ func TestZeroHostDeniesCapabilities(t *testing.T) {
 		t.Fatalf("%+v", got)
 	}
 }
+
+func TestSQLThroughTheTestHost(t *testing.T) {
+	var seen []string
+	h := TestHost{SQL: func(request string) ([]byte, error) {
+		seen = append(seen, request)
+		if strings.Contains(request, "set role") {
+			return nil, &CapError{Code: ErrSQLRefused, Message: "sql: SET statements are not allowed"}
+		}
+		return []byte(`{"columns":["n"],"rows":[[7]],"row_count":1,"command":"SELECT 1"}`), nil
+	}}
+	register(t, func(input, context []byte) ([]byte, error) {
+		res, err := SQL("select $1::int as n, $2, $3, $4, $5, $6", 7, "it's \"q\"\n", nil, true, 0.5, JSON(`{"a":1}`))
+		if err != nil {
+			return nil, err
+		}
+		_, err = SQL("set role postgres")
+		if ce, ok := err.(*CapError); !ok || ce.Code != ErrSQLRefused || ce.Message != "sql: SET statements are not allowed" {
+			return nil, errors.New("the refusal did not come back")
+		}
+		if _, err := SQL("select $1", struct{}{}); err == nil || err.(*CapError).Code != ErrBadRequest {
+			return nil, errors.New("an unsupported parameter was sent")
+		}
+		return res, nil
+	})
+	got := h.Call([]byte(`{}`), TestContext("f", "s"))
+	if got.Status != statusOK || string(got.Output) != `{"columns":["n"],"rows":[[7]],"row_count":1,"command":"SELECT 1"}` {
+		t.Fatalf("%+v", got)
+	}
+	want := `{"sql":"select $1::int as n, $2, $3, $4, $5, $6","params":[7,"it's \"q\"\n",null,true,0.5,{"a":1}]}`
+	if len(seen) != 2 || seen[0] != want || seen[1] != `{"sql":"set role postgres","params":[]}` {
+		t.Fatalf("requests %q", seen)
+	}
+	if _, err := SQL("select 1"); err == nil || err.(*CapError).Code != ErrDenied {
+		t.Fatalf("outside a call: %v", err)
+	}
+}

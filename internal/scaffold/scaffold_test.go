@@ -72,7 +72,7 @@ func TestLibraryIsTheCheckoutsABIFolder(t *testing.T) {
 		"rust":           {"Cargo.toml", "src/lib.rs"},
 		"c":              {"pgflow.h", "pgflow_json.h", "pgflow_testhost.h"},
 		"assemblyscript": {"index.ts", "json.ts", "number.ts", "pgflow.ts", "testhost.mjs"},
-		"go":             {"go.mod", "pgflow.go", "capability.go", "host_wasip1.go", "host_other.go", "testhost.go"},
+		"go":             {"go.mod", "pgflow.go", "capability.go", "sql.go", "host_wasip1.go", "host_other.go", "testhost.go"},
 	} {
 		files, err := libraryFiles(lang, "v-test")
 		if err != nil {

@@ -42,6 +42,13 @@ type Metrics struct {
 	HTTPDenials  *prometheus.CounterVec   // flow, step, reason
 	HTTPBytes    *prometheus.CounterVec   // flow, step, host, direction: sent | received (bodies)
 	HTTPLatency  *prometheus.HistogramVec // flow, step, host: time to the response headers
+
+	// SQL of handlers (capabilities). No series carries a statement's text or a value.
+	SQLStatements   *prometheus.CounterVec   // flow, step: requests, refused ones included
+	SQLRows         *prometheus.CounterVec   // flow, step: rows returned or changed
+	SQLErrors       *prometheus.CounterVec   // flow, step, code: SQLSTATE, or refused, bad_request, max_rows, ...
+	SQLLatency      *prometheus.HistogramVec // flow, step: time in the database per request
+	SQLTransactions *prometheus.CounterVec   // flow, step, result: committed | rolled_back | unknown
 }
 
 // NewMetrics registers every metric in reg; with a nil reg, in a fresh registry (plus Go
@@ -86,7 +93,52 @@ func NewMetrics(reg prometheus.Registerer, abandoned func() int) *Metrics {
 			[]string{"flow", "step", "host", "direction"}),
 		HTTPLatency: f.histogram("pgflow_wasm_http_request_seconds", "Time from sending a handler's HTTP request to its response headers.",
 			[]string{"flow", "step", "host"}, prometheus.ExponentialBuckets(0.001, 4, 9)),
+		SQLStatements: f.counter("pgflow_wasm_sql_statements_total", "SQL requests of handlers (sql_query), refused ones included.", flowStep),
+		SQLRows:       f.counter("pgflow_wasm_sql_rows_total", "Rows handlers' SQL statements returned or changed.", flowStep),
+		SQLErrors: f.counter("pgflow_wasm_sql_errors_total", "SQL requests of handlers that failed, by SQLSTATE or reason "+
+			"(refused, bad_request, max_rows, max_result_bytes, role_changed, connection).", []string{"flow", "step", "code"}),
+		SQLLatency: f.histogram("pgflow_wasm_sql_statement_seconds", "Time of a handler's SQL request in the database (one round trip, "+
+			"two outside a transactional step).", flowStep, prometheus.ExponentialBuckets(0.0002, 4, 10)),
+		SQLTransactions: f.counter("pgflow_wasm_sql_transactions_total", "Transactions of transactional steps, by how they ended: "+
+			"committed with the task's completion, rolled_back, or unknown (the COMMIT's answer was lost).", []string{"flow", "step", "result"}),
 	}
+}
+
+// SQLObserver records one step's SQL; it is the worker's sqlsession.Observer. Nil metrics
+// give nil, which records nothing.
+func (m *Metrics) SQLObserver(flow, step string) *StepSQL {
+	if m == nil {
+		return nil
+	}
+	return &StepSQL{m: m, flow: flow, step: step, statements: m.SQLStatements.WithLabelValues(flow, step),
+		rows: m.SQLRows.WithLabelValues(flow, step), latency: m.SQLLatency.WithLabelValues(flow, step)}
+}
+
+// StepSQL is one step's SQL metrics.
+type StepSQL struct {
+	m                *Metrics
+	flow, step       string
+	statements, rows prometheus.Counter
+	latency          prometheus.Observer
+}
+
+// Statement counts one request: its time, its rows, and its error code ("" when none).
+func (o *StepSQL) Statement(took time.Duration, rows int, code string) {
+	o.statements.Inc()
+	if took > 0 {
+		o.latency.Observe(took.Seconds())
+	}
+	if rows > 0 {
+		o.rows.Add(float64(rows))
+	}
+	if code != "" {
+		o.m.SQLErrors.WithLabelValues(o.flow, o.step, code).Inc()
+	}
+}
+
+// Transaction counts how a transactional task's transaction ended.
+func (o *StepSQL) Transaction(result string) {
+	o.m.SQLTransactions.WithLabelValues(o.flow, o.step, result).Inc()
 }
 
 // HTTPObserver records one step's outbound HTTP; it is the sandbox's httpcap.Observer.

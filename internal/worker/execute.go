@@ -13,6 +13,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
@@ -32,13 +33,21 @@ func (w *Worker) launch(fs *flowState, t poller.Task) {
 		if fs.inFlight != nil {
 			defer fs.inFlight.Dec()
 		}
-		o := w.execute(ctx, fs, t)
+		end := w.execute(ctx, fs, t)
 		w.known.handlerEnded(&t)
 		if why := cancelCause(ctx); why != nil {
 			w.dropCancelled(fs, t, why)
 			return
 		}
-		w.done.Add(o)
+		switch {
+		case end.written != nil:
+			w.onWritten([]completer.Written{*end.written})
+		case end.forget != "":
+			w.known.forget(&t, end.forget)
+			w.wakeStarved()
+		default:
+			w.done.Add(end.outcome)
+		}
 	}()
 }
 
@@ -56,23 +65,32 @@ func (w *Worker) dropCancelled(fs *flowState, t poller.Task, why *cancelled) {
 }
 
 // execute runs one task in the sandbox, under ctx (cancelled when pgflow cancels the task,
-// or when the drain runs out), and returns its outcome.
-func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) completer.Outcome {
+// or when the drain runs out), and returns its outcome: for the completer, or, for a
+// transactional SQL step, written already with the handler's writes (sql.go).
+func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) txEnd {
 	log := w.taskLog(&t)
 	st := fs.steps[t.StepSlug]
 	if st == nil {
 		msg := fmt.Sprintf("step %q is not in this worker's flows file (%s)", t.StepSlug, w.cfg.Flows.Path)
 		log.log(slog.LevelError, "cannot run task", "error", msg)
-		return completer.Outcome{Task: t, Failed: true, Error: msg}
+		return txEnd{outcome: completer.Outcome{Task: t, Failed: true, Error: msg}}
 	}
 	log.log(slog.LevelDebug, "task started")
 	ctxJSON, err := taskContext(fs, st, t)
 	if err != nil {
-		return completer.Outcome{Task: t, Failed: true, Error: err.Error()}
+		return txEnd{outcome: completer.Outcome{Task: t, Failed: true, Error: err.Error()}}
 	}
 	task := sandbox.Task{Input: t.Input, Context: ctxJSON, Timeout: st.timeout}
 	if st.def.Deterministic {
 		task.Seed = taskSeed(&t)
+	}
+	var sess *sqlsession.Session
+	if st.sql != nil {
+		sess = st.sql.Begin(time.Now().Add(st.timeout))
+		task.SQL = sess
+		// Rolls back what a failed, timed-out or cancelled task left open before its
+		// failure is written, so a retry finds no lock of it; a no-op after Complete.
+		defer sess.Close()
 	}
 	ti := TaskInfo{FlowSlug: t.FlowSlug, StepSlug: t.StepSlug, RunID: t.RunID, TaskIndex: t.TaskIndex, Attempt: t.Attempt,
 		WorkerID: t.WorkerID, Engine: w.cfg.Engine.Name()}
@@ -96,13 +114,17 @@ func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) comp
 	if err == nil {
 		log.log(slog.LevelDebug, "handler succeeded", "duration", res.Duration)
 		w.hookFinished(hookCtx, ti, TaskResult{Duration: res.Duration, FuelUsed: res.FuelUsed})
-		return completer.Outcome{Task: t, Output: res.Output}
+		o := completer.Outcome{Task: t, Output: res.Output}
+		if sess != nil && sess.Open() && cancelCause(ctx) == nil {
+			return w.completeInTx(t, sess, o)
+		}
+		return txEnd{outcome: o}
 	}
 	msg, kind := failMessage(err, st.timeout)
 	if why := cancelCause(ctx); why != nil {
 		// Stopped because pgflow cancelled the task: launch drops the outcome and says why.
 		w.hookFinished(hookCtx, ti, TaskResult{Duration: res.Duration, FuelUsed: res.FuelUsed, Failed: true, Kind: "cancelled", Error: why.Error()})
-		return completer.Outcome{Task: t, Failed: true, Error: why.Error()}
+		return txEnd{outcome: completer.Outcome{Task: t, Failed: true, Error: why.Error()}}
 	}
 	if w.runCtx.Err() != nil && kind != sandbox.KindTimeout {
 		msg = drainCutMessage(w.cfg.DrainTimeout, t.Attempt, st.maxAttempts, msg)
@@ -118,7 +140,7 @@ func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) comp
 	if kind == sandbox.KindTimeout {
 		w.checkAbandoned()
 	}
-	return completer.Outcome{Task: t, Failed: true, Error: msg}
+	return txEnd{outcome: completer.Outcome{Task: t, Failed: true, Error: msg}}
 }
 
 // drainCutMessage is what a task cut by the drain timeout of a shutdown stores: what

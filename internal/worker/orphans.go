@@ -34,17 +34,28 @@ func (w *Worker) fetchGenerations() map[*flowState]int64 {
 // handBackOrphans fails the started tasks of own that this worker does not know. before is
 // fetchGenerations from before own was read: a flow that fetched since may have launched
 // tasks own lists, so its turn waits for the next round.
-func (w *Worker) handBackOrphans(ctx context.Context, own []recovery.Started, before map[*flowState]int64) {
+func (w *Worker) handBackOrphans(ctx context.Context, own []recovery.Started, before map[*flowState]int64, readAt time.Time) {
 	after := w.fetchGenerations()
+	listed := map[taskKey]bool{}
+	defer func() { w.known.settleForgotten(listed, readAt) }()
 	for _, o := range own {
+		key := taskKey{o.RunID, o.StepSlug, o.TaskIndex}
+		listed[key] = true
 		fs := w.byWorker[o.WorkerID]
-		if fs == nil || before[fs] < 0 || before[fs] != after[fs] || w.known.has(taskKey{o.RunID, o.StepSlug, o.TaskIndex}) {
+		if fs == nil || w.known.has(key) {
 			continue
 		}
 		why := fmt.Sprintf("Task stalled: worker %s started it, but the reply of start_tasks was lost (connection cut "+
 			"during the fetch), so it never ran; returned to pgflow by pgflow-wasm", o.WorkerID)
 		what := "handed back a task started by a fetch whose reply was lost"
-		if at, ok := w.known.writtenAt(taskKey{o.RunID, o.StepSlug, o.TaskIndex}, o.Attempt); ok {
+		if reason, ok := w.known.forgottenReason(key, o.Attempt); ok {
+			// Still started: the commit did not land.
+			why = fmt.Sprintf("Task stalled: worker %s ran it, but %s, and the task is still started, so the commit "+
+				"did not land and nothing the handler wrote is kept; returned to pgflow by pgflow-wasm", o.WorkerID, reason)
+			what = "handed back a task whose transaction's COMMIT answer was lost: the commit did not land"
+		} else if before[fs] < 0 || before[fs] != after[fs] {
+			continue
+		} else if at, ok := w.known.writtenAt(key, o.Attempt); ok {
 			// It ran, and its outcome was committed: a database that lost the commit (a
 			// failover to a standby the commit had not reached) holds it started again.
 			why = fmt.Sprintf("Task stalled: worker %s ran it and wrote its outcome at %s, but the database no longer has that "+

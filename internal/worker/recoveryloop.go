@@ -27,9 +27,11 @@ func (w *Worker) recoveryLoop(ctx context.Context) {
 		}
 		next = w.cfg.RecoveryInterval
 		w.pruneAttemptHistory(ctx)
-		gens := w.fetchGenerations()
+		gens, readAt := w.fetchGenerations(), time.Now()
 		got, own, err := sweeper.SweepOwn(ctx)
-		w.handBackOrphans(ctx, own, gens)
+		if err == nil {
+			w.handBackOrphans(ctx, own, gens, readAt)
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				w.log.Warn("stalled-task sweep failed", "error", err)

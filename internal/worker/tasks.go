@@ -22,6 +22,16 @@ type taskSet struct {
 	written map[writtenKey]time.Time
 	ring    []writtenKey
 	next    int
+	// forgotten are tasks whose fate the worker lost (a transactional step's COMMIT whose
+	// answer never came): no longer known, so the hand-back returns them to pgflow if they
+	// are still started, without waiting for a round free of fetches.
+	forgotten map[taskKey]forgottenTask
+}
+
+type forgottenTask struct {
+	attempt int
+	reason  string
+	at      time.Time
 }
 
 type writtenKey struct {
@@ -63,10 +73,12 @@ func (s *taskSet) add(parent context.Context, t *poller.Task) context.Context {
 	return ctx
 }
 
-// handlerEnded marks a task's handler as ended: it can no longer be cancelled.
+// handlerEnded marks a task's handler as ended: it can no longer be cancelled. Only the
+// same attempt's entry is touched: a task taken back and started again on this worker
+// while its earlier attempt still ran has the later attempt's entry.
 func (s *taskSet) handlerEnded(t *poller.Task) {
 	s.mu.Lock()
-	if k := s.tasks[keyOf(t)]; k != nil && k.cancel != nil {
+	if k := s.tasks[keyOf(t)]; k != nil && k.cancel != nil && k.task.Attempt == t.Attempt {
 		k.cancel(nil) // releases the context's resources
 		k.cancel = nil
 	}
@@ -155,11 +167,56 @@ func (s *taskSet) writtenAt(k taskKey, attempt int) (time.Time, bool) {
 
 func (s *taskSet) remove(t *poller.Task) {
 	s.mu.Lock()
-	if k := s.tasks[keyOf(t)]; k != nil && k.cancel != nil {
+	defer s.mu.Unlock()
+	k := s.tasks[keyOf(t)]
+	if k == nil || k.task.Attempt != t.Attempt {
+		return // another attempt's entry (see handlerEnded)
+	}
+	if k.cancel != nil {
 		k.cancel(nil)
 	}
 	delete(s.tasks, keyOf(t))
-	s.mu.Unlock()
+}
+
+// forget drops a task whose outcome the worker cannot know, remembering why.
+func (s *taskSet) forget(t *poller.Task, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k := s.tasks[keyOf(t)]; k != nil && k.task.Attempt == t.Attempt {
+		if k.cancel != nil {
+			k.cancel(nil)
+		}
+		delete(s.tasks, keyOf(t))
+	}
+	if s.forgotten == nil {
+		s.forgotten = map[taskKey]forgottenTask{}
+	}
+	s.forgotten[keyOf(t)] = forgottenTask{attempt: t.Attempt, reason: reason, at: time.Now()}
+}
+
+// forgottenReason says why the worker forgot this attempt of a task, if it did.
+func (s *taskSet) forgottenReason(k taskKey, attempt int) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.forgotten[k]
+	if !ok || f.attempt != attempt {
+		return "", false
+	}
+	return f.reason, true
+}
+
+// settleForgotten drops forgotten tasks that pgflow no longer holds as started by this
+// worker: listed is what it held when read at readAt. A task forgotten just before the
+// read may be too young for the list (it lists tasks started at least 2 s ago), so only
+// older ones are dropped.
+func (s *taskSet) settleForgotten(listed map[taskKey]bool, readAt time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, f := range s.forgotten {
+		if !listed[k] && f.at.Before(readAt.Add(-5*time.Second)) {
+			delete(s.forgotten, k)
+		}
+	}
 }
 
 func (s *taskSet) has(k taskKey) bool {

@@ -32,6 +32,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/requeueguard"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 	"github.com/pgflow-wasm/pgflow-wasm/runs"
@@ -194,7 +195,9 @@ type Worker struct {
 	started  chan struct{} // closed once the worker serves (Started)
 	restart  atomic.Bool
 	// history: pgflow_wasm.task_attempts exists and failures are kept in it (set in Run).
-	history  bool
+	history bool
+	// sqlPools are the handlers' SQL pools by sql.database_env ("": the pgflow database).
+	sqlPools map[string]*pgxpool.Pool
 	prunedAt time.Time // the recovery loop's last prune of the history
 }
 
@@ -239,7 +242,8 @@ type stepState struct {
 	baseDelay     int           // effective, seconds: retries wait floor(base_delay * 2^attempts)
 	maxAttempts   int           // effective: the attempt that fails the task for good
 	hasDependents bool
-	metrics       *stepMetrics // nil without metrics
+	metrics       *stepMetrics      // nil without metrics
+	sql           *sqlsession.Grant // the step's sql section; nil: no SQL
 	// maxDependentStartDelay is the longest start_delay among dependent steps, in seconds:
 	// their messages appear that long after this step completes.
 	maxDependentStartDelay int
@@ -271,7 +275,8 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 				w.closeModules(ctx)
 				return nil, fmt.Errorf("%s:%d: flow %q step %q: %w", cfg.Flows.Path, s.ModuleLine, fl.Slug, s.Slug, err)
 			}
-			st := &stepState{def: s, module: mod, metrics: newStepMetrics(cfg.Metrics, fl.Slug, s.Slug)}
+			st := &stepState{def: s, module: mod, metrics: newStepMetrics(cfg.Metrics, fl.Slug, s.Slug),
+				sql: w.sqlGrant(cfg.Flows, fl, s)}
 			for _, dep := range fl.Dependents(s.Slug) {
 				st.hasDependents = true
 				if d := fl.Step(dep); d.StartDelay != nil {
@@ -329,6 +334,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	w.proto = proto
+	if err := w.checkSQLRoles(ctx); err != nil {
+		return err
+	}
 	w.keepAttemptHistory(ctx)
 	if err := w.loadEffectiveOptions(ctx); err != nil {
 		return err
@@ -478,6 +486,7 @@ func (w *Worker) drain() {
 }
 
 func (w *Worker) closeModules(ctx context.Context) {
+	w.closeSQLPools()
 	for _, fs := range w.flows {
 		for _, st := range fs.steps {
 			if st.module != nil {

@@ -63,6 +63,8 @@ mod host {
         pub fn http_response_read(part: i32, ptr: *mut u8, cap: usize) -> i32;
         pub fn config_get(name: *const u8, name_len: usize, ptr: *mut u8, cap: usize) -> i32;
         pub fn last_error(ptr: *mut u8, cap: usize) -> i32;
+        pub fn sql_query(request: *const u8, request_len: usize) -> i32;
+        pub fn sql_result_read(ptr: *mut u8, cap: usize) -> i32;
     }
 }
 
@@ -145,6 +147,13 @@ mod host {
         let msg = with_state(|s| s.last_error.clone()).unwrap_or_else(|| super::testing::NOT_HOSTED.to_string());
         copy_out(msg.as_bytes(), ptr, cap)
     }
+    pub unsafe fn sql_query(request: *const u8, request_len: usize) -> i32 {
+        let req = String::from_utf8_lossy(bytes(request, request_len)).into_owned();
+        with_state(|s| s.sql(req)).unwrap_or_else(|| super::testing::deny_outside_call())
+    }
+    pub unsafe fn sql_result_read(ptr: *mut u8, cap: usize) -> i32 {
+        with_state(|s| copy_out(&s.sql_result, ptr, cap)).unwrap_or(0)
+    }
 }
 
 /// A stand-in for the pgflow-wasm worker in native unit tests (`cargo test`): [`testing::call`]
@@ -197,6 +206,7 @@ pub mod testing {
     }
 
     type Responder = Box<dyn FnMut(&Request) -> Result<Response, CapError>>;
+    type SqlResponder = Box<dyn FnMut(&str) -> Result<String, CapError>>;
 
     /// A host with capabilities: named values and an HTTP responder. `Host::new()` grants
     /// nothing, like a step without `http` and `env` keys in flows.yaml.
@@ -204,6 +214,7 @@ pub mod testing {
     pub struct Host {
         config: HashMap<String, String>,
         http: Option<Responder>,
+        sql: Option<SqlResponder>,
     }
 
     impl Host {
@@ -221,6 +232,14 @@ pub mod testing {
         /// of the ABI, e.g. `ERR_HOST_NOT_ALLOWED`, and its message).
         pub fn http(mut self, respond: impl FnMut(&Request) -> Result<Response, CapError> + 'static) -> Self {
             self.http = Some(Box::new(respond));
+            self
+        }
+
+        /// Grants SQL: `respond` answers every statement, given the request JSON the
+        /// handler sent (`{"sql": ..., "params": [...]}`), with the result JSON (an `Err`
+        /// fails it with a code of the ABI, e.g. `ERR_SQL_FAILED`, and its message).
+        pub fn sql(mut self, respond: impl FnMut(&str) -> Result<String, CapError> + 'static) -> Self {
+            self.sql = Some(Box::new(respond));
             self
         }
 
@@ -279,6 +298,7 @@ pub mod testing {
         pub(crate) error: Option<String>,
         pub(crate) logs: Vec<(i32, String)>,
         pub(crate) response: Option<Response>,
+        pub(crate) sql_result: Vec<u8>,
         pub(crate) last_error: String,
         host: Host,
     }
@@ -300,6 +320,24 @@ pub mod testing {
                     status
                 }
                 Ok(r) => self.fail(ERR_NETWORK, format!("pgflow test host: the responder returned status {}", r.status)),
+                Err(e) => self.fail(e.code, e.message),
+            }
+        }
+
+        pub(crate) fn sql(&mut self, request: String) -> i32 {
+            self.sql_result.clear();
+            let got = match self.host.sql.as_mut() {
+                None => Err(CapError {
+                    code: ERR_DENIED,
+                    message: "pgflow test host: SQL is denied (grant it with Host::new().sql(...), as a step's `sql` key in flows.yaml does)".into(),
+                }),
+                Some(respond) => respond(&request),
+            };
+            match got {
+                Ok(result) => {
+                    self.sql_result = result.into_bytes();
+                    self.sql_result.len() as i32
+                }
                 Err(e) => self.fail(e.code, e.message),
             }
         }
@@ -354,7 +392,7 @@ pub fn set_output(json: &[u8]) {
     unsafe { host::output_write(json.as_ptr(), json.len()) }
 }
 
-/// Error codes of [`http::request`] and [`config`] (see `abi/SPEC.md`).
+/// Error codes of [`http::request`], [`config`] and [`sql::query`] (see `abi/SPEC.md`).
 pub const ERR_DENIED: i32 = -1;
 pub const ERR_HOST_NOT_ALLOWED: i32 = -2;
 pub const ERR_ADDRESS_REFUSED: i32 = -3;
@@ -365,6 +403,8 @@ pub const ERR_BAD_REQUEST: i32 = -7;
 pub const ERR_NETWORK: i32 = -8;
 pub const ERR_TOO_MANY_REDIRECTS: i32 = -9;
 pub const ERR_NOT_SET: i32 = -10;
+pub const ERR_SQL_REFUSED: i32 = -11;
+pub const ERR_SQL_FAILED: i32 = -12;
 
 /// A refused or failed capability call: `code` is one of the `ERR_*` constants, `message`
 /// the host's explanation (which flows.yaml key to change). Display shows the message.
@@ -470,6 +510,127 @@ pub mod http {
             .filter_map(|line| line.split_once(": "))
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect()
+    }
+}
+
+/// SQL as the step's role, as far as its `sql` section in flows.yaml allows.
+pub mod sql {
+    use super::{cap_error, host, pull, CapError};
+    use std::fmt::Write;
+
+    /// A parameter of a statement: `$1`, `$2`, ... Values travel apart from the statement
+    /// and are never part of its text.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub enum Param<'a> {
+        Null,
+        Bool(bool),
+        Int(i64),
+        /// A finite number (NaN and the infinities have no JSON form: pass them as text).
+        Float(f64),
+        Text(&'a str),
+        /// JSON text already (for json and jsonb).
+        Json(&'a str),
+    }
+
+    impl From<bool> for Param<'_> {
+        fn from(v: bool) -> Self {
+            Param::Bool(v)
+        }
+    }
+    impl From<i32> for Param<'_> {
+        fn from(v: i32) -> Self {
+            Param::Int(v.into())
+        }
+    }
+    impl From<i64> for Param<'_> {
+        fn from(v: i64) -> Self {
+            Param::Int(v)
+        }
+    }
+    impl From<f64> for Param<'_> {
+        fn from(v: f64) -> Self {
+            Param::Float(v)
+        }
+    }
+    impl<'a> From<&'a str> for Param<'a> {
+        fn from(v: &'a str) -> Self {
+            Param::Text(v)
+        }
+    }
+    impl<'a> From<&'a String> for Param<'a> {
+        fn from(v: &'a String) -> Self {
+            Param::Text(v)
+        }
+    }
+    impl<'a, T: Into<Param<'a>>> From<Option<T>> for Param<'a> {
+        fn from(v: Option<T>) -> Self {
+            v.map_or(Param::Null, Into::into)
+        }
+    }
+
+    /// Runs one statement and returns its result JSON:
+    /// `{"columns": ["id"], "rows": [[1]], "row_count": 1, "command": "SELECT 1"}` (numbers,
+    /// booleans, json and jsonb keep their JSON types; other values are PostgreSQL's text).
+    /// A refused or failed statement is an `Err` whose message says why (with its SQLSTATE).
+    pub fn query(sql: &str, params: &[Param]) -> Result<String, CapError> {
+        let mut req = String::with_capacity(sql.len() + 32);
+        req.push_str(r#"{"sql":"#);
+        quote(&mut req, sql);
+        req.push_str(r#","params":["#);
+        for (i, p) in params.iter().enumerate() {
+            if i > 0 {
+                req.push(',');
+            }
+            match *p {
+                Param::Null => req.push_str("null"),
+                Param::Bool(b) => req.push_str(if b { "true" } else { "false" }),
+                Param::Int(n) => {
+                    let _ = write!(req, "{n}");
+                }
+                Param::Float(f) if f.is_finite() => {
+                    let _ = write!(req, "{f:?}");
+                }
+                Param::Float(_) => {
+                    return Err(CapError {
+                        code: super::ERR_BAD_REQUEST,
+                        message: format!("pgflow: SQL parameter ${}: NaN and infinities have no JSON form: pass them as text", i + 1),
+                    })
+                }
+                Param::Text(s) => quote(&mut req, s),
+                Param::Json(j) => req.push_str(j),
+            }
+        }
+        req.push_str("]}");
+        request(&req)
+    }
+
+    /// Sends a request JSON as it is (`{"sql": ..., "params": [...]}`).
+    pub fn request(json: &str) -> Result<String, CapError> {
+        let n = unsafe { host::sql_query(json.as_ptr(), json.len()) };
+        if n < 0 {
+            return Err(cap_error(n));
+        }
+        let bytes = pull(n, |ptr, cap| unsafe { host::sql_result_read(ptr, cap) });
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// Writes s as a JSON string.
+    pub(crate) fn quote(out: &mut String, s: &str) {
+        out.push('"');
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\t' => out.push_str("\\t"),
+                '\r' => out.push_str("\\r"),
+                c if (c as u32) < 0x20 => {
+                    let _ = write!(out, "\\u{:04x}", c as u32);
+                }
+                c => out.push(c),
+            }
+        }
+        out.push('"');
     }
 }
 
@@ -635,6 +796,50 @@ mod tests {
             }
             let got = host.call(handle, b"{}", b"{}");
             assert_eq!(got.output_str(), Some("201 text/plain POST t0k not in http.allow"), "{got:?}");
+        }
+
+        #[test]
+        fn host_grants_sql() {
+            use crate::sql::{self, Param};
+            use std::cell::RefCell;
+            use std::rc::Rc;
+            let seen = Rc::new(RefCell::new(Vec::new()));
+            let log = seen.clone();
+            let host = Host::new().sql(move |req: &str| {
+                log.borrow_mut().push(req.to_string());
+                if req.contains("set role") {
+                    return Err(CapError { code: crate::ERR_SQL_REFUSED, message: "sql: SET statements are not allowed".into() });
+                }
+                Ok(r#"{"columns":["n"],"rows":[[7]],"row_count":1,"command":"SELECT 1"}"#.into())
+            });
+            fn q(_: &[u8], _: &[u8]) -> Result<String, CapError> {
+                let name = String::from("it's \"q\"\n");
+                let r = sql::query(
+                    "select $1::int, $2, $3, $4, $5, $6",
+                    &[7.into(), (&name).into(), Param::Null, true.into(), 0.5.into(), Param::Json(r#"{"a":1}"#)],
+                )?;
+                let refused = sql::query("set role postgres", &[]).unwrap_err();
+                assert_eq!(refused.code, crate::ERR_SQL_REFUSED);
+                assert_eq!(sql::query("select $1", &[f64::NAN.into()]).unwrap_err().code, crate::ERR_BAD_REQUEST);
+                Ok(format!("{r} {refused}"))
+            }
+            extern "C" fn handle(i: i32, c: i32) -> i32 {
+                crate::run(i, c, q)
+            }
+            let got = host.call(handle, b"{}", b"{}");
+            assert_eq!(
+                got.output_str(),
+                Some(r#"{"columns":["n"],"rows":[[7]],"row_count":1,"command":"SELECT 1"} sql: SET statements are not allowed"#),
+                "{got:?}"
+            );
+            assert_eq!(
+                seen.borrow().as_slice(),
+                [
+                    r#"{"sql":"select $1::int, $2, $3, $4, $5, $6","params":[7,"it's \"q\"\n",null,true,0.5,{"a":1}]}"#,
+                    r#"{"sql":"set role postgres","params":[]}"#
+                ]
+            );
+            assert_eq!(crate::sql::query("select 1", &[]).unwrap_err().code, crate::ERR_DENIED);
         }
 
         #[test]

@@ -254,6 +254,7 @@ func (s *server) dropOrphans(ctx context.Context) {
 		}
 		s.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{n}.Sanitize()+" WITH (FORCE)")
 	}
+	s.dropOrphanRoles(ctx)
 }
 
 func processAlive(pid string) bool {

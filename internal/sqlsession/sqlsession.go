@@ -1,0 +1,541 @@
+// Package sqlsession runs the SQL of step handlers (the ABI's sql_query) against
+// PostgreSQL, for the worker: one Session per task, under the step's role, within limits.
+//
+// The wall is the database's: every statement runs in a transaction that first sets the
+// step's role (SET LOCAL ROLE, as set_config('role', ..., true)), so the role's grants and
+// row-level security decide what it may touch. What keeps a handler inside that role:
+//
+//   - the statement filter (sandbox/sqlcap.Check) before anything is sent;
+//   - the extended protocol: the statement is parsed alone (PostgreSQL refuses a second one
+//     in a Parse), its parameters travel apart from its text and are never interpolated;
+//   - after each statement, in the same transaction and round trip, current_user,
+//     current_setting('role') and session_user are read back: a statement that changed
+//     them (a function that called set_config('role', ...)) ends the task, its connection
+//     is closed so its transaction rolls back, and no row of it reaches the guest;
+//   - each transaction starts with RESET ALL, so no setting a statement left on a pooled
+//     connection reaches the next task.
+//
+// A transactional step (the pgflow database) runs all of a task's statements in one
+// transaction T on one connection, and Complete writes the task's completion inside T
+// (taskwrite's guarded complete_task, the run locked first) before committing: the
+// handler's writes and its completion commit together or not at all. Any other step runs
+// each statement in a transaction of its own.
+package sqlsession
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/sqlcap"
+)
+
+// Grant is one step's sql section, resolved: where its statements run and how far.
+type Grant struct {
+	Where         string // names the step in messages: `step "x" of flow "y" (flows.yaml:12)`
+	Role          string // the role statements run as
+	Transactional bool   // one transaction per task, committed with the task's completion
+	// StatementTimeout bounds each statement; 0: what is left of the task's timeout (the
+	// server's statement_timeout is set half a second later, as a backstop).
+	StatementTimeout time.Duration
+	MaxRows          int // per result; 0 takes sqlcap.DefaultMaxRows
+	MaxResultBytes   int // of one result's JSON; 0 takes sqlcap.DefaultMaxResultBytes
+	// DB is the database's pool; nil when the step's database is not configured, and then
+	// Unavailable says why.
+	DB          *pgxpool.Pool
+	Unavailable string
+	Observer    Observer // optional
+}
+
+// Observer receives what a step's statements did, for metrics. It never sees a statement's
+// text or its parameters.
+type Observer interface {
+	// Statement reports one request: took is its time in the database, rows the rows it
+	// returned or changed, code "" on success, else the SQLSTATE or a reason ("refused",
+	// "bad_request", "max_rows", "max_result_bytes", "role_changed", "connection").
+	Statement(took time.Duration, rows int, code string)
+	// Transaction reports how a transactional task's transaction ended: "committed",
+	// "rolled_back" or "unknown" (its COMMIT's answer was lost).
+	Transaction(result string)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Statement(time.Duration, int, string) {}
+func (nopObserver) Transaction(string)                   {}
+
+func (g *Grant) observer() Observer {
+	if g.Observer == nil {
+		return nopObserver{}
+	}
+	return g.Observer
+}
+
+func (g *Grant) maxRows() int {
+	if g.MaxRows > 0 {
+		return g.MaxRows
+	}
+	return sqlcap.DefaultMaxRows
+}
+
+func (g *Grant) maxResultBytes() int {
+	if g.MaxResultBytes > 0 {
+		return g.MaxResultBytes
+	}
+	return sqlcap.DefaultMaxResultBytes
+}
+
+// Session is one task's use of a Grant. Query is called by the sandbox (one call at a
+// time); Complete and Close by the worker once the handler has ended. A Session is safe
+// against a Query that comes after Close (a guest the watchdog abandoned): it is refused.
+type Session struct {
+	g        *Grant
+	deadline time.Time // the task's
+
+	mu     sync.Mutex
+	conn   *pgxpool.Conn
+	inTx   bool          // transactional: T has begun
+	failed *sqlcap.Error // transactional: the statement error that aborted T
+	closed bool
+	user   string // session_user, read when T began
+}
+
+// Begin starts a task's session; nothing is sent until the first statement. deadline is
+// when the task's timeout runs out.
+func (g *Grant) Begin(deadline time.Time) *Session { return &Session{g: g, deadline: deadline} }
+
+// Open reports whether the task's transaction has begun: a transactional step's handler ran
+// at least one statement, so its completion must go through Complete.
+func (s *Session) Open() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inTx
+}
+
+// Failed is the error of the statement that aborted the task's transaction, or nil.
+func (s *Session) Failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed == nil {
+		return nil
+	}
+	return s.failed
+}
+
+// statement timeouts and the margin after the task's end during which an idle transaction
+// may wait for its completion before the server ends it.
+const (
+	completionTimeout = 30 * time.Second
+	idleMargin        = 30 * time.Second
+	deadlineMargin    = 500 * time.Millisecond
+)
+
+// begin starts a transaction on the connection: settings reset, the timeouts, standard
+// strings (the filter reads backslashes as PostgreSQL then does), then the role.
+func (s *Session) queueBegin(b *pgconn.Batch, remaining time.Duration) {
+	b.ExecParams("begin", nil, nil, nil, nil)
+	b.ExecParams("reset all", nil, nil, nil, nil)
+	b.ExecParams(`select set_config('idle_in_transaction_session_timeout', $1, true),
+		set_config('standard_conforming_strings', 'on', true), session_user::text`,
+		[][]byte{ms(remaining + idleMargin)}, nil, nil, nil)
+	b.ExecParams(`select set_config('role', $1, true)`, [][]byte{[]byte(s.g.Role)}, nil, nil, nil)
+}
+
+const checkSQL = `select current_user::text, current_setting('role'), session_user::text`
+
+func ms(d time.Duration) []byte {
+	return []byte(strconv.FormatInt(max(d.Milliseconds(), 1), 10))
+}
+
+// Query runs one request of the guest (sqlcap.Session).
+func (s *Session) Query(ctx context.Context, request []byte) ([]byte, error) {
+	obs := s.g.observer()
+	req, e := sqlcap.ParseRequest(request)
+	if e == nil {
+		e = sqlcap.Check(req.SQL)
+	}
+	if e != nil {
+		obs.Statement(0, 0, e.Reason)
+		return nil, e
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return nil, &sqlcap.Abort{Reason: "closed", Message: "the task is over: its SQL session is closed"}
+	case s.failed != nil:
+		obs.Statement(0, 0, "25P02")
+		return nil, &sqlcap.Error{Code: abi.ErrSQLFailed, Reason: "sqlstate", SQLState: "25P02", Message: fmt.Sprintf(
+			"sql: the task's transaction is aborted: an earlier statement failed (%s); a transactional step's statements "+
+				"commit together or not at all", strings.TrimPrefix(s.failed.Message, "sql: "))}
+	}
+	if s.g.DB == nil {
+		obs.Statement(0, 0, "connection")
+		return nil, sqlcap.Errorf(abi.ErrSQLFailed, "connection", "%s", s.g.Unavailable)
+	}
+	if s.conn == nil {
+		c, err := s.g.DB.Acquire(ctx)
+		if err != nil {
+			obs.Statement(0, 0, "connection")
+			return nil, sqlcap.Errorf(abi.ErrSQLFailed, "connection", "could not reach the database of %s: %v", s.g.Where, err)
+		}
+		s.conn = c
+	}
+	remaining := time.Until(s.deadline)
+	// By default the task's deadline ends a statement (the task then fails as any task
+	// that runs out of time); the server's own timeout, a little later, is the backstop
+	// for a worker that can no longer say so.
+	timeout := remaining + deadlineMargin
+	if s.g.StatementTimeout > 0 {
+		timeout = s.g.StatementTimeout
+	}
+	b := &pgconn.Batch{}
+	beginning := !s.inTx
+	if beginning {
+		s.queueBegin(b, remaining)
+	}
+	b.ExecParams(`select set_config('statement_timeout', $1, true)`, [][]byte{ms(timeout)}, nil, nil, nil)
+	stmtAt := 1
+	if beginning {
+		stmtAt = 5
+	}
+	b.ExecParams(req.SQL, req.Params, nil, nil, nil)
+	b.ExecParams(checkSQL, nil, nil, nil, nil)
+
+	start := time.Now()
+	res, err := s.run(ctx, b, beginning, stmtAt, req.Params)
+	took := time.Since(start)
+	if err != nil {
+		var se *sqlcap.Error
+		var ab *sqlcap.Abort
+		switch {
+		case errors.As(err, &se):
+			obs.Statement(took, 0, codeOf(se))
+		case errors.As(err, &ab):
+			obs.Statement(took, 0, ab.Reason)
+		}
+		return nil, err
+	}
+	obs.Statement(took, res.rows, "")
+	return res.json, nil
+}
+
+func codeOf(e *sqlcap.Error) string {
+	if e.SQLState != "" {
+		return e.SQLState
+	}
+	return e.Reason
+}
+
+type result struct {
+	json []byte
+	rows int
+}
+
+// run sends the batch and reads it: the statement's result within the limits, then the
+// role check. In a transactional session T stays open; otherwise the statement's
+// transaction is committed here.
+func (s *Session) run(ctx context.Context, b *pgconn.Batch, beginning bool, stmtAt int, params [][]byte) (result, error) {
+	pg := s.conn.Conn().PgConn()
+	qctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	mrr := pg.ExecBatch(qctx, b)
+	var res result
+	var check []string
+	var abort *sqlcap.Abort
+	idx := 0
+	for mrr.NextResult() {
+		rr := mrr.ResultReader()
+		var w *writer
+		switch {
+		case idx == stmtAt:
+			w, abort = s.readRows(rr)
+			if abort != nil {
+				// Stop the statement at once, then drop the connection: its transaction rolls
+				// back, and the rows already on the way are never read.
+				cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+				_ = pg.CancelRequest(cctx)
+				ccancel()
+				cancel()
+				_ = mrr.Close()
+				s.discard()
+				return result{}, abort
+			}
+		case idx == stmtAt+1:
+			for rr.NextRow() {
+				check = make([]string, 0, 3)
+				for _, v := range rr.Values() {
+					check = append(check, string(v))
+				}
+			}
+		case beginning && idx == 2:
+			for rr.NextRow() {
+				if v := rr.Values(); len(v) == 3 {
+					s.user = string(v[2])
+				}
+			}
+		}
+		tag, err := rr.Close()
+		if err != nil {
+			break
+		}
+		if w != nil {
+			res = result{json: w.finish(tag.RowsAffected(), tag.String()), rows: int(tag.RowsAffected())}
+			if max := s.g.maxResultBytes(); len(res.json) > max {
+				s.discard()
+				return result{}, s.tooLarge()
+			}
+		}
+		idx++
+	}
+	err := mrr.Close()
+	if err == nil && idx != stmtAt+2 {
+		err = fmt.Errorf("the server answered %d of %d commands", idx, stmtAt+2)
+	}
+	if err != nil {
+		return result{}, s.failure(ctx, err, beginning, idx, stmtAt, params)
+	}
+	if beginning && s.g.Transactional {
+		s.inTx = true
+	}
+	if len(check) != 3 || check[0] != s.g.Role || check[1] != s.g.Role || check[2] != s.user {
+		s.discard()
+		got := "nothing"
+		if len(check) == 3 {
+			got = fmt.Sprintf("current_user %q, role %q, session_user %q", check[0], check[1], check[2])
+		}
+		return result{}, &sqlcap.Abort{Reason: "role_changed", Message: fmt.Sprintf(
+			"a statement of %s changed who it runs as (%s, where role %q was set): its transaction is rolled back, "+
+				"its connection closed, and none of its rows reached the handler", s.g.Where, got, s.g.Role)}
+	}
+	if !s.g.Transactional {
+		tag, err := pg.Exec(ctx, "commit").ReadAll()
+		if err != nil || len(tag) != 1 || tag[0].CommandTag.String() != "COMMIT" {
+			s.discard()
+			if err == nil {
+				err = errors.New("the transaction did not commit")
+			}
+			return result{}, sqlcap.Errorf(abi.ErrSQLFailed, "connection",
+				"the statement's commit failed, so it may or may not have been applied: %v", err)
+		}
+	}
+	return res, nil
+}
+
+// failure turns an error of a batch into what the guest gets. A statement error is an
+// error code; in a transactional session it also aborts T for good. A lost connection
+// in a transaction ends the task: T is gone with it.
+func (s *Session) failure(ctx context.Context, err error, beginning bool, idx, stmtAt int, params [][]byte) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		s.discard()
+		if s.g.Transactional && !beginning && ctx.Err() == nil {
+			return &sqlcap.Abort{Reason: "connection", Message: fmt.Sprintf(
+				"the connection of %s's transaction was lost (%v): nothing it wrote is kept", s.g.Where, err)}
+		}
+		return sqlcap.Errorf(abi.ErrSQLFailed, "connection", "the database connection failed: %v", err)
+	}
+	e := pgError(pe, params)
+	switch {
+	case idx < stmtAt && beginning && idx == 3 && pe.Code == "42501":
+		e.Message = fmt.Sprintf("sql: the worker's login may not act as role %q of %s: run `GRANT %s TO %s` "+
+			"(docs/database.md) (SQLSTATE 42501)", s.g.Role, s.g.Where, QuoteIdent(s.g.Role), QuoteIdent(s.user))
+	case idx < stmtAt && beginning && idx == 3:
+		e.Message = fmt.Sprintf("sql: cannot set role %q of %s: %s", s.g.Role, s.g.Where, strings.TrimPrefix(e.Message, "sql: "))
+	}
+	if s.g.Transactional && (s.inTx || beginning) {
+		// T is aborted: PostgreSQL takes no more statements in it.
+		s.inTx = true
+		s.failed = e
+		return e
+	}
+	s.rollback(ctx)
+	return e
+}
+
+// pgError is PostgreSQL's error as the guest sees it: the message, its hint and its
+// SQLSTATE. The detail is left out: it may repeat a value (a key that already exists).
+// The message itself may quote a parameter (`invalid input syntax for type uuid: "..."`),
+// and it goes on into the task's error and the worker's log: each parameter's text of 4
+// bytes or more is replaced by its $n (shorter ones would garble the message, and give
+// little away).
+func pgError(pe *pgconn.PgError, params [][]byte) *sqlcap.Error {
+	msg := pe.Message
+	if pe.Hint != "" {
+		msg += " (hint: " + pe.Hint + ")"
+	}
+	for i, p := range params {
+		if len(p) >= 4 {
+			msg = strings.ReplaceAll(msg, string(p), "$"+strconv.Itoa(i+1))
+		}
+	}
+	return &sqlcap.Error{Code: abi.ErrSQLFailed, Reason: "sqlstate", SQLState: pe.Code,
+		Message: fmt.Sprintf("sql: %s (SQLSTATE %s)", msg, pe.Code)}
+}
+
+// readRows reads the statement's rows into the result JSON, within the step's limits.
+func (s *Session) readRows(rr *pgconn.ResultReader) (*writer, *sqlcap.Abort) {
+	maxRows, maxBytes := s.g.maxRows(), s.g.maxResultBytes()
+	w := newWriter(rr.FieldDescriptions())
+	n := 0
+	for rr.NextRow() {
+		n++
+		if n > maxRows {
+			return nil, &sqlcap.Abort{Reason: "max_rows", Message: fmt.Sprintf(
+				"a statement of %s returned more than the %d rows of its sql.max_rows: it was cancelled and the task fails "+
+					"(page through large results with LIMIT, or raise sql.max_rows)", s.g.Where, maxRows)}
+		}
+		w.row(rr.Values())
+		if w.len() > maxBytes {
+			return nil, s.tooLarge()
+		}
+	}
+	return w, nil
+}
+
+func (s *Session) tooLarge() *sqlcap.Abort {
+	return &sqlcap.Abort{Reason: "max_result_bytes", Message: fmt.Sprintf(
+		"the result of a statement of %s is over the %s of its sql.max_result_bytes: it was cancelled and the task fails",
+		s.g.Where, bytesize.Text(uint64(s.g.maxResultBytes())))}
+}
+
+// rollback ends a statement's failed transaction so the connection can be used again; a
+// connection that cannot is closed.
+func (s *Session) rollback(ctx context.Context) {
+	if s.conn == nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := s.conn.Conn().PgConn().Exec(rctx, "rollback").ReadAll(); err != nil {
+		s.discard()
+	}
+}
+
+// discard closes the connection (the server rolls back what it held open) and drops it.
+func (s *Session) discard() {
+	if s.conn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = s.conn.Hijack().Close(ctx)
+	cancel()
+	s.conn = nil
+}
+
+// Close ends the session: an open transaction is rolled back, the connection goes back to
+// the pool. Later Query calls are refused.
+func (s *Session) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if s.inTx {
+		s.g.observer().Transaction("rolled_back")
+		s.rollback(context.Background())
+	}
+	s.inTx = false
+	if s.conn != nil {
+		s.conn.Release() // a connection left in a transaction or busy is destroyed by the pool
+		s.conn = nil
+	}
+}
+
+// Completion is how Complete ended.
+type Completion struct {
+	// Result is the guarded complete_task's, run inside the task's transaction.
+	Result taskwrite.Result
+	// Committed: the task's writes and its completion are in the database.
+	Committed bool
+	// Unknown: COMMIT was sent and its answer lost; the database may or may not have the
+	// task completed. The task must be left started for recovery to look at.
+	Unknown bool
+}
+
+// Complete writes the task's completion inside its transaction and commits both when
+// pgflow completed the task; otherwise it rolls back (the result says why: stale, or
+// pgflow took the output another way) and the caller writes the outcome without the
+// handler's writes. An error means nothing was committed (Unknown aside). The session
+// is closed afterwards.
+func (s *Session) Complete(ctx context.Context, c taskwrite.Call) (Completion, error) {
+	s.mu.Lock()
+	defer func() {
+		s.closed, s.inTx = true, false
+		if s.conn != nil {
+			s.conn.Release()
+			s.conn = nil
+		}
+		s.mu.Unlock()
+	}()
+	obs := s.g.observer()
+	switch {
+	case !s.inTx || s.closed:
+		return Completion{}, errors.New("no transaction to complete the task in")
+	case s.failed != nil:
+		obs.Transaction("rolled_back")
+		s.rollback(ctx)
+		return Completion{}, fmt.Errorf("the handler returned an output, but its transaction was aborted by a failed statement (%s): "+
+			"nothing it wrote is kept", strings.TrimPrefix(s.failed.Message, "sql: "))
+	case s.conn == nil:
+		obs.Transaction("rolled_back")
+		return Completion{}, errors.New("the transaction's connection was lost: nothing the handler wrote is kept")
+	}
+	conn := s.conn.Conn()
+	// Back to the worker's own login for pgflow's tables, with a bounded time for the write.
+	// A round trip of its own: pgx prepares a batch's statements before running any, and
+	// preparing pgflow's statements as the step's role would fail.
+	if _, err := conn.Exec(ctx, `select set_config('role', 'none', true), set_config('statement_timeout', $1, true)`,
+		string(ms(completionTimeout))); err != nil {
+		obs.Transaction("rolled_back")
+		s.discard()
+		return Completion{}, fmt.Errorf("writing the completion in the task's transaction failed, so nothing it wrote is kept: %w", err)
+	}
+	results := make([]taskwrite.Result, 1)
+	b := &pgx.Batch{}
+	taskwrite.Queue(b, taskwrite.Complete, []taskwrite.Call{c}, results, taskwrite.Options{})
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		obs.Transaction("rolled_back")
+		s.discard()
+		return Completion{}, fmt.Errorf("writing the completion in the task's transaction failed, so nothing it wrote is kept: %w", err)
+	}
+	r := results[0]
+	if r.Stale || r.Status != "completed" {
+		obs.Transaction("rolled_back")
+		s.rollback(ctx)
+		return Completion{Result: r}, nil
+	}
+	tag, err := conn.PgConn().Exec(ctx, "commit").ReadAll()
+	var pe *pgconn.PgError
+	switch {
+	case err == nil && len(tag) == 1 && tag[0].CommandTag.String() == "COMMIT":
+		obs.Transaction("committed")
+		return Completion{Result: r, Committed: true}, nil
+	case err == nil:
+		obs.Transaction("rolled_back")
+		return Completion{Result: r}, errors.New("the task's transaction did not commit (PostgreSQL rolled it back)")
+	case (errors.As(err, &pe) && pe.Severity == "ERROR") || pgconn.SafeToRetry(err):
+		// PostgreSQL refused the commit (a deferred constraint, a serialization failure),
+		// or it was never sent: T is rolled back. A FATAL answer (the backend was ended
+		// during COMMIT) says nothing of whether the commit record was written first.
+		obs.Transaction("rolled_back")
+		s.discard()
+		return Completion{Result: r}, fmt.Errorf("committing the task's transaction failed, so nothing it wrote is kept: %w", err)
+	default:
+		obs.Transaction("unknown")
+		s.discard()
+		return Completion{Result: r, Unknown: true}, fmt.Errorf("the answer to the task's COMMIT was lost: %w", err)
+	}
+}
