@@ -162,7 +162,8 @@ func formatMessage(dir string, m api.Message) string {
 		s += "\n    " + l.LineText
 	}
 	for _, n := range m.Notes {
-		if n.Text != "" {
+		// esbuild's advice to bundle for Node names its Go API: a handler cannot do that.
+		if n.Text != "" && !strings.Contains(n.Text, "api.Platform") {
 			s += "\n    (" + n.Text + ")"
 		}
 	}

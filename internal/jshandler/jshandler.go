@@ -143,8 +143,7 @@ func Load(ctx context.Context, eng sandbox.Engine, path string, mc sandbox.Modul
 	if err != nil {
 		var ie *initError
 		if errors.As(err, &ie) {
-			return nil, &sandbox.Error{Kind: sandbox.KindInvalidModule,
-				Message: "the handler module failed while loading: " + b.Map.MapStack(ie.msg)}
+			return nil, &sandbox.Error{Kind: sandbox.KindInvalidModule, Message: b.Map.MapStack(ie.msg)}
 		}
 		return nil, &sandbox.Error{Kind: sandbox.KindInvalidModule, Message: "making the handler's snapshot: " + b.Map.MapStack(err.Error())}
 	}

@@ -1,7 +1,8 @@
 // The prelude of every JavaScript handler. engine/c/pgflow_js.c evaluates it before the
 // handler's bundle; its value is install(natives), which puts the web globals a pgflow
 // handler expects on globalThis, built on the engine's natives (which never become globals),
-// and returns prepare(), which the engine calls once the bundle ran. Everything here ends up
+// and returns the engine's hooks: prepare(), called once the bundle ran, finds the handler
+// and returns run(input, context); describe(error); fireTimer(). Everything here ends up
 // in the snapshot: nothing in it may depend on a task.
 (function install(natives) {
   "use strict";
@@ -350,7 +351,7 @@
     return [handlerInput, ctx];
   }
 
-  return function prepare() {
+  function prepare() {
     const ns = g.__pgflow_handler;
     const handler =
       ns == null ? undefined
@@ -365,6 +366,7 @@
       const json = JSON.stringify(out);
       return json === undefined ? "null" : json;
     }
-    return { run, describe, fireTimer };
-  };
+    return run;
+  }
+  return { prepare, describe, fireTimer };
 })

@@ -115,25 +115,35 @@ func (sm *SourceMap) Lookup(line, col int) (file string, srcLine, srcCol int, ok
 
 var bundlePos = regexp.MustCompile(regexp.QuoteMeta(bundleName) + `:(\d+):(\d+)`)
 
-// preludeFrame is a stack line inside the prelude (fetch, the handler's caller): the user
-// did not write it.
-var preludeFrame = regexp.MustCompile(`(?m)^\s*at [^\n]*\(pgflow:prelude[^\n]*\)\n?`)
-
 // MapStack rewrites every handler.js:LINE:COL in text to the source file, line and column it
-// came from, and drops the prelude's own stack frames.
+// came from. Stack frames the user did not write are dropped: the prelude's (fetch, the
+// handler's caller) and the bundle's own wrapper, which maps to no source.
 func (sm *SourceMap) MapStack(text string) string {
 	if !strings.Contains(text, bundleName+":") && !strings.Contains(text, "pgflow:prelude") {
 		return text
 	}
-	text = preludeFrame.ReplaceAllString(text, "")
-	text = strings.TrimRight(text, "\n")
-	return bundlePos.ReplaceAllStringFunc(text, func(m string) string {
-		g := bundlePos.FindStringSubmatch(m)
-		line, _ := strconv.Atoi(g[1])
-		col, _ := strconv.Atoi(g[2])
-		if f, l, c, ok := sm.Lookup(line, col); ok {
-			return fmt.Sprintf("%s:%d:%d", f, l, c)
+	lines := strings.Split(text, "\n")
+	out := lines[:0]
+	for _, line := range lines {
+		frame := strings.HasPrefix(strings.TrimLeft(line, " "), "at ")
+		if frame && strings.Contains(line, "(pgflow:prelude") {
+			continue
 		}
-		return m
-	})
+		unmapped := false
+		line = bundlePos.ReplaceAllStringFunc(line, func(m string) string {
+			g := bundlePos.FindStringSubmatch(m)
+			l, _ := strconv.Atoi(g[1])
+			c, _ := strconv.Atoi(g[2])
+			if f, sl, sc, ok := sm.Lookup(l, c); ok {
+				return fmt.Sprintf("%s:%d:%d", f, sl, sc)
+			}
+			unmapped = true
+			return m
+		})
+		if frame && unmapped {
+			continue
+		}
+		out = append(out, line)
+	}
+	return strings.TrimRight(strings.Join(out, "\n"), "\n")
 }

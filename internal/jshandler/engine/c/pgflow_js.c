@@ -12,8 +12,8 @@
  *
  * The prelude is a script whose value is a function install(natives): it puts the web
  * globals (console, fetch, crypto, timers...) on globalThis around the natives below, which
- * never become globals themselves, and returns prepare(namespace), which finds the
- * bundle's handler and returns run(input, context) and the helpers this file calls.
+ * never become globals themselves, and returns the hooks this file calls: describe(error),
+ * fireTimer(), and prepare(), which finds the bundle's handler and returns run(input, context).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,13 +29,14 @@
  * sources with the bundle's source map. */
 #define BUNDLE_NAME "handler.js"
 #define PRELUDE_NAME "pgflow:prelude"
+#define LOAD_FAILED "the handler module failed while loading: "
 
 static char *sources[2];
 static size_t source_lens[2];
 static JSRuntime *rt;
 static JSContext *ctx;
 /* From the prelude: run(input, context) calls the handler; describe(error) formats a thrown
- * value for error_write; fire_timer() runs the next due timer, false when none is left. */
+ * value for error_write; fireTimer() runs the next due timer, false when none is left. */
 static JSValue run_fn, describe_fn, timer_fn;
 static int ready;
 
@@ -57,7 +58,7 @@ EXPORT("pgflowjs_source") char *pgflowjs_source(int which, size_t n) {
 static int fail_value(JSContext *c, JSValue exc, const char *what) {
 	const char *text = NULL;
 	size_t len = 0;
-	if (ready || JS_IsFunction(c, describe_fn)) {
+	if (JS_IsFunction(c, describe_fn)) {
 		JSValue d = JS_Call(c, describe_fn, JS_UNDEFINED, 1, &exc);
 		if (!JS_IsException(d)) text = JS_ToCStringLen(c, &len, d);
 		else JS_FreeValue(c, JS_GetException(c));
@@ -235,26 +236,36 @@ static int init(void) {
 	JS_SetPropertyStr(ctx, natives, "config", JS_NewCFunction(ctx, js_config, "config", 1));
 	JS_SetPropertyStr(ctx, natives, "utf8_decode", JS_NewCFunction(ctx, js_utf8_decode, "utf8_decode", 1));
 	JS_SetPropertyStr(ctx, natives, "utf8_encode", JS_NewCFunction(ctx, js_utf8_encode, "utf8_encode", 1));
-	JSValue prepare = JS_Call(ctx, install, JS_UNDEFINED, 1, &natives);
+	JSValue hooks = JS_Call(ctx, install, JS_UNDEFINED, 1, &natives);
 	JS_FreeValue(ctx, install);
 	JS_FreeValue(ctx, natives);
-	if (JS_IsException(prepare)) return fail_exception(ctx, "the prelude failed: ");
+	if (JS_IsException(hooks)) return fail_exception(ctx, "the prelude failed: ");
+	describe_fn = get_fn(ctx, hooks, "describe");
+	timer_fn = get_fn(ctx, hooks, "fireTimer");
+	JSValue prepare = get_fn(ctx, hooks, "prepare");
+	JS_FreeValue(ctx, hooks);
+	if (JS_IsException(describe_fn) || JS_IsException(timer_fn) || JS_IsException(prepare)) return fail_exception(ctx, "the prelude failed: ");
 
 	/* The bundle is an ES module turned into a script: strict, like the module it was. */
 	JSValue r = JS_Eval(ctx, sources[1], source_lens[1], BUNDLE_NAME, JS_EVAL_TYPE_GLOBAL | JS_EVAL_FLAG_STRICT);
 	if (JS_IsException(r)) {
 		JS_FreeValue(ctx, prepare);
-		return fail_exception(ctx, "loading the handler failed: ");
+		return fail_exception(ctx, LOAD_FAILED);
 	}
 	JS_FreeValue(ctx, r);
-	JSValue hooks = JS_Call(ctx, prepare, JS_UNDEFINED, 0, NULL);
+	/* Promise jobs the top-level code queued run now, not at the start of every task. */
+	for (;;) {
+		JSContext *jc;
+		int n = JS_ExecutePendingJob(rt, &jc);
+		if (n == 0) break;
+		if (n < 0) {
+			JS_FreeValue(ctx, prepare);
+			return fail_exception(jc, LOAD_FAILED);
+		}
+	}
+	run_fn = JS_Call(ctx, prepare, JS_UNDEFINED, 0, NULL);
 	JS_FreeValue(ctx, prepare);
-	if (JS_IsException(hooks)) return fail_exception(ctx, "");
-	run_fn = get_fn(ctx, hooks, "run");
-	describe_fn = get_fn(ctx, hooks, "describe");
-	timer_fn = get_fn(ctx, hooks, "fireTimer");
-	JS_FreeValue(ctx, hooks);
-	if (JS_IsException(run_fn) || JS_IsException(describe_fn) || JS_IsException(timer_fn)) return fail_exception(ctx, "");
+	if (JS_IsException(run_fn)) return fail_exception(ctx, LOAD_FAILED);
 	/* The sources are evaluated: their text need not be in every task's memory. */
 	for (int i = 0; i < 2; i++) {
 		free(sources[i]);
