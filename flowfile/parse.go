@@ -236,7 +236,7 @@ func (p *parser) step(flow string, n *yaml.Node, defaults capabilityDefaults) *S
 		p.errorf(n.Line, "step without a slug in flow %q: add `slug: my_step`", flow)
 	}
 	if mapValue(n, "module") == nil {
-		p.errorf(n.Line, "step %q of flow %q has no `module:` (the path of its .wasm handler, relative to this file)", s.Slug, flow)
+		p.errorf(n.Line, "step %q of flow %q has no `module:` (the path of its .wasm module or .ts handler, relative to this file)", s.Slug, flow)
 	}
 	return s
 }
@@ -318,7 +318,7 @@ func (p *parser) dependsOn(v *yaml.Node) []string {
 
 func (p *parser) module(v *yaml.Node) string {
 	if v.Kind != yaml.ScalarNode || v.Value == "" {
-		p.errorf(v.Line, "`module` must be the path of a .wasm file, not %s", kindName(v))
+		p.errorf(v.Line, "`module` must be the path of a .wasm module or of a TypeScript or JavaScript handler (.ts, .mts, .js, .mjs), not %s", kindName(v))
 		return ""
 	}
 	path := v.Value
@@ -336,7 +336,7 @@ func (p *parser) module(v *yaml.Node) string {
 	case err != nil:
 		p.errorf(v.Line, "module %q: %v", v.Value, err)
 	case st.IsDir():
-		p.errorf(v.Line, "module %q is a folder: point at the .wasm file inside it", v.Value)
+		p.errorf(v.Line, "module %q is a folder: point at the .wasm or .ts file inside it", v.Value)
 	}
 	return path
 }

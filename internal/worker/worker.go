@@ -28,6 +28,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/requeueguard"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
@@ -210,6 +211,7 @@ type stepState struct {
 	baseDelay     int           // effective, seconds: retries wait floor(base_delay * 2^attempts)
 	hasDependents bool
 	metrics       *stepMetrics // nil without metrics
+	ctxShape      []byte       // the context's step_type and depends_on members (stepShape)
 	// maxDependentStartDelay is the longest start_delay among dependent steps, in seconds:
 	// their messages appear that long after this step completes.
 	maxDependentStartDelay int
@@ -237,12 +239,12 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 		for _, s := range fl.Steps {
 			mc := s.ModuleConfig()
 			mc.Capabilities = stepCapabilities(cfg.Flows, fl, s, cfg.Metrics, cfg.Log)
-			mod, err := cfg.Engine.Load(ctx, s.Module, mc)
+			mod, err := stepmodule.Load(ctx, cfg.Engine, s, mc)
 			if err != nil {
 				w.closeModules(ctx)
 				return nil, fmt.Errorf("%s:%d: flow %q step %q: %w", cfg.Flows.Path, s.ModuleLine, fl.Slug, s.Slug, err)
 			}
-			st := &stepState{def: s, module: mod, metrics: newStepMetrics(cfg.Metrics, fl.Slug, s.Slug)}
+			st := &stepState{def: s, module: mod, metrics: newStepMetrics(cfg.Metrics, fl.Slug, s.Slug), ctxShape: stepShape(s)}
 			for _, dep := range fl.Dependents(s.Slug) {
 				st.hasDependents = true
 				if d := fl.Step(dep); d.StartDelay != nil {
@@ -276,6 +278,18 @@ func (w *Worker) ModuleInfo(flow, step string) (sandbox.Info, bool) {
 		return sandbox.Info{}, false
 	}
 	return fs.steps[step].module.Info(), true
+}
+
+// moduleSources lists the files the steps' modules were made from beyond the module files
+// themselves (a TypeScript handler's imports): a change to one is a change to its step.
+func (w *Worker) moduleSources() []string {
+	var out []string
+	for _, fs := range w.flows {
+		for _, st := range fs.steps {
+			out = append(out, stepmodule.Sources(st.module)...)
+		}
+	}
+	return out
 }
 
 // Started is closed once Run serves: registered, its flows fetching.
