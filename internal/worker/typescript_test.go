@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 	"github.com/pgflow-wasm/pgflow-wasm/runs"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
@@ -334,4 +337,67 @@ flows:
 			}
 		})
 	}
+}
+
+// serve picks up an edit of a file a TypeScript handler imports, not only of the handler
+// itself; an edit that does not build is refused with its file:line and the handler loaded
+// before goes on serving.
+func TestServeReloadsATypeScriptHandlersImports(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("flows.yaml", "flows:\n  - slug: greeting\n    steps:\n      - {slug: s, module: handler.ts}\n")
+	write("handler.ts", "import { word } from './lib/word';\nexport default async () => word;\n")
+	write("lib/word.ts", "export const word = 'hello';\n")
+	logs := &syncBuffer{}
+	serveCtx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() {
+		served <- worker.Serve(serveCtx, worker.ServeConfig{
+			FlowsPath: filepath.Join(dir, "flows.yaml"),
+			Worker: workertest.Fast(worker.Config{Pool: db.Pool, Engine: engine(t, "wazero"),
+				Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}),
+			WatchInterval: 100 * time.Millisecond,
+		})
+	}()
+	defer func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	outputOf := func() string {
+		r := waitRun(t, db.Pool, startRun(t, db.Pool, "greeting", `{}`), 30*time.Second)
+		return string(r.Output)
+	}
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		var n int
+		_ = db.Pool.QueryRow(ctx, `select count(*) from pgflow.workers where queue_name = 'greeting'`).Scan(&n)
+		return n > 0, "the worker never registered:\n" + logs.String()
+	})
+	if got := outputOf(); got != `{"s": "hello"}` {
+		t.Fatalf("before the edit: %s", got)
+	}
+	write("lib/word.ts", "export const word = 'hello' +;\n")
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		return strings.Contains(logs.String(), "reload refused") && strings.Contains(logs.String(), "lib/word.ts:1:30: Unexpected"),
+			"the broken import was not refused with its line:\n" + logs.String()
+	})
+	if got := outputOf(); got != `{"s": "hello"}` {
+		t.Errorf("after a refused edit: %s, want the handler loaded before", got)
+	}
+	write("lib/word.ts", "export const word = 'bonjour';\n")
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		return outputOf() == `{"s": "bonjour"}`, "the edited import was not picked up:\n" + logs.String()
+	})
 }
