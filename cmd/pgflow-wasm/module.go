@@ -8,10 +8,12 @@ import (
 	"os"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/handlertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/jshandler"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
@@ -36,8 +38,64 @@ func moduleCommand() *cli.Command {
 				&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of text"},
 			},
 			Action: moduleInspect,
+		}, {
+			Name:      "test",
+			Usage:     "run a handler's unit tests through the sandbox: each case one task, as the worker runs it",
+			ArgsUsage: "HANDLER [CASES]",
+			Description: "HANDLER is a .ts, .js or .wasm handler; CASES a JSON file (default: HANDLER's name with\n" +
+				".test.json) of cases, each a task and what it must give:\n\n" +
+				"  {\"pgflow_version\": \"0.14\", \"cases\": [\n" +
+				"    {\"name\": \"greets\", \"flow_input\": {\"name\": \"Ada\"}, \"output\": {\"greeting\": \"Hello, Ada!\"}},\n" +
+				"    {\"name\": \"after a step\", \"deps\": {\"price\": 12}, \"env\": {\"TOKEN\": \"x\"}, \"error\": \"no customer\"},\n" +
+				"    {\"name\": \"one element of a map\", \"element\": \"a line\", \"task_index\": 3, \"output\": 2, \"logs\": [\"counted\"]}]}\n\n" +
+				"env grants named values with these values, http_allow outbound HTTP to these hosts (real\n" +
+				"requests). pgflow_version picks the handler input pgflow's own worker gives (0.8: {\"run\": ...}\n" +
+				"for every step; 0.12 and later: the flow input for a step without deps). Exits 1 when a case fails.",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "engine", Value: sandbox.EngineWazero, Usage: "wazero or wasmtime (binaries built with -tags wasmtime)"},
+				&cli.StringFlag{Name: "cache-dir", Value: sandbox.DefaultCacheDir(), Usage: "compilation cache folder (\"\" disables it)"},
+			},
+			Action: moduleTest,
 		}},
 	}
+}
+
+func moduleTest(c *cli.Context) error {
+	if c.NArg() < 1 || c.NArg() > 2 {
+		return cli.Exit("module test: give a handler and, optionally, its cases file", 2)
+	}
+	handler := c.Args().Get(0)
+	cases := c.Args().Get(1)
+	if cases == "" {
+		cases = handlertest.DefaultCases(handler)
+	}
+	f, err := handlertest.Read(cases)
+	if err != nil {
+		return cli.Exit("module test: "+err.Error(), 2)
+	}
+	engine, err := sandbox.New(c.String("engine"), sandbox.Config{CacheDir: c.String("cache-dir")})
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	defer engine.Close(c.Context)
+	results, err := handlertest.Run(c.Context, engine, handler, f)
+	if err != nil {
+		return cli.Exit("module test: "+err.Error(), 2)
+	}
+	passed := 0
+	for _, r := range results {
+		if r.Passed {
+			passed++
+			fmt.Fprintf(c.App.Writer, "ok    %s (%s)\n", r.Name, r.Duration.Round(10*time.Microsecond))
+		} else {
+			fmt.Fprintf(c.App.Writer, "FAIL  %s: %s\n", r.Name, r.Problem)
+		}
+	}
+	fmt.Fprintf(c.App.Writer, "%s: %d of %d cases passed (%s)\n", handler, passed, len(results), engine.Name())
+	if passed != len(results) {
+		return cli.Exit("", 1)
+	}
+	return nil
 }
 
 // inspection is the JSON form of `module inspect`.

@@ -103,3 +103,36 @@ func TestModuleInspectTypeScript(t *testing.T) {
 		t.Errorf("missing file: exit %d, %v\n%s", inspectExit(err), err, out)
 	}
 }
+
+// module test runs each case as one task through the sandbox: a flow input, dependencies'
+// outputs, a map element, granted env values; a failing case says why and exits 1.
+func TestModuleTestRunsCases(t *testing.T) {
+	t.Parallel()
+	dir := writeFiles(t, map[string]string{
+		"h.ts": `export default async (input: any, ctx: any) => {
+  console.log("task", ctx.stepTask.task_index);
+  if (ctx.stepTask.task_index > 0) return { element: input };
+  if (input.price !== undefined) return { total: input.price * 2, token: ctx.env.TOKEN };
+  return { root: input };
+};
+`,
+		"h.test.json": `{"cases": [
+  {"name": "root", "flow_input": {"n": 1}, "output": {"root": {"n": 1}}},
+  {"name": "root before 0.12", "pgflow_version": "0.8", "flow_input": {"n": 1}, "output": {"root": {"run": {"n": 1}}}},
+  {"name": "dependent", "deps": {"price": 21}, "env": {"TOKEN": "t"}, "output": {"total": 42, "token": "t"}},
+  {"name": "map", "element": "x", "task_index": 3, "output": {"element": "x"}, "logs": ["task 3"]},
+  {"name": "wrong on purpose", "flow_input": 1, "output": {"root": 2}},
+  {"name": "ungranted", "deps": {"price": 1}, "error": "may not read \"TOKEN\""}
+]}`,
+	})
+	out, err := runCLI(t, "module", "test", filepath.Join(dir, "h.ts"))
+	if inspectExit(err) != 1 {
+		t.Fatalf("exit %d (%v), want 1\n%s", inspectExit(err), err, out)
+	}
+	for _, want := range []string{"ok    root (", "ok    root before 0.12 (", "ok    dependent (", "ok    map (", "ok    ungranted (",
+		`FAIL  wrong on purpose: want the output {"root": 2}, got {"root":1}`, "5 of 6 cases passed (wazero)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
