@@ -30,6 +30,8 @@
 #define BUNDLE_NAME "handler.js"
 #define PRELUDE_NAME "pgflow:prelude"
 #define LOAD_FAILED "the handler module failed while loading: "
+/* Bytes a task may allocate before the engine's first garbage collection. */
+#define GC_HEADROOM (2 << 20)
 
 static char *sources[2];
 static size_t source_lens[2];
@@ -271,6 +273,13 @@ static int init(void) {
 		free(sources[i]);
 		sources[i] = NULL;
 	}
+	/* Collect what initialising left over, then leave each task room before the next
+	 * collection: a task's instance is thrown away with its garbage, and a snapshot taken
+	 * just under the threshold made every task pay a full collection of the engine's heap. */
+	JS_RunGC(rt);
+	JSMemoryUsage usage;
+	JS_ComputeMemoryUsage(rt, &usage);
+	JS_SetGCThreshold(rt, (size_t)usage.malloc_size + GC_HEADROOM);
 	ready = 1;
 	return PGFLOW_OK;
 }
