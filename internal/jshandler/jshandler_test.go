@@ -118,6 +118,20 @@ func TestTypeScriptHandler(t *testing.T) {
 	})
 }
 
+// The web globals handlers lean on behave as they do in browsers and Node.
+func TestWebGlobals(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e sandbox.Engine) {
+		res, err := run(t, load(t, e, "web.ts", sandbox.ModuleConfig{}), `{}`, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jsonEqual(t, res.Output, `{"href":"https://example.com/a/b/c?x=1&y=a+b&z=%C3%A9+%26#top","host":"example.com","path":"/a/b/c",
+			"x":"1","y":"a b","hash":"#top","rel":"http://h:8080/root?q","origin":"http://h:8080","port":"8080",
+			"params":"a=1&b=two+words","invalid":false,"header":"1, 2","json":{"ok":true},"type":"application/json",
+			"bytes":6,"text":"héllo","b64":"aGkh","unb64":"hi!"}`)
+	})
+}
+
 // A plain JavaScript module (.mjs) is a handler too.
 func TestJavaScriptHandler(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e sandbox.Engine) {

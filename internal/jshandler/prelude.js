@@ -131,6 +131,119 @@
     return out;
   });
 
+  // ---- URL and URLSearchParams (QuickJS has neither): absolute URLs and references ----------
+  // resolved against a base; no IDNA or IPv6 forms beyond what the text already is.
+
+  const formEncode = (s) => encodeURIComponent(s).replace(/%20/g, "+").replace(/[!'()~]/g, (c) => "%" + c.charCodeAt(0).toString(16).toUpperCase());
+  const formDecode = (s) => decodeURIComponent(s.replace(/\+/g, " "));
+  class URLSearchParams {
+    #list = [];
+    #onChange;
+    constructor(init = "", onChange) {
+      this.#onChange = onChange;
+      if (typeof init === "string") {
+        for (const part of init.replace(/^\?/, "").split("&")) {
+          if (part === "") continue;
+          const i = part.indexOf("=");
+          this.#list.push(i < 0 ? [formDecode(part), ""] : [formDecode(part.slice(0, i)), formDecode(part.slice(i + 1))]);
+        }
+      } else if (init != null) {
+        const pairs = typeof init[Symbol.iterator] === "function" ? init : Object.entries(init);
+        for (const [k, v] of pairs) this.#list.push([String(k), String(v)]);
+      }
+    }
+    #changed() { this.#onChange?.(this.toString()); }
+    get size() { return this.#list.length; }
+    append(k, v) { this.#list.push([String(k), String(v)]); this.#changed(); }
+    delete(k) { this.#list = this.#list.filter(([n]) => n !== String(k)); this.#changed(); }
+    get(k) { return this.#list.find(([n]) => n === String(k))?.[1] ?? null; }
+    getAll(k) { return this.#list.filter(([n]) => n === String(k)).map(([, v]) => v); }
+    has(k) { return this.#list.some(([n]) => n === String(k)); }
+    set(k, v) {
+      k = String(k);
+      const i = this.#list.findIndex(([n]) => n === k);
+      this.#list = this.#list.filter(([n], j) => n !== k || j === i);
+      if (i < 0) this.#list.push([k, String(v)]);
+      else this.#list[this.#list.findIndex(([n]) => n === k)] = [k, String(v)];
+      this.#changed();
+    }
+    sort() { this.#list.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)); this.#changed(); }
+    forEach(fn, thisArg) { for (const [k, v] of this.#list) fn.call(thisArg, v, k, this); }
+    *entries() { yield* this.#list.map(([k, v]) => [k, v]); }
+    *keys() { for (const [k] of this.#list) yield k; }
+    *values() { for (const [, v] of this.#list) yield v; }
+    [Symbol.iterator]() { return this.entries(); }
+    toString() { return this.#list.map(([k, v]) => formEncode(k) + "=" + formEncode(v)).join("&"); }
+  }
+
+  const absoluteURL = /^([a-zA-Z][a-zA-Z0-9+.-]*:)(?:\/\/([^/?#]*))?([^?#]*)(\?[^#]*)?(#.*)?$/;
+  const defaultPorts = { "http:": "80", "https:": "443", "ws:": "80", "wss:": "443" };
+  const removeDots = (path) => {
+    const out = [];
+    for (const seg of path.split("/").slice(1)) {
+      if (seg === "..") out.pop();
+      else if (seg !== ".") out.push(seg);
+    }
+    const last = path.split("/").pop();
+    return "/" + out.join("/") + (last === "." || last === ".." ? (out.length ? "/" : "") : "");
+  };
+  class URL {
+    #p;
+    #params;
+    constructor(url, base) {
+      url = String(url).trim();
+      let m = absoluteURL.exec(url);
+      if (!m || (m[2] === undefined && base !== undefined && !/^[a-zA-Z][a-zA-Z0-9+.-]*:/.test(url))) m = null;
+      if (!m) {
+        if (base === undefined) throw new TypeError(`Invalid URL: ${url}`);
+        const b = new URL(base);
+        let path = b.pathname, search = b.search, host = b.host;
+        const [rest, hash = ""] = url.split(/#(.*)/s);
+        if (url.startsWith("//")) return new URL(b.protocol + url);
+        if (rest.startsWith("/")) [path, search] = [rest.replace(/\?.*$/s, ""), rest.includes("?") ? rest.slice(rest.indexOf("?")) : ""];
+        else if (rest.startsWith("?")) search = rest;
+        else if (rest !== "") {
+          const q = rest.indexOf("?");
+          const rel = q < 0 ? rest : rest.slice(0, q);
+          path = path.replace(/[^/]*$/, "") + rel;
+          search = q < 0 ? "" : rest.slice(q);
+        }
+        m = absoluteURL.exec(`${b.protocol}//${host}${removeDots(path)}${search}${hash ? "#" + hash : url.endsWith("#") ? "#" : ""}`);
+      }
+      const protocol = m[1].toLowerCase();
+      let host = (m[2] ?? "").replace(/^[^@]*@/, "").toLowerCase();
+      const port = /:(\d+)$/.exec(host)?.[1] ?? "";
+      if (port !== "" && defaultPorts[protocol] === port) host = host.slice(0, -port.length - 1);
+      const special = protocol in defaultPorts || protocol === "file:";
+      let pathname = m[3] || (special ? "/" : "");
+      if (special) pathname = removeDots(pathname.startsWith("/") ? pathname : "/" + pathname);
+      this.#p = { protocol, host, pathname, search: m[4] && m[4] !== "?" ? m[4] : "", hash: m[5] && m[5] !== "#" ? m[5] : "" };
+    }
+    get protocol() { return this.#p.protocol; }
+    get host() { return this.#p.host; }
+    get hostname() { return this.#p.host.replace(/:\d+$/, ""); }
+    get port() { return /:(\d+)$/.exec(this.#p.host)?.[1] ?? ""; }
+    get origin() { return this.#p.host ? `${this.#p.protocol}//${this.#p.host}` : "null"; }
+    get pathname() { return this.#p.pathname; }
+    set pathname(v) { this.#p.pathname = "/" + String(v).replace(/^\//, ""); }
+    get search() { return this.#p.search; }
+    set search(v) { v = String(v); this.#p.search = v === "" || v === "?" ? "" : v.startsWith("?") ? v : "?" + v; this.#params = undefined; }
+    get hash() { return this.#p.hash; }
+    set hash(v) { v = String(v); this.#p.hash = v === "" || v === "#" ? "" : v.startsWith("#") ? v : "#" + v; }
+    get username() { return ""; }
+    get password() { return ""; }
+    get searchParams() {
+      this.#params ??= new URLSearchParams(this.#p.search, (q) => { this.#p.search = q ? "?" + q : ""; });
+      return this.#params;
+    }
+    get href() { return `${this.#p.protocol}${this.#p.host || this.#p.protocol === "file:" ? "//" : ""}${this.#p.host}${this.#p.pathname}${this.#p.search}${this.#p.hash}`; }
+    toString() { return this.href; }
+    toJSON() { return this.href; }
+    static canParse(url, base) { try { new URL(url, base); return true; } catch { return false; } }
+  }
+  define(g, "URL", URL);
+  define(g, "URLSearchParams", URLSearchParams);
+
   // ---- timers: there is no real clock, so a delay orders timers but does not wait ------------
 
   let timers = [];
@@ -201,6 +314,7 @@
   const bodyBytes = (body) => {
     if (body == null) return null;
     if (typeof body === "string") return body;
+    if (body instanceof URLSearchParams) return body.toString();
     if (body instanceof ArrayBuffer || ArrayBuffer.isView(body)) return toBytes(body).slice();
     if (typeof body === "object" && typeof body.toString === "function" && body.toString !== Object.prototype.toString) return String(body);
     throw new TypeError("fetch: the body must be a string, an ArrayBuffer or a typed array (JSON.stringify objects)");
@@ -264,6 +378,7 @@
       body ??= resource.body;
     }
     const h = new Headers(headers);
+    if (body instanceof URLSearchParams && !h.has("content-type")) h.set("content-type", "application/x-www-form-urlencoded;charset=UTF-8");
     const r = http(String(method ?? "GET").toUpperCase(), String(url), h.lines(), bodyBytes(body));
     if (r.code !== undefined) throw new FetchError(r);
     const rh = new Headers();
