@@ -72,11 +72,11 @@ declare global {
    * the step's timeout). A refused or failed request rejects with a TypeError whose message
    * says why and which flows.yaml key to change; `code` is the ABI's error code.
    */
-  function fetch(resource: string | { url: string } | { href: string }, init?: RequestInit): Promise<Response>;
+  function fetch(resource: string | URL | { url: string }, init?: RequestInit): Promise<Response>;
   interface RequestInit {
     method?: string;
     headers?: HeadersInit;
-    body?: string | ArrayBuffer | ArrayBufferView | null;
+    body?: string | ArrayBuffer | ArrayBufferView | URLSearchParams | null;
     signal?: unknown; // accepted, never used
   }
   type HeadersInit = Headers | Record<string, string> | Iterable<[string, string]>;
@@ -109,6 +109,40 @@ declare global {
     bytes(): Promise<Uint8Array>;
     clone(): Response;
     static json(data: unknown, init?: { status?: number; headers?: HeadersInit }): Response;
+  }
+  class URLSearchParams {
+    constructor(init?: string | Record<string, string> | Iterable<[string, string]>);
+    readonly size: number;
+    append(name: string, value: string): void;
+    delete(name: string): void;
+    get(name: string): string | null;
+    getAll(name: string): string[];
+    has(name: string): boolean;
+    set(name: string, value: string): void;
+    sort(): void;
+    forEach(fn: (value: string, name: string, params: URLSearchParams) => void): void;
+    entries(): IterableIterator<[string, string]>;
+    keys(): IterableIterator<string>;
+    values(): IterableIterator<string>;
+    [Symbol.iterator](): IterableIterator<[string, string]>;
+    toString(): string;
+  }
+  /** Absolute URLs and references resolved against a base (no internationalised host names). */
+  class URL {
+    constructor(url: string | URL, base?: string | URL);
+    readonly protocol: string;
+    readonly host: string;
+    readonly hostname: string;
+    readonly port: string;
+    readonly origin: string;
+    pathname: string;
+    search: string;
+    hash: string;
+    readonly searchParams: URLSearchParams;
+    readonly href: string;
+    toString(): string;
+    toJSON(): string;
+    static canParse(url: string, base?: string): boolean;
   }
   /** Random bytes of the task (reproducible with `deterministic: true`). */
   var crypto: { getRandomValues<T extends ArrayBufferView>(view: T): T; randomUUID(): string };
