@@ -20,7 +20,7 @@ JS_ENGINE_INFO  := $(JS_ENGINE_DIR)/wasm/VERSION
 QUICKJS_DIR_FILE := $(JS_ENGINE_BUILD)/quickjs-$(QUICKJS_VERSION).dir
 QUICKJS_CFLAGS  := --target=wasm32-wasi -O2 -D_GNU_SOURCE
 # The C stack comes first in memory, so an overflow runs below address 0 and traps instead of
-# writing over the engine's data; 1 MiB holds about 2,900 JavaScript calls (docs/RATIONALE.md).
+# writing over the engine's data; 1 MiB holds 3,271 nested JavaScript calls (docs/guests.md).
 JS_ENGINE_LDFLAGS := -mexec-model=reactor -Wl,--stack-first -Wl,-z,stack-size=1048576 -Wl,--strip-all
 
 .PHONY: jsengine clean-jsengine

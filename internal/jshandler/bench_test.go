@@ -138,3 +138,33 @@ func BenchmarkLoad(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCompute is JavaScript doing work: fib(22) by plain recursion, about 57,000 calls.
+// fuel/op calibrates a step's `fuel:` for JavaScript (docs/guests.md): the engine is an
+// interpreter, and one of its opcodes costs many fuel units.
+func BenchmarkCompute(b *testing.B) {
+	for _, engine := range sandbox.Engines() {
+		b.Run(engine, func(b *testing.B) {
+			e, err := sandbox.New(engine, sandbox.Config{CacheDir: sandbox.DefaultCacheDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close(context.Background())
+			m, err := jshandler.Load(context.Background(), e, filepath.Join("testdata", "fib.ts"), sandbox.ModuleConfig{Fuel: 1 << 50}, jshandler.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close(context.Background())
+			t := sandbox.Task{Input: []byte(`{"n": 22}`), Context: greetCtx, Timeout: 60 * time.Second}
+			var fuel int64
+			for b.Loop() {
+				res, err := m.Run(context.Background(), t)
+				if err != nil || string(res.Output) != `{"fib":17711}` {
+					b.Fatalf("%s, %v", res.Output, err)
+				}
+				fuel = res.FuelUsed
+			}
+			b.ReportMetric(float64(fuel), "fuel/op")
+		})
+	}
+}

@@ -112,8 +112,8 @@ func (m *Module) explain(err error) error {
 		e.Message = fmt.Sprintf("memory limit of %s reached: the JavaScript engine ran out of memory\n%s",
 			bytesize.Text(m.memoryLimit), e.Message)
 	case e.Kind == sandbox.KindTrap && (strings.Contains(first, "out of bounds memory access") || strings.Contains(first, "stack overflow")):
-		e.Message = "the JavaScript call stack overflowed: recursion too deep for the engine's 1 MiB stack " +
-			"(about 2,900 nested calls on wazero, 600 on wasmtime) (" + e.Message + ")"
+		e.Message = "the JavaScript call stack overflowed: recursion too deep for the engine's stack " +
+			"(about 3,000 nested calls on wazero, 600 on wasmtime: docs/guests.md) (" + e.Message + ")"
 	}
 	return &e
 }

@@ -469,3 +469,26 @@ func TestSnapshotIsReproducibleAndCached(t *testing.T) {
 		t.Error("an edited handler kept its snapshot")
 	}
 }
+
+// How deep JavaScript may recurse (docs/guests.md, "Limits"): the deepest depth of
+// testdata/recurse.ts that still returns, found by bisection. Past it the task fails with
+// the stack overflow message.
+func TestRecursionDepth(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e sandbox.Engine) {
+		m := load(t, e, "recurse.ts", sandbox.ModuleConfig{})
+		lo, hi := 1, 100_000
+		for lo < hi {
+			mid := (lo + hi + 1) / 2
+			if _, err := run(t, m, fmt.Sprintf(`{"depth": %d}`, mid), 10*time.Second); err == nil {
+				lo = mid
+			} else {
+				wantKind(t, err, sandbox.KindTrap, "the JavaScript call stack overflowed")
+				hi = mid - 1
+			}
+		}
+		t.Logf("%s: the deepest recursion that returns: %d calls", e.Name(), lo)
+		if want := map[string]int{sandbox.EngineWazero: 2000, sandbox.EngineWasmtime: 500}[e.Name()]; lo < want {
+			t.Errorf("%s: recursion stops at %d calls, want at least %d", e.Name(), lo, want)
+		}
+	})
+}
