@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +29,18 @@ func example(b testing.TB, rel string) string {
 		b.Fatalf("%s is missing: run `make examples`", p)
 	}
 	return p
+}
+
+// mapTaskCtx is the context of a task of a map over n lines of text, as the worker writes it.
+func mapTaskCtx(n int) []byte {
+	lines := []string{`"the quick brown fox"`, `"jumps over"`, `"the lazy dog"`, `"pgflow on any postgres"`, `"wasm"`}
+	items := make([]string, n)
+	for i := range items {
+		items[i] = lines[i%len(lines)]
+	}
+	return []byte(`{"run_id":"0b7c4a52-2f6e-4d8a-9a1b-7c8d9e0f1a2b","flow_slug":"f","step_slug":"count","task_index":7,"attempt":1,` +
+		`"msg_id":7,"flow_input":[` + strings.Join(items, ",") + `],"worker_id":"6f1c2a9e-8b1d-4c3e-9f00-1234567890ab","timeout_ms":10000,` +
+		`"idempotency_key":"0b7c4a52-2f6e-4d8a-9a1b-7c8d9e0f1a2b:count:7","pgflow_version":"0.8","step_type":"map","depends_on":[]}`)
 }
 
 // cpuTime is the process's user + system CPU time.
@@ -59,6 +72,10 @@ func BenchmarkRun(b *testing.B) {
 			{"typescript/snapshot", "typescript/greet.ts", false, false},
 			{"typescript/start-per-task", "typescript/greet.ts", true, false},
 			{"typescript/snapshot-reused", "typescript/greet.ts", false, true},
+			// A task of a map over a 2,000-line run input (the bench's map shape): the
+			// context carries that input (about 33 KB), the task one line.
+			{"c/map-task", "c/word_count.wasm", false, false},
+			{"typescript/map-task", "typescript/word_count.ts", false, false},
 		} {
 			b.Run(engine+"/"+c.name, func(b *testing.B) {
 				path := example(b, c.path)
@@ -74,7 +91,11 @@ func BenchmarkRun(b *testing.B) {
 				}
 				defer m.Close(context.Background())
 				t := sandbox.Task{Input: []byte(`{"run":{"name":"Ada"}}`), Context: greetCtx, Timeout: 10 * time.Second}
-				if res, err := m.Run(context.Background(), t); err != nil || string(res.Output) != `{"greeting":"Hello, Ada!"}` {
+				want := `{"greeting":"Hello, Ada!"}`
+				if strings.HasSuffix(c.name, "/map-task") {
+					t.Input, t.Context, want = []byte(`"the quick brown fox"`), mapTaskCtx(2000), `{"text":"the quick brown fox","words":4}`
+				}
+				if res, err := m.Run(context.Background(), t); err != nil || string(res.Output) != want {
 					b.Fatalf("%s, %v", res.Output, err)
 				}
 				runtime.GC()

@@ -321,6 +321,20 @@ func TestInputShapeFollowsPgflow(t *testing.T) {
 				c.want, c.index, c.attempt, c.want, c.attempt)
 			t.Run(c.name, func(t *testing.T) { jsonEqual(t, res.Output, want) })
 		}
+		// A map task reads the flow input from the context only when it asks: whatever the
+		// input holds (escapes, brackets in strings, a nested "flow_input"), it reads it whole.
+		for _, fi := range []string{`"x\"}]\\"`, `{"a":"\"}]","flow_input":[1,{"b":"\\"}],"c":-1.5e3}`, `[true,null,false,0,{}]`, `12`} {
+			c := []byte(`{"step_slug":"flow_input","flow_input" : ` + fi + ` ,"step_type":"map","pgflow_version":"0.14","idempotency_key":"k","attempt":1}`)
+			res, err := m.Run(context.Background(), sandbox.Task{Input: []byte(`1`), Context: c, Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatalf("flow input %s: %v", fi, err)
+			}
+			var out struct{ FlowInput json.RawMessage }
+			if err := json.Unmarshal(res.Output, &out); err != nil {
+				t.Fatal(err)
+			}
+			t.Run("flow input "+fi, func(t *testing.T) { jsonEqual(t, out.FlowInput, fi) })
+		}
 		// A run input too large for the context: a single step still finds it under "run"; a
 		// map task is told why it has none.
 		big := map[string]any{"pgflow_version": "0.14", "step_type": "single", "flow_input": nil, "flow_input_omitted": true, "flow_input_bytes": 70000}

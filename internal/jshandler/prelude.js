@@ -6,7 +6,7 @@
 // in the snapshot: nothing in it may depend on a task.
 (function install(natives) {
   "use strict";
-  const { log, random, http, config, utf8_decode, utf8_encode } = natives;
+  const { log, random, http, config, utf8_decode, utf8_encode, flow_input } = natives;
   const g = globalThis;
   const define = (obj, name, value) =>
     Object.defineProperty(obj, name, { value, writable: true, configurable: true, enumerable: false });
@@ -455,9 +455,19 @@
       idempotencyKey: c.idempotency_key,
       shutdownSignal: neverAborted,
     };
-    if (!c.flow_input_omitted) ctx.flowInput = c.flow_input;
-    else if (c.step_type !== "map" && input !== null && typeof input === "object") ctx.flowInput = input.run;
-    else Object.defineProperty(ctx, "flowInput", unavailable("ctx.flowInput",
+    // A single step's input carries the flow input under "run" (abi/SPEC.md); elsewhere it is
+    // parsed from the context only if the handler reads it.
+    if (c.step_type === "single" && input !== null && typeof input === "object" && "run" in input) ctx.flowInput = input.run;
+    else if (!c.flow_input_omitted) {
+      let value, parsed = false;
+      Object.defineProperty(ctx, "flowInput", {
+        get() {
+          if (!parsed) [value, parsed] = [flow_input(), true];
+          return value;
+        },
+        enumerable: true,
+      });
+    } else Object.defineProperty(ctx, "flowInput", unavailable("ctx.flowInput",
       `the run's input is ${c.flow_input_bytes} bytes, over the 64 KiB a map task's context carries; pass what the map needs in its array`));
     Object.defineProperty(ctx, "sql", unavailable("ctx.sql", "a handler has no database connection; return data for a later step, or call an HTTP API"));
     Object.defineProperty(ctx, "supabase", unavailable("ctx.supabase", "call Supabase's HTTP API with fetch and a key from ctx.env"));

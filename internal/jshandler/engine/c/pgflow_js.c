@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "pgflow.h"
+#include "pgflow_json.h"
 #include "quickjs.h"
 
 #define EXPORT(name) __attribute__((export_name(name)))
@@ -41,6 +42,10 @@ static JSContext *ctx;
  * value for error_write; fireTimer() runs the next due timer, false when none is left. */
 static JSValue run_fn, describe_fn, timer_fn;
 static int ready;
+/* The context's flow_input value during a task, parsed only when the handler reads
+ * ctx.flowInput (flow_input()): a map task's context can carry a run input of 64 KiB. */
+static const char *flow_input_p;
+static size_t flow_input_len;
 
 /* Reserves n bytes for source which (0 prelude, 1 bundle); the host writes them there. */
 EXPORT("pgflowjs_source") char *pgflowjs_source(int which, size_t n) {
@@ -211,6 +216,20 @@ static JSValue js_utf8_encode(JSContext *c, JSValueConst this_val, int argc, JSV
 	return r;
 }
 
+/* flow_input() -> the task context's flow_input, parsed (null outside a task). */
+static JSValue js_flow_input(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
+	(void)this_val, (void)argc, (void)argv;
+	if (flow_input_p == NULL) return JS_NULL;
+	/* JS_ParseJSON reads a NUL-terminated text. */
+	char *text = malloc(flow_input_len + 1);
+	if (text == NULL) return JS_ThrowOutOfMemory(c);
+	memcpy(text, flow_input_p, flow_input_len);
+	text[flow_input_len] = '\0';
+	JSValue v = JS_ParseJSON(c, text, flow_input_len, "<flow_input>");
+	free(text);
+	return v;
+}
+
 /* ---- initialisation ------------------------------------------------------------------- */
 
 static JSValue get_fn(JSContext *c, JSValueConst obj, const char *name) {
@@ -238,6 +257,7 @@ static int init(void) {
 	JS_SetPropertyStr(ctx, natives, "config", JS_NewCFunction(ctx, js_config, "config", 1));
 	JS_SetPropertyStr(ctx, natives, "utf8_decode", JS_NewCFunction(ctx, js_utf8_decode, "utf8_decode", 1));
 	JS_SetPropertyStr(ctx, natives, "utf8_encode", JS_NewCFunction(ctx, js_utf8_encode, "utf8_encode", 1));
+	JS_SetPropertyStr(ctx, natives, "flow_input", JS_NewCFunction(ctx, js_flow_input, "flow_input", 0));
 	JSValue hooks = JS_Call(ctx, install, JS_UNDEFINED, 1, &natives);
 	JS_FreeValue(ctx, install);
 	JS_FreeValue(ctx, natives);
@@ -307,12 +327,102 @@ static int settle(JSValue promise) {
 	}
 }
 
+/* skip_value returns the end of the JSON value at p, or NULL. It does not validate (the
+ * context is JSON: the parse that follows checks what remains): finding the flow input's end
+ * this way costs a fraction of a full parse, which a map task would pay for every element. */
+static const char *skip_value(const char *p, const char *end) {
+	int depth = 0;
+	do {
+		if (p >= end) return NULL;
+		switch (*p) {
+		case '"':
+			for (p++;; p++) {
+				p = memchr(p, '"', (size_t)(end - p));
+				if (p == NULL) return NULL;
+				const char *q = p;
+				while (q[-1] == '\\') q--;
+				if ((p - q) % 2 == 0) break; /* not escaped */
+			}
+			p++;
+			break;
+		case '[':
+		case '{':
+			depth++, p++;
+			break;
+		case ']':
+		case '}':
+			depth--, p++;
+			break;
+		default:
+			if (depth == 0) { /* a number or a literal */
+				while (p < end && !strchr(",}] \t\r\n", *p)) p++;
+				return p;
+			}
+			p++;
+		}
+	} while (depth > 0);
+	return p;
+}
+
+/* find_flow_input finds the value of the context object's top-level member "flow_input". */
+static int find_flow_input(const char *p, const char *end, pj_value *out) {
+	static const char key[] = "\"flow_input\"";
+	p = pj_ws_(p, end);
+	if (p >= end || *p != '{') return 0;
+	for (p++;;) {
+		p = pj_ws_(p, end);
+		if (p >= end || *p != '"') return 0;
+		const char *k = p;
+		if ((p = skip_value(p, end)) == NULL) return 0;
+		int match = (size_t)(p - k) == sizeof key - 1 && memcmp(k, key, sizeof key - 1) == 0;
+		p = pj_ws_(p, end);
+		if (p >= end || *p != ':') return 0;
+		p = pj_ws_(p + 1, end);
+		const char *v = p;
+		if ((p = skip_value(p, end)) == NULL) return 0;
+		if (match) {
+			out->p = v, out->end = p;
+			return 1;
+		}
+		p = pj_ws_(p, end);
+		if (p >= end || *p != ',') return 0;
+		p++;
+	}
+}
+
+/* Parses the context with null for its flow_input, whose text flow_input() parses when asked. */
+static JSValue parse_context(pgflow_bytes context) {
+	pj_value fi;
+	if (!find_flow_input(context.data, context.data + context.len, &fi))
+		return JS_ParseJSON(ctx, context.data, context.len, "<context>");
+	size_t before = (size_t)(fi.p - context.data), after = (size_t)(context.data + context.len - fi.end);
+	char *rest = malloc(before + 4 + after + 1);
+	if (rest == NULL) return JS_ThrowOutOfMemory(ctx);
+	memcpy(rest, context.data, before);
+	memcpy(rest + before, "null", 4);
+	memcpy(rest + before + 4, fi.end, after);
+	rest[before + 4 + after] = '\0'; /* JS_ParseJSON reads a NUL-terminated text */
+	JSValue v = JS_ParseJSON(ctx, rest, before + 4 + after, "<context>");
+	free(rest);
+	flow_input_p = fi.p;
+	flow_input_len = (size_t)(fi.end - fi.p);
+	return v;
+}
+
+static int run_task(pgflow_bytes input, pgflow_bytes context);
+
 static int handle(pgflow_bytes input, pgflow_bytes context) {
 	if (!ready && init() != PGFLOW_OK) return PGFLOW_ERROR;
+	int status = run_task(input, context);
+	flow_input_p = NULL; /* the context's memory is the task's */
+	return status;
+}
+
+static int run_task(pgflow_bytes input, pgflow_bytes context) {
 	JSValue args[2];
 	args[0] = JS_ParseJSON(ctx, input.data, input.len, "<input>");
 	if (JS_IsException(args[0])) return fail_exception(ctx, "the task input is not JSON: ");
-	args[1] = JS_ParseJSON(ctx, context.data, context.len, "<context>");
+	args[1] = parse_context(context);
 	if (JS_IsException(args[1])) {
 		JS_FreeValue(ctx, args[0]);
 		return fail_exception(ctx, "the task context is not JSON: ");
