@@ -380,7 +380,7 @@ func TestServeReloadsATypeScriptHandlersImports(t *testing.T) {
 		r := waitRun(t, db.Pool, startRun(t, db.Pool, "greeting", `{}`), 30*time.Second)
 		return string(r.Output)
 	}
-	waitFor(t, 30*time.Second, func() (bool, string) {
+	waitFor(t, 3*time.Minute, func() (bool, string) {
 		var n int
 		_ = db.Pool.QueryRow(ctx, `select count(*) from pgflow.workers where queue_name = 'greeting'`).Scan(&n)
 		return n > 0, "the worker never registered:\n" + logs.String()
@@ -397,7 +397,9 @@ func TestServeReloadsATypeScriptHandlersImports(t *testing.T) {
 		t.Errorf("after a refused edit: %s, want the handler loaded before", got)
 	}
 	write("lib/word.ts", "export const word = 'bonjour';\n")
-	waitFor(t, 30*time.Second, func() (bool, string) {
+	// A new handler is a new snapshot to compile: seconds, and a minute and more under the
+	// race detector on a loaded machine.
+	waitFor(t, 3*time.Minute, func() (bool, string) {
 		return outputOf() == `{"s": "bonjour"}`, "the edited import was not picked up:\n" + logs.String()
 	})
 }
