@@ -1,6 +1,7 @@
 # pgflow-wasm: the two commands in the README are `make run` and `make test`.
 # Toolchains and example modules: mk/toolchains.mk and mk/examples.mk.
 # Database pieces (npm-pinned pgflow schema, local cluster): mk/db.mk.
+# The JavaScript engine of TypeScript handlers (QuickJS-NG from the Go module proxy): mk/jsengine.mk.
 
 SHELL := /bin/bash
 GO ?= go
@@ -17,7 +18,8 @@ build: $(PGFLOW_SQL)
 	$(GO) build -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/pgflow-wasm
 
 # Everything a test or a run needs that is built from source or fetched by a registry:
-# toolchains (mk/toolchains.mk), the pinned pgflow schema (mk/db.mk), example and test modules.
+# toolchains (mk/toolchains.mk), the pinned pgflow schema (mk/db.mk), example and test modules
+# and the JavaScript engine (mk/jsengine.mk adds it to modules and build).
 deps: toolchains node_modules $(PGFLOW_SQL)
 modules: examples testmodules sandbox-testdata
 

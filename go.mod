@@ -6,6 +6,7 @@ require (
 	github.com/bytecodealliance/wasmtime-go/v39 v39.0.1
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
+	github.com/evanw/esbuild v0.28.2
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/pgflow-wasm/pgflow-wasm/abi/go v0.0.0
 	github.com/prometheus/client_golang v1.25.0

@@ -143,6 +143,13 @@ const (
 	CtxTimeoutMS        = "timeout_ms"
 	// CtxIdempotencyKey is the same for every attempt of one task: "<run_id>:<step_slug>:<task_index>".
 	CtxIdempotencyKey = "idempotency_key"
+	// CtxPgflowVersion names the pgflow the database speaks ("0.8", "0.12", ...: the oldest
+	// release with its catalogue), CtxStepType the step's type ("single" or "map") and
+	// CtxDependsOn its dependencies: what a guest needs to give a handler pgflow's own input
+	// shape of that release (the JavaScript handlers do).
+	CtxPgflowVersion = "pgflow_version"
+	CtxStepType      = "step_type"
+	CtxDependsOn     = "depends_on"
 )
 
 // IdempotencyKey is the context's idempotency_key of a task.
@@ -170,4 +177,8 @@ type Context struct {
 	// FlowInputOmitted is true (and FlowInput null) when the input was over MaxContextFlowInput.
 	FlowInputOmitted bool `json:"flow_input_omitted,omitempty"`
 	FlowInputBytes   int  `json:"flow_input_bytes,omitempty"`
+	// PgflowVersion is empty when the host does not know it.
+	PgflowVersion string   `json:"pgflow_version,omitempty"`
+	StepType      string   `json:"step_type"`
+	DependsOn     []string `json:"depends_on"`
 }

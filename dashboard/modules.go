@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
@@ -15,7 +16,7 @@ func LoadModules(ctx context.Context, file *flowfile.File, engine sandbox.Engine
 	infos := map[[2]string]sandbox.Info{}
 	for _, fl := range file.Flows {
 		for _, s := range fl.Steps {
-			m, err := engine.Load(ctx, s.Module, s.ModuleConfig())
+			m, err := stepmodule.Load(ctx, engine, s, s.ModuleConfig())
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d: flow %q step %q: %w", file.Path, s.ModuleLine, fl.Slug, s.Slug, err)
 			}

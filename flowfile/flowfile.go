@@ -1,5 +1,6 @@
 // Package flowfile loads and validates flows.yaml: the flows a worker serves, their steps,
-// dependencies, options and the WebAssembly module of each step.
+// dependencies, options and the handler of each step (a WebAssembly module, or a TypeScript or
+// JavaScript file).
 //
 // Loading is strict: unknown keys, wrong types, bad slugs, missing dependencies, cycles and
 // out-of-range options are errors, each naming the file and line and what to write instead.
@@ -56,7 +57,8 @@ type Step struct {
 	Slug      string
 	Type      string // StepSingle or StepMap
 	DependsOn []string
-	// Module is the handler's path: absolute, resolved against the flows file's folder.
+	// Module is the handler's path: absolute, resolved against the flows file's folder; a
+	// WebAssembly module, or a TypeScript or JavaScript file the worker bundles (internal/jshandler).
 	Module     string
 	ModuleLine int
 	// Step options; nil inherits the flow's value (stored as NULL in pgflow.steps).

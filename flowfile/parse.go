@@ -284,7 +284,7 @@ func (p *parser) step(flow string, n *yaml.Node, defaults capabilityDefaults) *S
 			}
 		}
 	case mapValue(n, "module") == nil:
-		p.errorf(n.Line, "step %q of flow %q has no `module:` (the path of its .wasm handler, relative to this file; or `external: true` "+
+		p.errorf(n.Line, "step %q of flow %q has no `module:` (the path of its .wasm module or .ts handler, relative to this file; or `external: true` "+
 			"when another worker, such as pgflow's own, serves it)", s.Slug, flow)
 	}
 	return s
@@ -384,7 +384,7 @@ func (p *parser) dependsOn(v *yaml.Node) []string {
 
 func (p *parser) module(v *yaml.Node) string {
 	if v.Kind != yaml.ScalarNode || v.Value == "" {
-		p.errorf(v.Line, "`module` must be the path of a .wasm file, not %s", kindName(v))
+		p.errorf(v.Line, "`module` must be the path of a .wasm module or of a TypeScript or JavaScript handler (.ts, .mts, .js, .mjs), not %s", kindName(v))
 		return ""
 	}
 	path := v.Value
@@ -402,7 +402,7 @@ func (p *parser) module(v *yaml.Node) string {
 	case err != nil:
 		p.errorf(v.Line, "module %q: %v", v.Value, err)
 	case st.IsDir():
-		p.errorf(v.Line, "module %q is a folder: point at the .wasm file inside it", v.Value)
+		p.errorf(v.Line, "module %q is a folder: point at the .wasm or .ts file inside it", v.Value)
 	}
 	return path
 }

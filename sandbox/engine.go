@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/instrument"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
 )
@@ -172,14 +175,42 @@ func (e *engine) Name() string   { return e.name }
 func (e *engine) Abandoned() int { return int(e.abandoned.Load()) }
 
 func (e *engine) Load(ctx context.Context, path string, mc ModuleConfig) (Module, error) {
-	if mc.MemoryLimit != 0 && mc.MemoryLimit < wasmfile.PageSize {
-		return nil, fmt.Errorf("sandbox: memory limit of %d bytes is below one 64 KiB page", mc.MemoryLimit)
+	if err := checkMemoryLimit(mc); err != nil {
+		return nil, err
 	}
+	wasm, info, err := readModule(path, e.cfg.MaxModuleBytes)
+	if err != nil {
+		return nil, err
+	}
+	return e.loadBytes(ctx, wasm, info, mc)
+}
+
+func (e *engine) LoadBytes(ctx context.Context, name string, wasm []byte, mc ModuleConfig) (Module, error) {
+	if err := checkMemoryLimit(mc); err != nil {
+		return nil, err
+	}
+	info := Info{Path: name, Size: int64(len(wasm))}
+	if info.Size > e.cfg.MaxModuleBytes {
+		return nil, invalid("module is %s, over the size cap of %s", bytesize.Text(uint64(info.Size)), bytesize.Text(uint64(e.cfg.MaxModuleBytes)))
+	}
+	sum := sha256.Sum256(wasm)
+	info.SHA256 = hex.EncodeToString(sum[:])
+	return e.loadBytes(ctx, wasm, info, mc)
+}
+
+func checkMemoryLimit(mc ModuleConfig) error {
+	if mc.MemoryLimit != 0 && mc.MemoryLimit < wasmfile.PageSize {
+		return fmt.Errorf("sandbox: memory limit of %d bytes is below one 64 KiB page", mc.MemoryLimit)
+	}
+	return nil
+}
+
+func (e *engine) loadBytes(ctx context.Context, wasm []byte, info Info, mc ModuleConfig) (Module, error) {
 	mc = mc.withDefaults()
 	if !e.life.acquire() {
 		return nil, ErrClosed
 	}
-	m, err := e.load(ctx, path, mc)
+	m, err := e.load(ctx, wasm, info, mc)
 	if err != nil {
 		e.life.done()
 		return nil, err
@@ -190,11 +221,7 @@ func (e *engine) Load(ctx context.Context, path string, mc ModuleConfig) (Module
 	return m, nil
 }
 
-func (e *engine) load(ctx context.Context, path string, mc ModuleConfig) (*module, error) {
-	wasm, info, err := readModule(path, e.cfg.MaxModuleBytes)
-	if err != nil {
-		return nil, err
-	}
+func (e *engine) load(ctx context.Context, wasm []byte, info Info, mc ModuleConfig) (*module, error) {
 	parsed, err := validate(wasm, &info, e.cfg, mc)
 	if err != nil {
 		return nil, err

@@ -1,12 +1,14 @@
 package sandbox_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
@@ -74,4 +76,45 @@ func TestInspectRejected(t *testing.T) {
 	if err != nil || info.Mode != sandbox.ModeCommand {
 		t.Errorf("command module: %+v, %v", info, err)
 	}
+}
+
+// LoadBytes is Load for a module made in memory: the same Info (under the given name), the
+// same checks, the same size cap.
+func TestLoadBytes(t *testing.T) {
+	t.Parallel()
+	path := testModule(t, "echo")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forEachEngine(t, func(t *testing.T, engine string) {
+		e := newEngine(t, engine, sandbox.Config{MaxModuleBytes: int64(len(raw))})
+		fromFile := load(t, e, path, sandbox.ModuleConfig{})
+		m, err := e.LoadBytes(context.Background(), "made/in/memory.wasm", raw, sandbox.ModuleConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close(context.Background())
+		want := fromFile.Info()
+		want.Path = "made/in/memory.wasm"
+		if got := m.Info(); !reflect.DeepEqual(got, want) {
+			t.Errorf("LoadBytes Info =\n%+v\nwant\n%+v", got, want)
+		}
+		res, err := m.Run(context.Background(), task(`{"a":1}`, 5*time.Second))
+		if err != nil || string(res.Output) != `{"a":1}` {
+			t.Errorf("Run: %s, %v", res.Output, err)
+		}
+		bad, err := os.ReadFile(testModule(t, "unknown_import"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.LoadBytes(context.Background(), "bad.wasm", bad, sandbox.ModuleConfig{})
+		wantKind(t, err, sandbox.KindInvalidModule, "env.abort")
+		_, err = e.LoadBytes(context.Background(), "big.wasm", append(raw, 0), sandbox.ModuleConfig{})
+		wantKind(t, err, sandbox.KindInvalidModule, "over the size cap")
+		_, err = e.LoadBytes(context.Background(), "tiny.wasm", raw, sandbox.ModuleConfig{MemoryLimit: 100})
+		if err == nil || !strings.Contains(err.Error(), "below one 64 KiB page") {
+			t.Errorf("a memory limit below a page: %v", err)
+		}
+	})
 }

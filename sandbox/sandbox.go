@@ -21,6 +21,10 @@ type Engine interface {
 	// Load reads, validates and compiles the module at path. A module that would be
 	// rejected returns an *Error of KindInvalidModule that says why.
 	Load(ctx context.Context, path string, mc ModuleConfig) (Module, error)
+	// LoadBytes is Load for a module made in memory (a JavaScript handler's snapshot):
+	// the same size cap, validation, compile, limits and capabilities. name stands for
+	// the path in Info and messages.
+	LoadBytes(ctx context.Context, name string, wasm []byte, mc ModuleConfig) (Module, error)
 	// Abandoned counts calls whose guest code still runs past its deadline + WatchdogGrace.
 	// Both engines stop every known guest well before that (docs/sandbox.md), so it stays
 	// 0; the worker restarts itself when such calls pile up anyway.

@@ -5,12 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/handlertest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/jshandler"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
@@ -22,7 +27,7 @@ func moduleCommand() *cli.Command {
 		Subcommands: []*cli.Command{{
 			Name:      "inspect",
 			Usage:     "show a module's ABI version, mode, imports, exports and memory, and whether the sandbox accepts it",
-			ArgsUsage: "FILE",
+			ArgsUsage: "FILE (.wasm, or a TypeScript or JavaScript handler: .ts, .mts, .js, .mjs)",
 			Description: "Validates the module as the worker would when loading a flow: allowed imports and their\n" +
 				"signatures, required exports, memory (against --memory-limit), then compiles it and asks it\n" +
 				"for its ABI version. Exits 1 when the module is rejected, 2 when it cannot be read or on bad usage.",
@@ -33,8 +38,64 @@ func moduleCommand() *cli.Command {
 				&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of text"},
 			},
 			Action: moduleInspect,
+		}, {
+			Name:      "test",
+			Usage:     "run a handler's unit tests through the sandbox: each case one task, as the worker runs it",
+			ArgsUsage: "HANDLER [CASES]",
+			Description: "HANDLER is a .ts, .js or .wasm handler; CASES a JSON file (default: HANDLER's name with\n" +
+				".test.json) of cases, each a task and what it must give:\n\n" +
+				"  {\"pgflow_version\": \"0.14\", \"cases\": [\n" +
+				"    {\"name\": \"greets\", \"flow_input\": {\"name\": \"Ada\"}, \"output\": {\"greeting\": \"Hello, Ada!\"}},\n" +
+				"    {\"name\": \"after a step\", \"deps\": {\"price\": 12}, \"env\": {\"TOKEN\": \"x\"}, \"error\": \"no customer\"},\n" +
+				"    {\"name\": \"one element of a map\", \"element\": \"a line\", \"task_index\": 3, \"output\": 2, \"logs\": [\"counted\"]}]}\n\n" +
+				"env grants named values with these values, http_allow outbound HTTP to these hosts (real\n" +
+				"requests). pgflow_version picks the handler input pgflow's own worker gives (0.8: {\"run\": ...}\n" +
+				"for every step; 0.12 and later: the flow input for a step without deps). Exits 1 when a case fails.",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "engine", Value: sandbox.EngineWazero, Usage: "wazero or wasmtime (binaries built with -tags wasmtime)"},
+				&cli.StringFlag{Name: "cache-dir", Value: sandbox.DefaultCacheDir(), Usage: "compilation cache folder (\"\" disables it)"},
+			},
+			Action: moduleTest,
 		}},
 	}
+}
+
+func moduleTest(c *cli.Context) error {
+	if c.NArg() < 1 || c.NArg() > 2 {
+		return cli.Exit("module test: give a handler and, optionally, its cases file", 2)
+	}
+	handler := c.Args().Get(0)
+	cases := c.Args().Get(1)
+	if cases == "" {
+		cases = handlertest.DefaultCases(handler)
+	}
+	f, err := handlertest.Read(cases)
+	if err != nil {
+		return cli.Exit("module test: "+err.Error(), 2)
+	}
+	engine, err := sandbox.New(c.String("engine"), sandbox.Config{CacheDir: c.String("cache-dir")})
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	defer engine.Close(c.Context)
+	results, err := handlertest.Run(c.Context, engine, handler, f)
+	if err != nil {
+		return cli.Exit("module test: "+err.Error(), 2)
+	}
+	passed := 0
+	for _, r := range results {
+		if r.Passed {
+			passed++
+			fmt.Fprintf(c.App.Writer, "ok    %s (%s)\n", r.Name, r.Duration.Round(10*time.Microsecond))
+		} else {
+			fmt.Fprintf(c.App.Writer, "FAIL  %s: %s\n", r.Name, r.Problem)
+		}
+	}
+	fmt.Fprintf(c.App.Writer, "%s: %d of %d cases passed (%s)\n", handler, passed, len(results), engine.Name())
+	if passed != len(results) {
+		return cli.Exit("", 1)
+	}
+	return nil
 }
 
 // inspection is the JSON form of `module inspect`.
@@ -52,6 +113,8 @@ type inspection struct {
 	MemoryLimit uint64         `json:"memory_limit"`
 	Accepted    bool           `json:"accepted"`
 	Reason      string         `json:"reason,omitempty"`
+	// Sources: the files a TypeScript or JavaScript handler imports besides itself.
+	Sources []string `json:"sources,omitempty"`
 }
 
 func moduleInspect(c *cli.Context) error {
@@ -71,9 +134,26 @@ func moduleInspect(c *cli.Context) error {
 	}
 	defer engine.Close(c.Context)
 
+	var info sandbox.Info
+	var sources []string
+	if jshandler.IsSource(path) {
+		// A TypeScript or JavaScript handler is a module once bundled and snapshotted, as the
+		// worker does it; what it is made of then shows.
+		if _, err := os.Stat(path); err != nil {
+			return cli.Exit("module inspect: cannot read "+path+": "+err.Error(), 2)
+		}
+		info.Path = path
+		m, err := stepmodule.LoadPath(c.Context, engine, path, mc)
+		if err == nil {
+			info = m.Info()
+			sources = stepmodule.Sources(m)
+			_ = m.Close(c.Context)
+		}
+		return reportInspection(c, engine, info, sources, limit, err)
+	}
 	// The static checks first, so a rejected module still shows what it is made of;
 	// then a real Load, which compiles it and asks for its ABI version.
-	info, err := sandbox.Inspect(path, cfg, mc)
+	info, err = sandbox.Inspect(path, cfg, mc)
 	if err != nil && info.SHA256 == "" {
 		// The file could not be read: there is no module to describe, only the reason.
 		msg := err.Error()
@@ -89,13 +169,18 @@ func moduleInspect(c *cli.Context) error {
 			_ = m.Close(c.Context)
 		}
 	}
+	return reportInspection(c, engine, info, nil, limit, err)
+}
+
+// reportInspection prints what inspect found; exit code 1 when the module is rejected.
+func reportInspection(c *cli.Context, engine sandbox.Engine, info sandbox.Info, sources []string, limit uint64, err error) error {
 	var rejected *sandbox.Error
 	if err != nil && !errors.As(err, &rejected) {
 		return cli.Exit(err.Error(), 2)
 	}
-	out := inspection{Path: path, Size: info.Size, SHA256: info.SHA256, Mode: info.Mode, ABIVersion: info.ABIVersion,
+	out := inspection{Path: c.Args().First(), Size: info.Size, SHA256: info.SHA256, Mode: info.Mode, ABIVersion: info.ABIVersion,
 		MemoryMin: info.MemoryMinPages, MemoryMax: info.MemoryMaxPages, Imports: info.Imports, Exports: info.Exports,
-		Engine: engine.Name(), MemoryLimit: limit, Accepted: err == nil}
+		Engine: engine.Name(), MemoryLimit: limit, Accepted: err == nil, Sources: sources}
 	if rejected != nil {
 		out.Reason = rejected.Message
 	}
@@ -132,6 +217,9 @@ func printInspection(w io.Writer, in inspection) {
 	}
 	fmt.Fprintf(tw, "memory:\tmin %d pages (%d KiB), %s; limit %s\n", in.MemoryMin, uint64(in.MemoryMin)*64, max, bytesize.Flag(in.MemoryLimit))
 	fmt.Fprintf(tw, "engine:\t%s\n", in.Engine)
+	for _, src := range in.Sources {
+		fmt.Fprintf(tw, "imports source:\t%s\n", src)
+	}
 	tw.Flush()
 	printFuncs(w, "imports", in.Imports, true)
 	printFuncs(w, "exports", in.Exports, false)

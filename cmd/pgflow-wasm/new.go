@@ -21,7 +21,8 @@ func newCommand() *cli.Command {
 			"installs the missing toolchain and builds NAME.wasm on a fresh Debian machine, a flows.yaml\n" +
 			"that runs it, and the guest library copied from this binary (pgflow/, versioned in\n" +
 			"pgflow/VERSION: no registry needed). NAME is the folder's name unless --name gives another;\n" +
-			"it names the flow, its step and the module file.\n\n" +
+			"it names the flow, its step and the module file. A typescript project has NAME.ts, which\n" +
+			"the worker bundles itself, tests run by `pgflow-wasm module test`, and ctx's types.\n\n" +
 			"Examples:\n" +
 			"   pgflow-wasm new rust ~/code/resize_image\n" +
 			"   pgflow-wasm new tinygo ./handlers/score --name score_order\n" +
@@ -63,8 +64,8 @@ func printProject(c *cli.Context, p *scaffold.Project) {
 	fmt.Fprintf(w, "  %-22s %s\n", "pgflow/", p.Library)
 	fmt.Fprintf(w, "\nnext:\n")
 	fmt.Fprintf(w, "  cd %s\n", dir)
-	fmt.Fprintf(w, "  make                    # installs what is missing, builds %s\n", p.Module)
-	fmt.Fprintf(w, "  make test               # unit tests through the ABI\n")
+	fmt.Fprintf(w, "  make                    # %s\n", p.Lang.MakeDoes(p.Name))
+	fmt.Fprintf(w, "  make test               # unit tests: %s\n", p.Lang.TestRunner)
 	fmt.Fprintf(w, "  pgflow-wasm validate\n")
 	fmt.Fprintf(w, "  pgflow-wasm serve       # with DATABASE_URL set; `pgflow-wasm db install` installs pgflow there\n")
 	fmt.Fprintf(w, "  pgflow-wasm start %s --input '{\"name\": \"Ada\"}' --wait\n", p.Name)

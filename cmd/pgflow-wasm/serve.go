@@ -23,6 +23,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/tracing"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
@@ -354,7 +355,7 @@ func validateCommand() *cli.Command {
 			for _, fl := range file.Flows {
 				for _, s := range fl.Steps {
 					steps++
-					m, err := engine.Load(c.Context, s.Module, s.ModuleConfig())
+					m, err := stepmodule.Load(c.Context, engine, s, s.ModuleConfig())
 					if err != nil {
 						rejected++
 						fmt.Fprintf(c.App.ErrWriter, "%s:%d: flow %q step %q: %v\n", file.Path, s.ModuleLine, fl.Slug, s.Slug, err)

@@ -20,7 +20,7 @@ type Contender struct {
 	Name string // e.g. "floor", "reference", "wazero/c/polling"
 	Kind string // KindFloor, KindReference or KindWorker
 	// For KindWorker:
-	Lang   string // assemblyscript, c, rust, tinygo, go
+	Lang   string // assemblyscript, c, rust, tinygo, go, typescript
 	Engine string // wazero or wasmtime
 	Signal string // polling or notify
 	// Binary and Args let a variant run another build or extra serve flags (before/after
@@ -70,8 +70,9 @@ const (
 	KindWorker    = "pgflow-wasm"
 )
 
-// Languages whose example modules the benchmark runs, in report order.
-var Languages = []string{"assemblyscript", "c", "rust", "tinygo", "go"}
+// Languages whose example modules the benchmark runs, in report order (typescript: the .ts
+// examples, which the worker bundles and runs in its JavaScript engine).
+var Languages = []string{"assemblyscript", "c", "rust", "tinygo", "go", "typescript"}
 
 // DefaultContenders is the full matrix: the floor, the reference, pgflow-wasm with every
 // language under both signals on wazero, and C on wasmtime under both signals.

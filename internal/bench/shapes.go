@@ -26,8 +26,12 @@ const (
 
 // flowsYAML writes the flow of a shape, with the given language's example modules.
 func (r *runner) flowsYAML(shape, lang string, reuseInstances bool) (string, string, error) {
+	ext := ".wasm"
+	if lang == "typescript" {
+		ext = ".ts"
+	}
 	mod := func(example string) string {
-		return filepath.Join(r.cfg.RepoRoot, "modules", "examples", lang, example+".wasm")
+		return filepath.Join(r.cfg.RepoRoot, "modules", "examples", lang, example+ext)
 	}
 	// Standard Go spends milliseconds starting its runtime in each fresh instance; its steps
 	// reuse instances, as docs/guests.md recommends.

@@ -14,7 +14,8 @@ import (
 )
 
 // libraryTitles names each guest library in its VERSION file.
-var libraryTitles = map[string]string{"rust": "Rust", "go": "Go and TinyGo", "assemblyscript": "AssemblyScript", "c": "C"}
+var libraryTitles = map[string]string{"rust": "Rust", "go": "Go and TinyGo", "assemblyscript": "AssemblyScript", "c": "C",
+	"typescript": "TypeScript and JavaScript (types only: the worker carries the runtime)"}
 
 // libraryFiles returns the guest library of lang as the binary carries it, keyed by path
 // relative to the project's pgflow/ folder, with a VERSION file naming the ABI version,

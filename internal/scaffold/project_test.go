@@ -108,11 +108,12 @@ func TestNewProjectsBuildTestAndRun(t *testing.T) {
 			func() {
 				builds <- struct{}{}
 				defer func() { <-builds }()
-				run(t, dir, "make")
-				out = run(t, dir, "make", "test")
+				// PGFLOW_WASM: the TypeScript project's make runs pgflow-wasm itself.
+				run(t, dir, "make", "PGFLOW_WASM="+bin)
+				out = run(t, dir, "make", "test", "PGFLOW_WASM="+bin)
 			}()
 			t.Logf("make test:\n%s", lastLines(out, 6))
-			if _, err := os.Stat(filepath.Join(dir, name+".wasm")); err != nil {
+			if _, err := os.Stat(filepath.Join(dir, lang.ModuleFile(name))); err != nil {
 				t.Fatalf("make built no module: %v", err)
 			}
 

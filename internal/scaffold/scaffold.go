@@ -41,6 +41,25 @@ type Language struct {
 	tools     []string // toolchain installers copied into tools/
 	stepNote  string   // appended to the step's line in flows.yaml
 	toolchain string   // the README's paragraph on the toolchain
+	module    string   // the step's module file: "__NAME__.wasm" unless set
+	makeDoes  string   // what `make` does, for the next steps `new` prints: builds the module unless set
+}
+
+// ModuleFile is the file the project's step runs, for a handler named name.
+func (l *Language) ModuleFile(name string) string {
+	m := l.module
+	if m == "" {
+		m = "__NAME__.wasm"
+	}
+	return strings.ReplaceAll(m, "__NAME__", name)
+}
+
+// MakeDoes says what the project's `make` does.
+func (l *Language) MakeDoes(name string) string {
+	if l.makeDoes != "" {
+		return l.makeDoes
+	}
+	return "installs what is missing, builds " + l.ModuleFile(name)
 }
 
 // Languages lists every language `pgflow-wasm new` knows, in the order help texts show them.
@@ -83,6 +102,12 @@ var Languages = []*Language{
 		templates: []string{"common", "c"}, library: "c", tools: []string{"install-apt-packages.sh"},
 		toolchain: "Toolchain: Debian's clang, lld and wasi-libc (`make` installs them with apt when\n" +
 			"missing); the unit tests are built natively with the same clang.",
+	},
+	{
+		Name: "typescript", Title: "TypeScript", HandlerFile: "__NAME__.ts", TestFile: "__NAME__.test.json",
+		TestRunner: "pgflow-wasm module test: each case a task through the sandbox",
+		templates:  []string{"common", "typescript"}, library: "typescript", module: "__NAME__.ts",
+		makeDoes: "pgflow-wasm validate: the handler builds and loads (nothing to compile)",
 	},
 }
 
@@ -208,7 +233,7 @@ func New(opts Options) (*Project, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Project{Dir: dir, Name: name, Module: name + ".wasm", Lang: lang}
+	p := &Project{Dir: dir, Name: name, Module: lang.ModuleFile(name), Lang: lang}
 	for rel := range files {
 		p.Files = append(p.Files, rel)
 	}

@@ -57,11 +57,11 @@ func TestEveryLanguageRendersCompletely(t *testing.T) {
 				t.Errorf("%s: %s keeps its template suffix", lang.Name, rel)
 			}
 		}
-		if lang.Name != "go" && files["tools/install-apt-packages.sh"].mode != 0o755 {
+		if lang.Name != "go" && lang.Name != "typescript" && files["tools/install-apt-packages.sh"].mode != 0o755 {
 			t.Errorf("%s: the apt installer is not executable", lang.Name)
 		}
-		if !bytes.Contains(files["flows.yaml"].data, []byte("module: hello_world.wasm")) {
-			t.Errorf("%s: flows.yaml does not run hello_world.wasm:\n%s", lang.Name, files["flows.yaml"].data)
+		if !bytes.Contains(files["flows.yaml"].data, []byte("module: "+lang.ModuleFile("hello_world"))) {
+			t.Errorf("%s: flows.yaml does not run %s:\n%s", lang.Name, lang.ModuleFile("hello_world"), files["flows.yaml"].data)
 		}
 	}
 }
@@ -73,6 +73,7 @@ func TestLibraryIsTheCheckoutsABIFolder(t *testing.T) {
 		"c":              {"pgflow.h", "pgflow_json.h", "pgflow_testhost.h"},
 		"assemblyscript": {"index.ts", "json.ts", "number.ts", "pgflow.ts", "testhost.mjs"},
 		"go":             {"go.mod", "pgflow.go", "capability.go", "sql.go", "host_wasip1.go", "host_other.go", "testhost.go"},
+		"typescript":     {"pgflow.d.ts"},
 	} {
 		files, err := libraryFiles(lang, "v-test")
 		if err != nil {

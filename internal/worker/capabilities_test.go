@@ -25,6 +25,7 @@ func init() {
 	testModules["fetch_rs"] = "modules/examples/rust/fetch.wasm"
 	testModules["fetch_tg"] = "modules/examples/tinygo/fetch.wasm"
 	testModules["fetch_as"] = "modules/examples/assemblyscript/fetch.wasm"
+	testModules["fetch_ts"] = "modules/examples/typescript/fetch.ts"
 	testModules["charge"] = "modules/examples/tinygo/charge.wasm"
 	testModules["http_call"] = "modules/testdata/http_call.wasm"
 }
@@ -45,8 +46,8 @@ func fetchServer(t *testing.T) (*httptest.Server, string) {
 }
 
 // Each refusal (and a server slower than the step timeout) fails only its own task, with
-// its own message, in every language with a fetch example, on both engines; the worker
-// goes on serving the other flows.
+// its own message, in every language with a fetch example (TypeScript's fetch included),
+// on both engines; the worker goes on serving the other flows.
 func TestHTTPRefusalsFailOnlyTheirTask(t *testing.T) {
 	t.Parallel()
 	srv, srvHost := fetchServer(t)
@@ -71,7 +72,7 @@ func TestHTTPRefusalsFailOnlyTheirTask(t *testing.T) {
 			"http: request 2 refused: step", false},
 		{"slow", fmt.Sprintf(`{allow: ["%s"]}`, srvHost), srv.URL + "/slow", "Task timed out after 1s", false},
 	}
-	langs := []string{"rs", "tg", "as"}
+	langs := []string{"rs", "tg", "as", "ts"}
 	var yaml strings.Builder
 	yaml.WriteString("flows:\n")
 	for _, c := range cases {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
@@ -76,7 +77,7 @@ func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) txEn
 		return txEnd{outcome: completer.Outcome{Task: t, Failed: true, Error: msg}}
 	}
 	log.log(slog.LevelDebug, "task started")
-	ctxJSON, err := taskContext(fs, st, t)
+	ctxJSON, err := taskContext(fs, st, t, w.proto.Version)
 	if err != nil {
 		return txEnd{outcome: completer.Outcome{Task: t, Failed: true, Error: err.Error()}}
 	}
@@ -186,8 +187,9 @@ func (w *Worker) checkAbandoned() {
 // taskContext builds the context JSON of ABI v1 by appending, not encoding/json: the flow
 // input is copied as it came from PostgreSQL's jsonb output, which is valid JSON, instead of
 // being validated and compacted again for every task. An input over 64 KiB is left out (a
-// map over a large array would copy the whole array into every task).
-func taskContext(fs *flowState, st *stepState, t poller.Task) ([]byte, error) {
+// map over a large array would copy the whole array into every task). version is the pgflow
+// the database speaks (schema.Protocol.Version).
+func taskContext(fs *flowState, st *stepState, t poller.Task, version string) ([]byte, error) {
 	flowInput := t.FlowInput
 	omitted := len(flowInput) > abi.MaxContextFlowInput
 	if len(flowInput) == 0 || omitted {
@@ -218,7 +220,26 @@ func taskContext(fs *flowState, st *stepState, t poller.Task) ([]byte, error) {
 	b = strconv.AppendInt(b, st.timeout.Milliseconds(), 10)
 	b = append(b, `,"`+abi.CtxIdempotencyKey+`":`...)
 	b = appendJSONString(b, abi.IdempotencyKey(t.RunID, t.StepSlug, t.TaskIndex))
+	if version != "" {
+		b = append(b, `,"`+abi.CtxPgflowVersion+`":`...)
+		b = appendJSONString(b, version)
+	}
+	b = append(b, st.ctxShape...)
 	return append(b, '}'), nil
+}
+
+// stepShape is the context's step_type and depends_on members of a step, made once.
+func stepShape(s *flowfile.Step) []byte {
+	b := []byte(`,"` + abi.CtxStepType + `":`)
+	b = appendJSONString(b, s.Type)
+	b = append(b, `,"`+abi.CtxDependsOn+`":[`...)
+	for i, d := range s.DependsOn {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, d)
+	}
+	return append(b, ']')
 }
 
 // appendJSONString appends s as a JSON string. Slugs, uuids and worker ids need no escapes,

@@ -106,7 +106,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		case <-cfg.Reload:
 			why = "reload asked for (SIGHUP)"
 		case <-tick:
-			changed := watch.changed(cur.file, cfg.FlowsPath)
+			changed := watch.changed(cur.file, cur.w, cfg.FlowsPath)
 			if len(changed) == 0 {
 				continue
 			}
@@ -116,7 +116,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		if err != nil {
 			log.Error("reload refused: still serving the flows loaded before", "why", why, "error", err)
 			// Look again only when a file changes anew: the same broken file is not retried.
-			watch.reset(hashesOf(cfg.FlowsPath, cur.file))
+			watch.reset(hashesOf(cfg.FlowsPath, cur.file, cur.w))
 			continue
 		}
 		logReload(cfg, cur, next, why)
@@ -153,7 +153,7 @@ func startGeneration(ctx context.Context, cfg ServeConfig, prev *generation) (*g
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	g := &generation{w: w, file: file, hashes: hashesOf(cfg.FlowsPath, file), cancel: cancel, stopped: make(chan struct{})}
+	g := &generation{w: w, file: file, hashes: hashesOf(cfg.FlowsPath, file, w), cancel: cancel, stopped: make(chan struct{})}
 	go func() { g.err = w.Run(runCtx); close(g.stopped) }()
 	select {
 	case <-w.Started():
@@ -239,11 +239,11 @@ func (fw *fileWatch) reset(hashes map[string]string) {
 	}
 }
 
-// changed lists the watched files (flows.yaml and the modules of file) whose content
-// differs from when reset was called.
-func (fw *fileWatch) changed(file *flowfile.File, flowsPath string) []string {
+// changed lists the watched files (flows.yaml, the modules of file and the sources w's
+// TypeScript handlers were bundled from) whose content differs from when reset was called.
+func (fw *fileWatch) changed(file *flowfile.File, w *Worker, flowsPath string) []string {
 	var out []string
-	for _, p := range watchedPaths(flowsPath, file) {
+	for _, p := range watchedPaths(flowsPath, file, w) {
 		st := statOf(p)
 		if old, ok := fw.stats[p]; ok && old == st {
 			continue
@@ -261,26 +261,34 @@ func (fw *fileWatch) changed(file *flowfile.File, flowsPath string) []string {
 	return out
 }
 
-func watchedPaths(flowsPath string, file *flowfile.File) []string {
+func watchedPaths(flowsPath string, file *flowfile.File, w *Worker) []string {
 	paths := []string{flowsPath}
 	if file == nil {
 		return paths
 	}
 	seen := map[string]bool{}
+	add := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			paths = append(paths, p)
+		}
+	}
 	for _, fl := range file.Flows {
 		for _, s := range fl.Steps {
-			if !seen[s.Module] {
-				seen[s.Module] = true
-				paths = append(paths, s.Module)
-			}
+			add(s.Module)
+		}
+	}
+	if w != nil {
+		for _, p := range w.moduleSources() {
+			add(p)
 		}
 	}
 	return paths
 }
 
-func hashesOf(flowsPath string, file *flowfile.File) map[string]string {
+func hashesOf(flowsPath string, file *flowfile.File, w *Worker) map[string]string {
 	out := map[string]string{}
-	for _, p := range watchedPaths(flowsPath, file) {
+	for _, p := range watchedPaths(flowsPath, file, w) {
 		out[p] = hashFile(p)
 	}
 	return out

@@ -33,6 +33,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 	"github.com/pgflow-wasm/pgflow-wasm/runs"
@@ -244,6 +245,7 @@ type stepState struct {
 	hasDependents bool
 	metrics       *stepMetrics      // nil without metrics
 	sql           *sqlsession.Grant // the step's sql section; nil: no SQL
+	ctxShape      []byte            // the context's step_type and depends_on members (stepShape)
 	// maxDependentStartDelay is the longest start_delay among dependent steps, in seconds:
 	// their messages appear that long after this step completes.
 	maxDependentStartDelay int
@@ -270,13 +272,13 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 		for _, s := range fl.Served() {
 			mc := s.ModuleConfig()
 			mc.Capabilities = stepCapabilities(cfg.Flows, fl, s, cfg.Metrics, cfg.Log)
-			mod, err := cfg.Engine.Load(ctx, s.Module, mc)
+			mod, err := stepmodule.Load(ctx, cfg.Engine, s, mc)
 			if err != nil {
 				w.closeModules(ctx)
 				return nil, fmt.Errorf("%s:%d: flow %q step %q: %w", cfg.Flows.Path, s.ModuleLine, fl.Slug, s.Slug, err)
 			}
 			st := &stepState{def: s, module: mod, metrics: newStepMetrics(cfg.Metrics, fl.Slug, s.Slug),
-				sql: w.sqlGrant(cfg.Flows, fl, s)}
+				sql: w.sqlGrant(cfg.Flows, fl, s), ctxShape: stepShape(s)}
 			for _, dep := range fl.Dependents(s.Slug) {
 				st.hasDependents = true
 				if d := fl.Step(dep); d.StartDelay != nil {
@@ -310,6 +312,18 @@ func (w *Worker) ModuleInfo(flow, step string) (sandbox.Info, bool) {
 		return sandbox.Info{}, false
 	}
 	return fs.steps[step].module.Info(), true
+}
+
+// moduleSources lists the files the steps' modules were made from beyond the module files
+// themselves (a TypeScript handler's imports): a change to one is a change to its step.
+func (w *Worker) moduleSources() []string {
+	var out []string
+	for _, fs := range w.flows {
+		for _, st := range fs.steps {
+			out = append(out, stepmodule.Sources(st.module)...)
+		}
+	}
+	return out
 }
 
 // Started is closed once Run serves: registered, its flows fetching.

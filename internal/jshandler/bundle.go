@@ -1,0 +1,200 @@
+package jshandler
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/evanw/esbuild/pkg/api"
+)
+
+// globalName is the variable the bundle assigns the handler module's exports to; the
+// prelude's prepare() looks the handler up there.
+const globalName = "__pgflow_handler"
+
+// bundleName is the file name the engine gives the bundle: stacks name it, and the source
+// map takes it back to the user's files.
+const bundleName = "handler.js"
+
+// Bundle is a handler's entry file and everything it imports, as one script for the engine.
+type Bundle struct {
+	JS  []byte
+	Map *SourceMap
+	// Inputs are the files the bundle was made of (absolute paths), the entry first, with
+	// their sha256: the bundle is reused while none of them changes.
+	Inputs []Input
+}
+
+// Input is one source file of a bundle.
+type Input struct {
+	Path, SHA256 string
+}
+
+// BuildError is a failed bundle: every error esbuild reported, each at its file:line:column.
+type BuildError struct {
+	Entry    string
+	Messages []string
+}
+
+func (e *BuildError) Error() string {
+	return fmt.Sprintf("%s does not build:\n%s", e.Entry, strings.Join(e.Messages, "\n"))
+}
+
+// bundles caches builds by entry path; a build is reused while its inputs' sha256 stay the same.
+var bundles = struct {
+	sync.Mutex
+	m map[string]*Bundle
+}{m: map[string]*Bundle{}}
+
+// Build bundles the handler at entry (.ts, .js, .mjs...) with esbuild, or returns the last
+// build of entry when none of its inputs changed.
+func Build(entry string) (*Bundle, error) {
+	abs, err := filepath.Abs(entry)
+	if err != nil {
+		return nil, err
+	}
+	bundles.Lock()
+	prev := bundles.m[abs]
+	bundles.Unlock()
+	if prev != nil && unchanged(prev.Inputs) {
+		return prev, nil
+	}
+	b, err := build(abs)
+	if err != nil {
+		return nil, err
+	}
+	bundles.Lock()
+	bundles.m[abs] = b
+	bundles.Unlock()
+	return b, nil
+}
+
+func unchanged(inputs []Input) bool {
+	for _, in := range inputs {
+		if h, err := hashFile(in.Path); err != nil || h != in.SHA256 {
+			return false
+		}
+	}
+	return true
+}
+
+func hashFile(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+func build(entry string) (*Bundle, error) {
+	dir := filepath.Dir(entry)
+	r := api.Build(api.BuildOptions{
+		EntryPoints:   []string{entry},
+		AbsWorkingDir: dir,
+		Outfile:       filepath.Join(dir, bundleName),
+		Bundle:        true,
+		Write:         false,
+		Metafile:      true,
+		Format:        api.FormatIIFE,
+		GlobalName:    globalName,
+		// Neither Node nor a browser: an import of a Node built-in ("node:fs") fails here,
+		// at validate, rather than in a task. Packages resolve as bundlers resolve them.
+		Platform:   api.PlatformNeutral,
+		MainFields: []string{"module", "main"},
+		Conditions: []string{"worker", "import", "default"},
+		// What QuickJS-NG 0.10 runs; newer syntax is lowered.
+		Target: api.ES2023,
+		Define: map[string]string{"process.env.NODE_ENV": `"production"`},
+		// The map stays on the host: stacks are mapped there, and each task's memory
+		// does not carry it.
+		Sourcemap:      api.SourceMapExternal,
+		SourcesContent: api.SourcesContentExclude,
+		Charset:        api.CharsetUTF8,
+		LegalComments:  api.LegalCommentsNone,
+		LogLevel:       api.LogLevelSilent,
+	})
+	if len(r.Errors) > 0 {
+		e := &BuildError{Entry: entry}
+		for _, m := range r.Errors {
+			e.Messages = append(e.Messages, formatMessage(dir, m))
+		}
+		return nil, e
+	}
+	b := &Bundle{}
+	for _, f := range r.OutputFiles {
+		switch {
+		case strings.HasSuffix(f.Path, ".map"):
+			sm, err := ParseSourceMap(f.Contents)
+			if err != nil {
+				return nil, fmt.Errorf("%s: esbuild's source map: %w", entry, err)
+			}
+			b.Map = sm
+		case strings.HasSuffix(f.Path, ".js"):
+			b.JS = f.Contents
+		}
+	}
+	if b.JS == nil || b.Map == nil {
+		return nil, fmt.Errorf("%s: esbuild wrote no script or no source map", entry)
+	}
+	inputs, err := metafileInputs(r.Metafile, dir, entry)
+	if err != nil {
+		return nil, err
+	}
+	b.Inputs = inputs
+	return b, nil
+}
+
+// formatMessage is "file:line:column: text" and the line itself, as compilers print.
+func formatMessage(dir string, m api.Message) string {
+	if m.Location == nil {
+		return m.Text
+	}
+	l := m.Location
+	s := fmt.Sprintf("%s:%d:%d: %s", l.File, l.Line, l.Column+1, m.Text)
+	if l.LineText != "" {
+		s += "\n    " + l.LineText
+	}
+	for _, n := range m.Notes {
+		// esbuild's advice to bundle for Node names its Go API: a handler cannot do that.
+		if n.Text != "" && !strings.Contains(n.Text, "api.Platform") {
+			s += "\n    (" + n.Text + ")"
+		}
+	}
+	return s
+}
+
+// metafileInputs lists the bundle's source files with their sha256, the entry first.
+func metafileInputs(metafile, dir, entry string) ([]Input, error) {
+	var meta struct {
+		Inputs map[string]json.RawMessage `json:"inputs"`
+	}
+	if err := json.Unmarshal([]byte(metafile), &meta); err != nil {
+		return nil, fmt.Errorf("esbuild's metafile: %w", err)
+	}
+	paths := []string{entry}
+	for p := range meta.Inputs {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if p != entry {
+			paths = append(paths, p)
+		}
+	}
+	slices.Sort(paths[1:])
+	out := make([]Input, 0, len(paths))
+	for _, p := range paths {
+		h, err := hashFile(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Input{Path: p, SHA256: h})
+	}
+	return out, nil
+}

@@ -1,0 +1,28 @@
+// Package engine carries the JavaScript engine in the binary: `make` builds QuickJS-NG and
+// the ABI glue in c/ into wasm/engine.wasm (mk/jsengine.mk), and it is embedded here. The
+// file is generated, never committed: a binary built with a plain `go build` has none, and
+// says so.
+package engine
+
+import (
+	"embed"
+	"errors"
+	"strings"
+)
+
+//go:embed wasm
+var files embed.FS
+
+// ErrMissing says how to get an engine into the binary.
+var ErrMissing = errors.New("TypeScript and JavaScript handlers need the JavaScript engine, " +
+	"which this binary was built without: build it with `make build` (mk/jsengine.mk builds QuickJS-NG), not a plain `go build`")
+
+// Wasm returns the engine module and what it was built from (its VERSION file).
+func Wasm() (wasm []byte, version string, err error) {
+	wasm, err = files.ReadFile("wasm/engine.wasm")
+	if err != nil || len(wasm) == 0 {
+		return nil, "", ErrMissing
+	}
+	v, _ := files.ReadFile("wasm/VERSION")
+	return wasm, strings.TrimSpace(string(v)), nil
+}

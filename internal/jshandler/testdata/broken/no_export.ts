@@ -1,0 +1,1 @@
+export const notAHandler = 1;

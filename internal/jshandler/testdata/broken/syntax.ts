@@ -1,0 +1,4 @@
+export default async function handler(input: { a: number }) {
+  const x = input.a +;
+  return { x };
+}

@@ -1,0 +1,2 @@
+for (;;) {}
+export default async () => 1;

@@ -1,0 +1,2 @@
+const config = JSON.parse("{not json");
+export default async () => config;

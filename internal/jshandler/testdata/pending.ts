@@ -1,0 +1,3 @@
+export default async function handler() {
+  await new Promise(() => {});
+}

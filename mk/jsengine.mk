@@ -1,0 +1,64 @@
+# The JavaScript engine of TypeScript and JavaScript handlers (internal/jshandler, see
+# docs/RATIONALE.md): QuickJS-NG built from its C sources with Debian's clang + wasi-libc and
+# linked with our ABI glue (internal/jshandler/engine/c) into one reactor module, which the
+# Go build embeds (internal/jshandler/engine). The sources come from the Go module proxy as
+# the module it synthesizes from the pinned tag; go checks them against the Go checksum
+# database and we check the hash pinned here, so a moved tag cannot change what we build.
+# They stay in the module cache: nothing of them is copied into this repository. Generated,
+# never committed: `build`, `modules` and `test` need it.
+
+QUICKJS_MODULE  := github.com/quickjs-ng/quickjs
+QUICKJS_VERSION := v0.10.1
+QUICKJS_SUM     := h1:mDd2mBT6Tu9wulMET7s+Pl4FeRfNAV8HUoLKmBbu/t4=
+QUICKJS_OBJS    := cutils libregexp libunicode quickjs xsum
+
+JS_ENGINE_DIR   := internal/jshandler/engine
+JS_ENGINE_BUILD := $(JS_ENGINE_DIR)/build
+JS_ENGINE       := $(JS_ENGINE_DIR)/wasm/engine.wasm
+JS_ENGINE_INFO  := $(JS_ENGINE_DIR)/wasm/VERSION
+# A file naming the folder of the sources in the module cache (written once they check out).
+QUICKJS_DIR_FILE := $(JS_ENGINE_BUILD)/quickjs-$(QUICKJS_VERSION).dir
+QUICKJS_CFLAGS  := --target=wasm32-wasi -O2 -D_GNU_SOURCE
+# The C stack comes first in memory, so an overflow runs below address 0 and traps instead of
+# writing over the engine's data; 1 MiB holds 3,271 nested JavaScript calls (docs/guests.md).
+JS_ENGINE_LDFLAGS := -mexec-model=reactor -Wl,--stack-first -Wl,-z,stack-size=1048576 -Wl,--strip-all
+
+.PHONY: jsengine clean-jsengine
+jsengine: $(JS_ENGINE) $(JS_ENGINE_INFO)
+build: $(JS_ENGINE) $(JS_ENGINE_INFO)
+modules: jsengine
+
+$(JS_ENGINE_BUILD):
+	mkdir -p $@
+
+# go mod download outside this module (from /), so the repository's go.mod and go.sum stay
+# as they are; -mod=mod lets it run whatever GOFLAGS the caller has.
+$(QUICKJS_DIR_FILE): mk/jsengine.mk | $(JS_ENGINE_BUILD)
+	@echo "jsengine: fetching the QuickJS-NG $(QUICKJS_VERSION) sources from the Go module proxy"
+	@out=$$(cd / && GOFLAGS=-mod=mod $(GO) mod download -json $(QUICKJS_MODULE)@$(QUICKJS_VERSION)) || { echo "$$out"; exit 1; }; \
+	sum=$$(printf '%s\n' "$$out" | sed -n 's/^[[:space:]]*"Sum": "\(.*\)",$$/\1/p'); \
+	dir=$$(printf '%s\n' "$$out" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	if [ "$$sum" != "$(QUICKJS_SUM)" ]; then \
+		echo "jsengine: $(QUICKJS_MODULE)@$(QUICKJS_VERSION) has hash '$$sum', pinned $(QUICKJS_SUM): refusing to build it"; exit 1; fi; \
+	if [ ! -f "$$dir/quickjs.c" ]; then echo "jsengine: no quickjs.c in '$$dir'"; exit 1; fi; \
+	echo "$$dir" > $@
+
+# Only clang, lld and wasi-libc: `make build` needs no other toolchain.
+.PHONY: toolchain-c
+toolchain-c:
+	@scripts/install-apt-packages.sh c
+
+$(JS_ENGINE_BUILD)/%.o: $(QUICKJS_DIR_FILE) | toolchain-c
+	$(WASM_CC) $(QUICKJS_CFLAGS) -c "$$(cat $(QUICKJS_DIR_FILE))/$*.c" -o $@
+
+$(JS_ENGINE): $(JS_ENGINE_DIR)/c/pgflow_js.c abi/c/pgflow.h $(QUICKJS_OBJS:%=$(JS_ENGINE_BUILD)/%.o) | toolchain-c
+	$(WASM_CC) --target=wasm32-wasi -O2 -Wall -Wextra -Werror -I abi/c -I "$$(cat $(QUICKJS_DIR_FILE))" \
+		$(JS_ENGINE_LDFLAGS) -o $@ $< $(QUICKJS_OBJS:%=$(JS_ENGINE_BUILD)/%.o) -lm
+
+$(JS_ENGINE_INFO): $(JS_ENGINE)
+	echo "QuickJS-NG $(QUICKJS_VERSION) ($(QUICKJS_SUM)), clang $$($(WASM_CC) -dumpversion)" > $@
+
+clean-jsengine:
+	rm -rf $(JS_ENGINE_BUILD) $(JS_ENGINE) $(JS_ENGINE_INFO)
+
+clean: clean-jsengine

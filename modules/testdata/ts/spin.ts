@@ -1,0 +1,4 @@
+// Never returns.
+export default async function handler() {
+  while (true) {}
+}
