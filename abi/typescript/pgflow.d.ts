@@ -39,8 +39,21 @@ export interface Context<FlowInput = unknown, Input = unknown> {
   readonly idempotencyKey: string;
   /** Never aborted: the worker stops a handler at its step's timeout instead. */
   readonly shutdownSignal: AbortSignalLike;
-  // ctx.sql and the Supabase clients do not exist: a handler has no database connection.
+  /**
+   * One SQL statement as the step's role (its `sql` section in flows.yaml), as a tagged
+   * template: each ${value} is a parameter ($1, $2...), never text of the statement.
+   * Resolves to the rows (objects keyed by column) with count, command and columns; rejects
+   * with the host's refusal or PostgreSQL's error (its SQLSTATE in the message). Without an
+   * `sql` section every call rejects. The Supabase clients do not exist.
+   */
+  readonly sql: SQL;
 }
+
+export interface SQL {
+  <Row extends Record<string, unknown> = Record<string, unknown>>(strings: TemplateStringsArray, ...values: unknown[]): Promise<SQLRows<Row>>;
+}
+
+export type SQLRows<Row> = Row[] & { readonly count: number; readonly command: string; readonly columns: ReadonlyArray<{ name: string }> };
 
 export interface AbortSignalLike {
   readonly aborted: boolean;

@@ -160,6 +160,11 @@ func stubHost(ctx context.Context, rt wazero.Runtime, hs *hostState) error {
 		refusal = "ctx.env is " + topLevelRefusal
 		s[0] = api.EncodeI32(abi.ErrDenied)
 	})
+	def(abi.ImportSQLQuery, func(_ context.Context, _ api.Module, s []uint64) {
+		refusal = "ctx.sql is " + topLevelRefusal
+		s[0] = api.EncodeI32(abi.ErrDenied)
+	})
+	def(abi.ImportSQLResultRead, func(_ context.Context, _ api.Module, s []uint64) { s[0] = 0 })
 	def(abi.ImportLastError, func(_ context.Context, m api.Module, s []uint64) {
 		n := uint32(min(uint64(len(refusal)), s[1]))
 		if n > 0 {

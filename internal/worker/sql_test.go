@@ -21,6 +21,7 @@ func init() {
 	testModules["sql_call"] = "modules/testdata/sql_call.wasm"
 	testModules["ledger_rs"] = "modules/examples/rust/ledger.wasm"
 	testModules["ledger_tg"] = "modules/examples/tinygo/ledger.wasm"
+	testModules["ledger_ts"] = "modules/examples/typescript/ledger.ts"
 }
 
 func ledgerRows(t *testing.T, db *pgtest.DB, where string) int {
@@ -68,6 +69,32 @@ flows:
 					"one summed), committed transactions of second %v (want 1)", st, rows, tx)
 			})
 		})
+	}
+}
+
+// ctx.sql in a TypeScript handler: the ledger in TypeScript beside the Rust one, writing
+// through the same role, each value a parameter.
+func TestTypeScriptLedgerWritesThroughCtxSQL(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	role := db.Ledger(t)
+	f := flows(t, fmt.Sprintf(`
+flows:
+  - slug: ledger_ts
+    sql: {role: %s}
+    steps:
+      - {slug: first, module: "{{ledger_rs}}"}
+      - {slug: second, depends_on: [first], module: "{{ledger_ts}}"}
+`, role))
+	startWorker(t, db.Pool, f, worker.Config{})
+	id := startRun(t, db.Pool, "ledger_ts", `{"amount": 21}`)
+	r := waitRun(t, db.Pool, id, 60*time.Second)
+	if r.Status != "completed" {
+		t.Fatalf("run %s: %s", r.Status, r.Error)
+	}
+	jsonEqual(t, r.Output, `{"second": {"inserted": 1, "total": 42}}`)
+	if n := ledgerRows(t, db, fmt.Sprintf("where run_id = '%s'", id)); n != 2 {
+		t.Fatalf("%d rows, want 2", n)
 	}
 }
 

@@ -197,6 +197,29 @@ static JSValue js_config(JSContext *c, JSValueConst this_val, int argc, JSValueC
 	return s;
 }
 
+/* sql(request JSON) -> the result JSON text, or {code, message} when the host refused the
+ * statement or PostgreSQL raised an error (the prelude throws). */
+static JSValue js_sql(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
+	(void)this_val;
+	if (argc < 1) return JS_ThrowTypeError(c, "sql needs a request");
+	size_t len;
+	const char *req = JS_ToCStringLen(c, &len, argv[0]);
+	if (req == NULL) return JS_EXCEPTION;
+	char *result;
+	size_t rlen;
+	int rc = pgflow_sql(req, len, &result, &rlen);
+	JS_FreeCString(c, req);
+	if (rc < 0) {
+		JSValue r = JS_NewObject(c);
+		JS_SetPropertyStr(c, r, "code", JS_NewInt32(c, rc));
+		JS_SetPropertyStr(c, r, "message", last_error_string(c));
+		return r;
+	}
+	JSValue s = JS_NewStringLen(c, result, rlen);
+	free(result);
+	return s;
+}
+
 /* utf8_decode(Uint8Array) -> string; utf8_encode(string) -> Uint8Array. */
 static JSValue js_utf8_decode(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
 	(void)this_val;
@@ -255,6 +278,7 @@ static int init(void) {
 	JS_SetPropertyStr(ctx, natives, "random", JS_NewCFunction(ctx, js_random, "random", 1));
 	JS_SetPropertyStr(ctx, natives, "http", JS_NewCFunction(ctx, js_http, "http", 4));
 	JS_SetPropertyStr(ctx, natives, "config", JS_NewCFunction(ctx, js_config, "config", 1));
+	JS_SetPropertyStr(ctx, natives, "sql", JS_NewCFunction(ctx, js_sql, "sql", 1));
 	JS_SetPropertyStr(ctx, natives, "utf8_decode", JS_NewCFunction(ctx, js_utf8_decode, "utf8_decode", 1));
 	JS_SetPropertyStr(ctx, natives, "utf8_encode", JS_NewCFunction(ctx, js_utf8_encode, "utf8_encode", 1));
 	JS_SetPropertyStr(ctx, natives, "flow_input", JS_NewCFunction(ctx, js_flow_input, "flow_input", 0));
