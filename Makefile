@@ -25,7 +25,7 @@ modules: examples testmodules sandbox-testdata
 # meaning depends on its plan passes on fresh clones (internal/testkit/pgtest/plan.go).
 # The worker's machinery: every package that reads or writes pgflow's tables while serving.
 WORKER_SUITES := ./internal/worker/... ./internal/poller/... ./internal/completer/... ./internal/recovery/... ./internal/compile/... ./internal/taskwrite/... ./internal/liveness/...
-PLAN_SUITES := $(WORKER_SUITES) ./cmd/... ./runs/... ./internal/testkit/pgtest/...
+PLAN_SUITES := $(WORKER_SUITES) ./cmd/... ./internal/store/... ./internal/testkit/pgtest/...
 
 test: deps modules
 	$(MAKE) vet fmt-check
@@ -57,7 +57,7 @@ test-chart:
 # only 0.8.1), and every test database is then that release.
 PGFLOW_014 ?= ../shared/pgflow/0.14.1/migrations
 PGFLOW_MAIN ?= ../shared/pgflow/main-20261001/migrations
-PGFLOW_VERSION_SUITES := $(WORKER_SUITES) ./cmd/... ./runs/... ./dashboard/... .
+PGFLOW_VERSION_SUITES := $(WORKER_SUITES) ./cmd/... ./internal/store/... ./dashboard/... .
 .PHONY: test-pgflow-014 test-pgflow-main
 test-pgflow-014:
 	@$(MAKE) --no-print-directory test-pgflow-release RELEASE=0.14.1 MIGRATIONS=$(PGFLOW_014)
@@ -84,7 +84,7 @@ test-faults: deps modules build
 REAL_PGMQ ?= ../shared/pgmq/1.5.1
 REAL_PGMQ_CLUSTER ?= .pgdata-real-pgmq
 # ./deploy/: the chart's KEDA query on the real pgmq's tables too.
-DB_SUITES := ./schema/... $(WORKER_SUITES) ./cmd/... ./runs/... ./internal/testkit/pgtest/... ./deploy/
+DB_SUITES := ./schema/... $(WORKER_SUITES) ./cmd/... ./internal/store/... ./internal/testkit/pgtest/... ./deploy/
 .PHONY: test-real-pgmq
 test-real-pgmq: build
 	@if [ ! -f $(REAL_PGMQ)/pgmq.control ]; then \

@@ -32,6 +32,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
@@ -56,6 +57,9 @@ type Client struct {
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when serving ended
 	err     error         // why serving ended, once done is closed
+
+	readsMu sync.Mutex   // held while the read model opens: a query, so not under mu
+	reads   *store.Store // the read model, opened at first use (runs.go)
 }
 
 // NewClient checks the configuration and opens the sandbox engine. It does not touch the

@@ -7,8 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/store"
-	"github.com/pgflow-wasm/pgflow-wasm/runs"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 )
 
 // maxInputBytes caps a run input typed into the dashboard.
@@ -51,7 +50,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		refuse("the input is not valid JSON: " + err.Error())
 		return
 	}
-	id, err := runs.Start(r.Context(), s.store.Pool(), flow, json.RawMessage(input))
+	id, err := store.Start(r.Context(), s.store.Pool(), flow, json.RawMessage(input))
 	if err != nil {
 		refuse(err.Error())
 		return

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard"
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/store"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"

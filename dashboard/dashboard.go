@@ -21,8 +21,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/live"
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
@@ -52,7 +52,7 @@ type Config struct {
 	// without events (map tasks send none); settled pages are re-read 10 times less often.
 	PollInterval time.Duration
 	// WorkerStaleAfter is how long a worker may go without a heartbeat and still count as
-	// alive (the worker's own --worker-stale-after).
+	// alive (the workers' own --worker-stale-after; default liveness.DefaultStaleAfter).
 	WorkerStaleAfter time.Duration
 	// TasksPerPage is how many tasks of one step a run page lists at once.
 	TasksPerPage int
@@ -70,9 +70,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = time.Second
-	}
-	if c.WorkerStaleAfter <= 0 {
-		c.WorkerStaleAfter = 30 * time.Second
 	}
 	if c.TasksPerPage <= 0 {
 		c.TasksPerPage = 20
@@ -115,6 +112,7 @@ func Listen(ctx context.Context, addr string, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	st = st.WithStaleAfter(cfg.WorkerStaleAfter)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err

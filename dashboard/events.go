@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/live"
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/store"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 )
 
 // streamPing keeps idle event streams (and proxies in between) from timing out.
@@ -30,7 +30,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	// Any other error (the database away) is for the stream to report, as it would have had
 	// the stream been open already.
-	if _, err := s.store.Run(r.Context(), id); errors.Is(err, store.ErrNotFound) {
+	if _, _, err := s.store.RunState(r.Context(), id); errors.Is(err, store.ErrNotFound) {
 		s.fail(w, r, err)
 		return
 	}

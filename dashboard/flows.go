@@ -11,8 +11,8 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/dag"
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/live"
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
@@ -65,7 +65,7 @@ func (s *Server) renderFlows(w http.ResponseWriter, r *http.Request, form *start
 		s.fail(w, r, err)
 		return
 	}
-	now, err := dbClock(r.Context(), s)
+	now, err := s.store.Now(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -172,12 +172,6 @@ func (s *Server) flowsProbe() live.Probe {
 	}
 }
 
-func dbClock(ctx context.Context, s *Server) (time.Time, error) {
-	var now time.Time
-	err := s.store.Pool().QueryRow(ctx, `select clock_timestamp()`).Scan(&now)
-	return now, err
-}
-
 // workersView is the workers page.
 type workersView struct {
 	Workers    []store.Worker
@@ -193,12 +187,12 @@ func (s *Server) workersPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	v := workersView{Workers: page.Workers, StaleAfter: s.cfg.WorkerStaleAfter, Stopped: s.store.Caps().WorkerStoppedAt}
+	v := workersView{Workers: page.Workers, StaleAfter: s.store.StaleAfter(), Stopped: s.store.Protocol().StoppedAt}
 	if page.Older != "" {
 		v.Older = "/workers?older=" + page.Older
 	}
 	for _, wk := range page.Workers {
-		if wk.Alive(s.cfg.WorkerStaleAfter) {
+		if wk.Alive {
 			v.Alive++
 		}
 	}
@@ -211,7 +205,7 @@ func (s *Server) workersPage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) workersFingerprint(p store.WorkerPage) string {
 	var parts []string
 	for _, w := range p.Workers {
-		parts = append(parts, w.ID, strconv.FormatBool(w.Alive(s.cfg.WorkerStaleAfter)),
+		parts = append(parts, w.ID, strconv.FormatBool(w.Alive),
 			strconv.FormatBool(w.DeprecatedAt != nil), strconv.FormatBool(w.StoppedAt != nil), strconv.Itoa(w.Running))
 	}
 	return store.Digest(parts...)

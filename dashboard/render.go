@@ -17,8 +17,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 )
 
 //go:embed assets/templates/*.html
@@ -181,7 +181,7 @@ var funcs = template.FuncMap{
 // neutral one.
 func statusClass(s string) string {
 	switch s {
-	case "created", "queued", "started", "completed", "failed", "skipped", "alive", "dead", "deprecated", "stopped":
+	case "created", "queued", "started", "completed", "failed", "skipped", "cancelled", "alive", "dead", "deprecated", "stopped":
 		return "st-" + s
 	}
 	return "st-other"

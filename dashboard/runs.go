@@ -12,8 +12,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/dag"
 	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/live"
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/store"
-	"github.com/pgflow-wasm/pgflow-wasm/runs"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 )
 
 // runsView is the runs page.
@@ -21,7 +20,7 @@ type runsView struct {
 	Flow, Status string
 	Flows        []string
 	Statuses     []string
-	Runs         []store.RunRow
+	Runs         []store.Run
 	Older, Newer string // links to the neighbouring pages, "" when there is none
 	Error        string // a bad filter or page position, shown above the list
 	Now          time.Time
@@ -72,7 +71,7 @@ func runsFingerprint(p store.RunPage) string {
 
 func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 	f, problem := runFilter(r.URL.Query())
-	page, err := s.store.ListRuns(r.Context(), f)
+	page, err := s.store.List(r.Context(), f)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -94,14 +93,14 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 // runs show up at the next poll.
 func (s *Server) runsProbe(f store.RunFilter) live.Probe {
 	return func(ctx context.Context) (live.State, error) {
-		page, err := s.store.ListRuns(ctx, f)
+		page, err := s.store.List(ctx, f)
 		if err != nil {
 			return live.State{}, err
 		}
 		st := live.State{Fingerprint: runsFingerprint(page)}
 		for _, r := range page.Runs {
 			if r.Status == "started" {
-				st.Channels = append(st.Channels, runs.Topic(r.ID))
+				st.Channels = append(st.Channels, store.Topic(r.ID))
 				st.Active = true
 			}
 		}
@@ -157,7 +156,7 @@ const maxFailedNamed = 10
 
 // runView is the run page.
 type runView struct {
-	Run       *store.Run
+	Run       *store.RunPreview
 	Steps     []stepView
 	StepsDone int
 	Graph     dag.Graph
@@ -167,7 +166,7 @@ type runView struct {
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	run, err := s.store.Run(ctx, id)
+	run, err := s.store.Preview(ctx, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -310,7 +309,7 @@ func (s *Server) runProbe(id string) live.Probe {
 		if err != nil {
 			return live.State{}, err
 		}
-		return live.State{Fingerprint: fp, Active: active, Channels: []string{runs.Topic(id)}}, nil
+		return live.State{Fingerprint: fp, Active: active, Channels: []string{store.Topic(id)}}, nil
 	}
 }
 

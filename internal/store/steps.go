@@ -13,50 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Run is one run with its input and output (cut).
-type Run struct {
-	ID             string
-	Flow           string
-	Status         string
-	Input          JSON
-	Output         JSON
-	RemainingSteps int
-	StartedAt      time.Time
-	CompletedAt    *time.Time
-	FailedAt       *time.Time
-	Now            time.Time // the database's clock when the run was read
-}
-
-// EndedAt is when the run completed or failed, nil while it runs.
-func (r *Run) EndedAt() *time.Time {
-	if r.CompletedAt != nil {
-		return r.CompletedAt
-	}
-	return r.FailedAt
-}
-
-// Run reads one run; ErrNotFound when there is none with that id.
-func (s *Store) Run(ctx context.Context, id string) (*Run, error) {
-	if !ValidID(id) {
-		return nil, ErrNotFound
-	}
-	var r Run
-	var in, out *string
-	var inN, outN *int
-	err := s.pool.QueryRow(ctx, `select run_id::text, flow_slug, status, `+jsonCols("input")+`, `+jsonCols("output")+`,
-		remaining_steps, started_at, completed_at, failed_at, clock_timestamp()
-		from pgflow.runs where run_id = $1::uuid`, id).
-		Scan(&r.ID, &r.Flow, &r.Status, &in, &inN, &out, &outN, &r.RemainingSteps, &r.StartedAt, &r.CompletedAt, &r.FailedAt, &r.Now)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, err
-	}
-	r.Input, r.Output = toJSON(in, inN), toJSON(out, outN)
-	return &r, nil
-}
-
 // Step is one step of a run: its definition, its state and how many of its tasks are in
 // each state.
 type Step struct {
@@ -64,8 +20,8 @@ type Step struct {
 	Type        string // single or map
 	Index       int
 	DependsOn   []string
-	Status      string // created, started, completed, failed (0.14: skipped)
-	SkipReason  string // 0.14 only
+	Status      string // created, started, completed, failed; skipped on pgflow 0.14+
+	SkipReason  string // pgflow 0.14+ (schema.Protocol.Conditions)
 	StartedAt   *time.Time
 	CompletedAt *time.Time
 	FailedAt    *time.Time
@@ -74,6 +30,9 @@ type Step struct {
 	// a map step waits for its input.
 	InitialTasks *int
 	Counts       map[string]int // task status -> how many tasks are in it
+	// Tasks are the step's tasks in task_index order, filled by GetTree only (pages read
+	// them a page at a time: Tasks).
+	Tasks []Task
 }
 
 // TaskCount is how many tasks exist so far.
@@ -94,12 +53,13 @@ func (s *Step) EndedAt() *time.Time {
 }
 
 // Steps reads the steps of a run in the flow's order, with task counts.
-func (s *Store) Steps(ctx context.Context, runID string) ([]Step, error) {
-	if !ValidID(runID) {
-		return nil, ErrNotFound
+func (s *Store) Steps(ctx context.Context, id string) ([]Step, error) {
+	runID, err := ParseRunID(id)
+	if err != nil {
+		return nil, err
 	}
 	skip := "''"
-	if s.caps.SkipReason {
+	if s.proto.Conditions {
 		skip = "coalesce(ss.skip_reason, '')"
 	}
 	rows, err := s.pool.Query(ctx, `
@@ -146,7 +106,7 @@ func (s *Store) Steps(ctx context.Context, runID string) ([]Step, error) {
 // Task is one task of a step: its attempts, timings, worker, input, output and error.
 type Task struct {
 	Index       int
-	Status      string // queued, started, completed, failed
+	Status      string // queued, started, completed, failed; cancelled and skipped on pgflow 0.15.1+
 	Attempts    int
 	Error       string
 	QueuedAt    time.Time
@@ -154,8 +114,14 @@ type Task struct {
 	CompletedAt *time.Time
 	FailedAt    *time.Time
 	WorkerID    string // the worker that ran the last attempt
-	Input       JSON
-	Output      JSON
+	// Input is what the handler received, rebuilt (pgflow stores none), and Output what it
+	// returned: cut to CutBytes on a page (Tasks), whole in a tree read with its outputs,
+	// Null where not read.
+	Input  JSON
+	Output JSON
+	// Earlier are the failed attempts before the one pgflow's row describes, oldest first
+	// (from pgflow_wasm.task_attempts: pgflow keeps only the last error); GetTree only.
+	Earlier []Attempt
 }
 
 // EndedAt is when the task completed or failed.
@@ -180,9 +146,10 @@ func (s *Store) TasksInStatus(ctx context.Context, runID string, step Step, stat
 
 // IndicesInStatus lists the task_index of up to limit tasks of a step in one status, in order:
 // the step header names its failed elements without paging through them.
-func (s *Store) IndicesInStatus(ctx context.Context, runID, stepSlug, status string, limit int) ([]int, error) {
-	if !ValidID(runID) {
-		return nil, ErrNotFound
+func (s *Store) IndicesInStatus(ctx context.Context, id, stepSlug, status string, limit int) ([]int, error) {
+	runID, err := ParseRunID(id)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := s.pool.Query(ctx, `select task_index from pgflow.step_tasks
 		where run_id = $1::uuid and step_slug = $2 and status = $3 order by task_index limit $4`, runID, stepSlug, status, limit)
@@ -193,9 +160,10 @@ func (s *Store) IndicesInStatus(ctx context.Context, runID, stepSlug, status str
 }
 
 // tasks reads a step's tasks that match cond (which uses $3 and $4, and may use $5: extra).
-func (s *Store) tasks(ctx context.Context, runID string, step Step, cond string, a, b int, extra ...any) ([]Task, error) {
-	if !ValidID(runID) {
-		return nil, ErrNotFound
+func (s *Store) tasks(ctx context.Context, id string, step Step, cond string, a, b int, extra ...any) ([]Task, error) {
+	runID, err := ParseRunID(id)
+	if err != nil {
+		return nil, err
 	}
 	args := append([]any{runID, step.Slug, a, b}, extra...)
 	rows, err := s.pool.Query(ctx, `select t.task_index, t.status, t.attempts_count, coalesce(t.error_message, ''),
@@ -267,19 +235,27 @@ func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'
 
 // RunValue is the full JSON text of a run's input or output ("input" or "output");
 // ErrNotFound when the run or the value does not exist.
-func (s *Store) RunValue(ctx context.Context, runID, field string) ([]byte, error) {
-	if !ValidID(runID) || (field != "input" && field != "output") {
-		return nil, ErrNotFound
+func (s *Store) RunValue(ctx context.Context, id, field string) ([]byte, error) {
+	runID, err := ParseRunID(id)
+	if err != nil {
+		return nil, err
+	}
+	if field != "input" && field != "output" {
+		return nil, fmt.Errorf("a run has no value %q: %w", field, ErrNotFound)
 	}
 	var v *string
-	err := s.pool.QueryRow(ctx, `select `+field+`::text from pgflow.runs where run_id = $1::uuid`, runID).Scan(&v)
+	err = s.pool.QueryRow(ctx, `select `+field+`::text from pgflow.runs where run_id = $1::uuid`, runID).Scan(&v)
 	return valueOrNotFound(v, err)
 }
 
 // TaskValue is the full JSON text of a task's input or output.
-func (s *Store) TaskValue(ctx context.Context, runID, stepSlug string, index int, field string) ([]byte, error) {
-	if !ValidID(runID) || (field != "input" && field != "output") {
-		return nil, ErrNotFound
+func (s *Store) TaskValue(ctx context.Context, id, stepSlug string, index int, field string) ([]byte, error) {
+	runID, err := ParseRunID(id)
+	if err != nil {
+		return nil, err
+	}
+	if field != "input" && field != "output" {
+		return nil, fmt.Errorf("a task has no value %q: %w", field, ErrNotFound)
 	}
 	steps, err := s.Steps(ctx, runID)
 	if err != nil {
@@ -287,7 +263,7 @@ func (s *Store) TaskValue(ctx context.Context, runID, stepSlug string, index int
 	}
 	i := slices.IndexFunc(steps, func(st Step) bool { return st.Slug == stepSlug })
 	if i < 0 {
-		return nil, ErrNotFound
+		return nil, fmt.Errorf("run %s has no step %q: %w", runID, stepSlug, ErrNotFound)
 	}
 	expr := "t.output"
 	if field == "input" {
@@ -312,9 +288,10 @@ func valueOrNotFound(v *string, err error) ([]byte, error) {
 // RunState is a short digest of everything the run page shows that can change, for the
 // live page: its fingerprint changes whenever a step or task changes state or attempt.
 // Active is false once the run has ended.
-func (s *Store) RunState(ctx context.Context, runID string) (fingerprint string, active bool, err error) {
-	if !ValidID(runID) {
-		return "", false, ErrNotFound
+func (s *Store) RunState(ctx context.Context, id string) (fingerprint string, active bool, err error) {
+	runID, err := ParseRunID(id)
+	if err != nil {
+		return "", false, err
 	}
 	var status, steps, tasks string
 	err = s.pool.QueryRow(ctx, `select r.status || ':' || r.remaining_steps,

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/store"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
@@ -67,7 +67,7 @@ func TestListRunsPagesThroughEveryRunOnce(t *testing.T) {
 	var pages []store.RunPage
 	f := store.RunFilter{Flow: "one", Limit: 3}
 	for {
-		p, err := s.ListRuns(ctx, f)
+		p, err := s.List(ctx, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,14 +105,14 @@ func TestListRunsPagesThroughEveryRunOnce(t *testing.T) {
 	}
 
 	// Back from the last page: the middle page again, then the first.
-	back, err := s.ListRuns(ctx, store.RunFilter{Flow: "one", Limit: 3, After: pages[2].Newer})
+	back, err := s.List(ctx, store.RunFilter{Flow: "one", Limit: 3, After: pages[2].Newer})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !sameIDs(back.Runs, pages[1].Runs) {
 		t.Fatalf("newer than the last page = %v, want the middle page %v", ids(back.Runs), ids(pages[1].Runs))
 	}
-	first, err := s.ListRuns(ctx, store.RunFilter{Flow: "one", Limit: 3, After: back.Newer})
+	first, err := s.List(ctx, store.RunFilter{Flow: "one", Limit: 3, After: back.Newer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,12 +130,12 @@ func TestListRunsPagesThroughEveryRunOnce(t *testing.T) {
 			t.Errorf("ParseCursor(%q) accepted", bad)
 		}
 	}
-	if _, err := s.ListRuns(ctx, store.RunFilter{Status: "weird"}); err == nil {
+	if _, err := s.List(ctx, store.RunFilter{Status: "weird"}); err == nil {
 		t.Error("an unknown status filter was accepted")
 	}
 }
 
-func ids(rs []store.RunRow) []string {
+func ids(rs []store.Run) []string {
 	var out []string
 	for _, r := range rs {
 		out = append(out, r.ID)
@@ -143,7 +143,7 @@ func ids(rs []store.RunRow) []string {
 	return out
 }
 
-func sameIDs(a, b []store.RunRow) bool { return slices.Equal(ids(a), ids(b)) }
+func sameIDs(a, b []store.Run) bool { return slices.Equal(ids(a), ids(b)) }
 
 // The dashboard rebuilds each task's input from the run input and its dependencies'
 // outputs (pgflow stores none). echo handlers return exactly what they received, so every
@@ -256,7 +256,7 @@ func TestLargeValuesAreCutButAvailableWhole(t *testing.T) {
 	big := `{"text": "` + strings.Repeat("é", 3000) + `"}`
 	id := workertest.StartRun(t, db.Pool, "one", big)
 	s := open(t, db)
-	r, err := s.Run(ctx, id)
+	r, err := s.Preview(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestLargeValuesAreCutButAvailableWhole(t *testing.T) {
 	if _, err := s.RunValue(ctx, id, "input; drop table pgflow.runs"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a field that is not input or output: %v, want ErrNotFound", err)
 	}
-	if _, err := s.Run(ctx, "not-a-uuid"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.Preview(ctx, "not-a-uuid"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a malformed id: %v, want ErrNotFound", err)
 	}
 }
@@ -342,7 +342,7 @@ flows:
 	if err != nil || steps[1].Status != "failed" || !strings.Contains(steps[1].Error, "always fails") {
 		t.Fatalf("steps of the failed run: %+v %v", steps, err)
 	}
-	list, err := s.ListRuns(ctx, store.RunFilter{Status: "failed"})
+	list, err := s.List(ctx, store.RunFilter{Status: "failed"})
 	if err != nil || len(list.Runs) != 1 || !strings.Contains(list.Runs[0].Error, "always fails") {
 		t.Fatalf("failed runs: %+v %v", list.Runs, err)
 	}
@@ -352,7 +352,7 @@ flows:
 		t.Fatalf("workers: %+v %v", page.Workers, err)
 	}
 	wk := page.Workers[0]
-	if wk.ID != w.WorkerIDs()["chain"] || wk.Queue != "chain" || wk.Function != "pgflow-wasm" || !wk.Alive(30*time.Second) || wk.DeprecatedAt != nil {
+	if wk.ID != w.WorkerIDs()["chain"] || wk.Queue != "chain" || wk.Function != "pgflow-wasm" || !wk.Alive || wk.DeprecatedAt != nil {
 		t.Fatalf("worker: %+v (ids %v)", wk, w.WorkerIDs())
 	}
 	changed, err := s.Deprecate(ctx, wk.ID)
@@ -391,8 +391,8 @@ func TestNewerPgflowColumnsAreShownWhenPresent(t *testing.T) {
 	if !proto.Conditions {
 		workertest.Compile(t, db.Pool, workertest.FlowsFile(t, echoFlows, nil))
 		id = workertest.StartRun(t, db.Pool, "one", `{}`)
-		if caps := open(t, db).Caps(); caps != (store.Caps{}) {
-			t.Fatalf("pgflow 0.8.1 has none of the newer columns, probe says %+v", caps)
+		if p := open(t, db).Protocol(); p.Conditions || p.StoppedAt {
+			t.Fatalf("pgflow 0.8.1 has none of the newer columns, the protocol says %+v", p)
 		}
 		if _, err := db.Pool.Exec(ctx, `
 			alter table pgflow.step_states add column skip_reason text;
@@ -417,8 +417,8 @@ flows:
 		t.Fatal(err)
 	}
 	s := open(t, db)
-	if caps := s.Caps(); !caps.SkipReason || !caps.WorkerStoppedAt || !caps.StepConditions {
-		t.Fatalf("probe: %+v", caps)
+	if p := s.Protocol(); !p.Conditions || !p.StoppedAt {
+		t.Fatalf("protocol: %+v", p)
 	}
 	steps, err := s.Steps(ctx, id)
 	if err != nil || steps[0].SkipReason != "condition_unmet" {
@@ -429,7 +429,7 @@ flows:
 		t.Fatalf("conditions: %+v %v", flows, err)
 	}
 	page, err := s.Workers(ctx, "", 10)
-	if err != nil || len(page.Workers) != 1 || page.Workers[0].StoppedAt == nil || page.Workers[0].Alive(time.Hour) {
+	if err != nil || len(page.Workers) != 1 || page.Workers[0].StoppedAt == nil || page.Workers[0].Alive {
 		t.Fatalf("stopped worker: %+v %v", page.Workers, err)
 	}
 }

@@ -29,7 +29,7 @@ type FlowStep struct {
 	BaseDelay   *int
 	Timeout     *int
 	StartDelay  *int
-	// Conditions (pgflow 0.14 only; empty on 0.8): the jsonb patterns and the two policies.
+	// Conditions (pgflow 0.14+, schema.Protocol.Conditions; empty before): the jsonb patterns and the two policies.
 	RequiredInput  string
 	ForbiddenInput string
 	WhenUnmet      string
@@ -57,7 +57,7 @@ func (s *Store) Flows(ctx context.Context, window time.Duration) ([]Flow, error)
 	}
 
 	cond := "'', '', '', ''"
-	if s.caps.StepConditions {
+	if s.proto.Conditions {
 		cond = "coalesce(s.required_input_pattern::text, ''), coalesce(s.forbidden_input_pattern::text, ''), coalesce(s.when_unmet, ''), coalesce(s.when_exhausted, '')"
 	}
 	rows, err = s.pool.Query(ctx, `select s.flow_slug, s.step_slug, s.step_type, s.step_index,

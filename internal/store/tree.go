@@ -1,54 +1,19 @@
-package runs
+package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 )
 
-// Tree is a run with its steps and their tasks.
+// Tree is a run with its steps and all their tasks (Step.Tasks), for a terminal.
 type Tree struct {
 	Run   Run
-	Steps []StepNode
-}
-
-// StepNode is one step's state in a run.
-type StepNode struct {
-	Slug        string
-	Type        string // single or map
-	DependsOn   []string
-	Status      string // created, started, completed, failed
-	StartedAt   *time.Time
-	CompletedAt *time.Time
-	FailedAt    *time.Time
-	Error       string
-	Tasks       []TaskNode
-}
-
-// TaskNode is one task of a step.
-type TaskNode struct {
-	Index       int
-	Status      string // queued, started, completed, failed
-	Attempts    int
-	Error       string
-	QueuedAt    time.Time
-	StartedAt   *time.Time
-	CompletedAt *time.Time
-	FailedAt    *time.Time
-	WorkerID    string
-	// Output is the task's output; read only with TreeOptions.Outputs (nil otherwise).
-	Output json.RawMessage
-	// Earlier are the failed attempts before the one pgflow's row describes, oldest first
-	// (from pgflow_wasm.task_attempts: pgflow keeps only the last error).
-	Earlier []Attempt
+	Steps []Step
 }
 
 // Attempt is one failed attempt of a task, kept by pgflow-wasm when it wrote the failure.
@@ -62,78 +27,60 @@ type Attempt struct {
 
 // TreeOptions choose what GetTreeWith reads besides states.
 type TreeOptions struct {
-	// Outputs reads every task's output (a map step's can be many and large).
+	// Outputs reads every task's output, whole (a map step's can be many and large).
 	Outputs bool
 }
 
-// GetTree reads a run, its steps (in flow order) and every task.
-func GetTree(ctx context.Context, pool *pgxpool.Pool, id string) (*Tree, error) {
-	return GetTreeWith(ctx, pool, id, TreeOptions{})
+// GetTree reads a run, its steps (in flow order) and every task with its earlier attempts.
+func (s *Store) GetTree(ctx context.Context, id string) (*Tree, error) {
+	return s.GetTreeWith(ctx, id, TreeOptions{})
 }
 
 // GetTreeWith is GetTree with options.
-func GetTreeWith(ctx context.Context, pool *pgxpool.Pool, id string, opts TreeOptions) (*Tree, error) {
-	r, err := Get(ctx, pool, id)
+func (s *Store) GetTreeWith(ctx context.Context, id string, opts TreeOptions) (*Tree, error) {
+	r, err := s.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	t := &Tree{Run: *r}
-	rows, err := pool.Query(ctx, `
-		select s.step_slug, s.step_type,
-		       coalesce((select array_agg(d.dep_slug order by d.dep_slug) from pgflow.deps d
-		                 where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug), '{}'),
-		       ss.status, ss.started_at, ss.completed_at, ss.failed_at, coalesce(ss.error_message, '')
-		from pgflow.step_states ss
-		join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
-		where ss.run_id = $1::uuid order by s.step_index`, id)
-	if err != nil {
+	if t.Steps, err = s.Steps(ctx, r.ID); err != nil {
 		return nil, err
 	}
-	t.Steps, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (StepNode, error) {
-		var s StepNode
-		err := row.Scan(&s.Slug, &s.Type, &s.DependsOn, &s.Status, &s.StartedAt, &s.CompletedAt, &s.FailedAt, &s.Error)
-		return s, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	rows, err = pool.Query(ctx, `
+	rows, err := s.pool.Query(ctx, `
 		select step_slug, task_index, status, attempts_count, coalesce(error_message, ''), queued_at, started_at,
-		       completed_at, failed_at, coalesce(last_worker_id::text, ''), case when $2 then output end
-		from pgflow.step_tasks where run_id = $1::uuid order by step_slug, task_index`, id, opts.Outputs)
+		       completed_at, failed_at, coalesce(last_worker_id::text, ''), case when $2 then output::text end
+		from pgflow.step_tasks where run_id = $1::uuid order by step_slug, task_index`, r.ID, opts.Outputs)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	byStep := map[string]*StepNode{}
+	byStep := map[string]*Step{}
 	for i := range t.Steps {
 		byStep[t.Steps[i].Slug] = &t.Steps[i]
 	}
 	for rows.Next() {
 		var slug string
-		var k TaskNode
-		var output []byte
+		var k Task
+		var output *string
 		if err := rows.Scan(&slug, &k.Index, &k.Status, &k.Attempts, &k.Error, &k.QueuedAt, &k.StartedAt,
 			&k.CompletedAt, &k.FailedAt, &k.WorkerID, &output); err != nil {
 			return nil, err
 		}
-		if output != nil {
-			k.Output = output
-		}
-		if s := byStep[slug]; s != nil {
-			s.Tasks = append(s.Tasks, k)
+		k.Input, k.Output = JSON{Null: true}, toJSON(output, nil)
+		if st := byStep[slug]; st != nil {
+			st.Tasks = append(st.Tasks, k)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	return t, t.readEarlierAttempts(ctx, pool)
+	return t, s.readEarlierAttempts(ctx, t)
 }
 
 // readEarlierAttempts fills each task's Earlier from pgflow-wasm's attempt history, when the
 // database has one: the attempts before the task's current attempts_count.
-func (t *Tree) readEarlierAttempts(ctx context.Context, pool *pgxpool.Pool) error {
-	rows, err := pool.Query(ctx, `
+func (s *Store) readEarlierAttempts(ctx context.Context, t *Tree) error {
+	rows, err := s.pool.Query(ctx, `
 		select a.step_slug, a.task_index, a.attempt, coalesce(a.worker_id::text, ''), a.started_at, a.failed_at,
 		       coalesce(a.error_message, '')
 		from pgflow_wasm.task_attempts a
@@ -147,7 +94,7 @@ func (t *Tree) readEarlierAttempts(ctx context.Context, pool *pgxpool.Pool) erro
 		return err
 	}
 	defer rows.Close()
-	tasks := map[string]*TaskNode{}
+	tasks := map[string]*Task{}
 	for i := range t.Steps {
 		for j := range t.Steps[i].Tasks {
 			k := &t.Steps[i].Tasks[j]
@@ -232,8 +179,8 @@ func (t *Tree) RenderWith(w io.Writer, o RenderOptions) {
 			if k.Error != "" {
 				block(w, indent+under+"   ", "error: ", k.Error, maxLines)
 			}
-			if o.Outputs && k.Output != nil {
-				block(w, indent+under+"   ", "output: ", string(k.Output), maxLines)
+			if o.Outputs && !k.Output.Null {
+				block(w, indent+under+"   ", "output: ", k.Output.Text, maxLines)
 			}
 		}
 		if more {
