@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/live"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/live"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 )
 

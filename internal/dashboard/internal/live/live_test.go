@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/live"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/live"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 )
 

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/dag"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/dag"
 )
 
 // word_totals: count -> (total_rust, total_c) -> both_totals.

@@ -4,7 +4,7 @@ package dashboard_test
 // a real database and real workers running modules built from this repository.
 //
 // UPDATE_SCREENSHOTS=1 also writes the screenshots of docs/ui/ (taken on the example flows
-// of flows.yaml): `UPDATE_SCREENSHOTS=1 go test ./dashboard -run TestBrowser`.
+// of flows.yaml): `UPDATE_SCREENSHOTS=1 go test ./internal/dashboard -run TestBrowser`.
 
 import (
 	"context"
@@ -23,8 +23,8 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard"
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
@@ -289,7 +289,7 @@ func actionsFromThePage(t *testing.T, browser context.Context) {
 // every page (and takes the screenshots of docs/ui/).
 func examplePages(t *testing.T, browser context.Context) {
 	db := pgtest.NewDB(t)
-	file, err := flowfile.Load("../flows.yaml") // the page shows the path as given
+	file, err := flowfile.Load("../../flows.yaml") // the page shows the path as given
 	if err != nil {
 		t.Fatalf("flows.yaml: %v (are the examples built? `make examples`)", err)
 	}

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/dag"
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/live"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/dag"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/live"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 )
 

@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/dag"
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard/internal/live"
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/dag"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/live"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
