@@ -15,18 +15,18 @@ const maxInputBytes = 1 << 20
 
 // actionsOff answers an action when the dashboard runs without --ui-actions, or when the
 // request did not come from the dashboard's own form.
-func (s *Server) actionsOff(w http.ResponseWriter, r *http.Request) bool {
+func (s *Dashboard) actionsOff(w http.ResponseWriter, r *http.Request) bool {
 	if s.cfg.Actions {
 		return !s.guard.checkPost(w, r)
 	}
 	why := "this dashboard is read-only (start it with --ui-actions to allow starting runs and deprecating workers)"
 	s.log.Warn("dashboard action refused", "path", r.URL.Path, "reason", why, "remote", r.RemoteAddr)
-	writeNotice(w, notice{Status: http.StatusForbidden, Title: "Refused", Message: "Refused: " + why + "."})
+	writeNotice(w, s.base, notice{Status: http.StatusForbidden, Title: "Refused", Message: "Refused: " + why + "."})
 	return true
 }
 
 // startRun starts a run of a flow with the JSON input of the form, then shows the run.
-func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
+func (s *Dashboard) startRun(w http.ResponseWriter, r *http.Request) {
 	if s.actionsOff(w, r) {
 		return
 	}
@@ -57,11 +57,11 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("dashboard action: started a run", "action", "start_run", "flow", flow, "run_id", id,
 		"input_bytes", len(input), "remote", r.RemoteAddr)
-	http.Redirect(w, r, "/runs/"+id, http.StatusSeeOther)
+	http.Redirect(w, r, s.path("/runs/"+id), http.StatusSeeOther)
 }
 
 // deprecateWorker marks a worker deprecated: it finishes its running tasks and takes no more.
-func (s *Server) deprecateWorker(w http.ResponseWriter, r *http.Request) {
+func (s *Dashboard) deprecateWorker(w http.ResponseWriter, r *http.Request) {
 	if s.actionsOff(w, r) {
 		return
 	}
@@ -78,11 +78,11 @@ func (s *Server) deprecateWorker(w http.ResponseWriter, r *http.Request) {
 	if changed {
 		s.log.Info("dashboard action: deprecated a worker", "action", "deprecate_worker", "worker_id", id, "remote", r.RemoteAddr)
 	}
-	http.Redirect(w, r, "/workers", http.StatusSeeOther)
+	http.Redirect(w, r, s.path("/workers"), http.StatusSeeOther)
 }
 
 // actionFailed explains a refused deprecation, with the way back.
-func (s *Server) actionFailed(w http.ResponseWriter, r *http.Request, why string) {
+func (s *Dashboard) actionFailed(w http.ResponseWriter, r *http.Request, why string) {
 	s.log.Warn("dashboard action refused", "action", "deprecate_worker", "path", r.URL.Path, "reason", why, "remote", r.RemoteAddr)
-	writeNotice(w, notice{Status: http.StatusBadRequest, Title: "Refused", Message: why, Back: "/workers", BackText: "Back to the workers"})
+	writeNotice(w, s.base, notice{Status: http.StatusBadRequest, Title: "Refused", Message: why, Back: "/workers", BackText: "Back to the workers"})
 }

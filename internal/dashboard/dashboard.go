@@ -3,8 +3,10 @@
 // updated live in the browser through Server-Sent Events.
 //
 // It reads the database only, unless Config.Actions allows its two actions (start a run,
-// deprecate a worker). It answers on a loopback address without a token; any other
-// address needs Config.Token, which every request and event stream must then carry.
+// deprecate a worker). Without Config.Token it answers only requests whose Host header is a
+// loopback name, and Listen binds only a loopback address; with one, every request and event
+// stream must carry it. New makes a Dashboard whose Handler can be mounted on a path
+// (Config.BasePath) of another server; Listen serves one on an address of its own.
 // Templates, style sheet and script are embedded: it works offline, without a CDN.
 package dashboard
 
@@ -16,6 +18,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -59,6 +65,9 @@ type Config struct {
 	// NoRunsIndex keeps the dashboard from creating schema.RunsIndex when it is missing
 	// (the benchmark measures the runs page without it).
 	NoRunsIndex bool
+	// BasePath is the path the dashboard is mounted on inside a larger server, e.g. "/ops":
+	// every link, form, asset and event stream of its pages starts with it. "" is the root.
+	BasePath string
 }
 
 // ModuleInfo returns the module a flow's step runs, as the sandbox loaded it.
@@ -77,30 +86,36 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Server is a running dashboard.
-type Server struct {
+// Dashboard is a dashboard: an http.Handler over one database, with the background work
+// its live pages need (a LISTEN session, the probes that re-read pages). Create it with New,
+// serve Handler anywhere, and Close it when done.
+type Dashboard struct {
 	cfg      Config
 	log      *slog.Logger
+	base     string // Config.BasePath, normalised: "" or "/ops"
 	store    *store.Store
 	listener *live.Listener
 	hub      *live.Hub
 	pages    *pages
 	guard    *guard
 	streams  chan struct{} // a slot per open event stream
+	handler  http.Handler
 
-	ln        net.Listener
-	srv       *http.Server
+	ctx       context.Context // ends at Close: event streams end with it
 	cancel    context.CancelFunc
-	done      chan struct{}
-	indexDone chan struct{} // closed when the runs index check ended
+	mu        sync.Mutex
+	closed    bool           // under mu: no stream opens any more
+	open      sync.WaitGroup // event streams still open (enter)
+	indexDone chan struct{}  // closed when the runs index check ended
 }
 
 // maxStreams bounds the open event streams (each holds a goroutine and a watch).
 const maxStreams = 200
 
-// Listen binds addr and serves the dashboard until Close. It refuses a non-loopback
-// address without a token.
-func Listen(ctx context.Context, addr string, cfg Config) (*Server, error) {
+// New opens a dashboard over cfg.Pool: it reads which pgflow the database has, starts
+// listening for run events and, unless cfg.NoRunsIndex, creates the runs page's index in the
+// background. It serves nothing by itself: mount Handler.
+func New(ctx context.Context, cfg Config) (*Dashboard, error) {
 	cfg = cfg.withDefaults()
 	if cfg.Pool == nil {
 		return nil, errors.New("dashboard: Config.Pool is required")
@@ -108,11 +123,123 @@ func Listen(ctx context.Context, addr string, cfg Config) (*Server, error) {
 	if cfg.Token != "" && len(cfg.Token) < MinTokenLength {
 		return nil, fmt.Errorf("the dashboard token has %d characters: use at least %d (e.g. the output of `openssl rand -hex 32`)", len(cfg.Token), MinTokenLength)
 	}
+	base, err := basePath(cfg.BasePath)
+	if err != nil {
+		return nil, err
+	}
 	st, err := store.Open(ctx, cfg.Pool)
 	if err != nil {
 		return nil, err
 	}
-	st = st.WithStaleAfter(cfg.WorkerStaleAfter)
+	d := &Dashboard{cfg: cfg, log: cfg.Log, base: base, store: st.WithStaleAfter(cfg.WorkerStaleAfter),
+		streams: make(chan struct{}, maxStreams), indexDone: make(chan struct{})}
+	if d.pages, err = newPages(base); err != nil {
+		return nil, err
+	}
+	var secret [32]byte
+	_, _ = rand.Read(secret[:])
+	d.guard = newGuard(cfg.Token, secret[:], base, cfg.Log)
+	d.ctx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	listenCfg := cfg.Pool.Config().ConnConfig.Copy()
+	if listenCfg.RuntimeParams["application_name"] == "" {
+		listenCfg.RuntimeParams["application_name"] = "pgflow-wasm dashboard" // findable in pg_stat_activity
+	}
+	d.listener = live.NewListener(listenCfg, cfg.Log)
+	d.hub = live.NewHub(d.ctx, d.listener, cfg.Log, cfg.PollInterval, 10*cfg.PollInterval)
+	go d.listener.Run(d.ctx)
+	go func() {
+		defer close(d.indexDone)
+		if !cfg.NoRunsIndex {
+			d.ensureRunsIndex(d.ctx)
+		}
+	}()
+	d.handler = d.mount(d.guard.wrap(d.routes()))
+	return d, nil
+}
+
+// basePath normalises Config.BasePath: "" and "/" are the root, "ops" and "/ops/" are "/ops".
+func basePath(p string) (string, error) {
+	p = strings.TrimSuffix(p, "/")
+	if p == "" {
+		return "", nil
+	}
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	if u, err := url.Parse(p); err != nil || u.Path != p || u.RawQuery != "" || u.Fragment != "" || path.Clean(p) != p {
+		return "", fmt.Errorf("dashboard: BasePath %q is not a clean URL path such as /ops", p)
+	}
+	return p, nil
+}
+
+// Handler serves the dashboard. Requests reach it with their whole path (BasePath and
+// all, as a ServeMux pattern "/ops/" hands them on): it strips BasePath itself, and answers
+// 404 outside it. Without a Token it answers only requests whose Host is a loopback name.
+func (d *Dashboard) Handler() http.Handler { return d.handler }
+
+// BasePath is where the dashboard's pages are, "" at the root.
+func (d *Dashboard) BasePath() string { return d.base }
+
+// Close ends every event stream and the dashboard's background work, and waits for them.
+// Its Handler then answers 503.
+func (d *Dashboard) Close() {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	d.cancel()
+	d.open.Wait()
+	<-d.indexDone
+}
+
+// enter counts an event stream in, unless the dashboard is closed; the stream calls
+// d.open.Done when it ends.
+func (d *Dashboard) enter() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return false
+	}
+	d.open.Add(1)
+	return true
+}
+
+// mount strips BasePath and refuses requests once the dashboard is closed.
+func (d *Dashboard) mount(next http.Handler) http.Handler {
+	if d.base != "" {
+		next = http.StripPrefix(d.base, next)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d.ctx.Err() != nil {
+			http.Error(w, "the dashboard was closed", http.StatusServiceUnavailable)
+			return
+		}
+		rest, ok := strings.CutPrefix(r.URL.Path, d.base)
+		switch {
+		case !ok || (rest != "" && rest[0] != '/'):
+			http.NotFound(w, r)
+		case rest == "":
+			http.Redirect(w, r, d.base+"/", http.StatusMovedPermanently)
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// path is a dashboard path ("/runs") as the browser must ask for it: under BasePath.
+func (d *Dashboard) path(p string) string { return d.base + p }
+
+// Server is a dashboard serving on an address of its own (`pgflow-wasm ui`, `serve
+// --ui-addr`).
+type Server struct {
+	*Dashboard
+	ln   net.Listener
+	srv  *http.Server
+	done chan struct{}
+}
+
+// Listen binds addr and serves a New dashboard on it until Close. It refuses a non-loopback
+// address without a token.
+func Listen(ctx context.Context, addr string, cfg Config) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -122,37 +249,18 @@ func Listen(ctx context.Context, addr string, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%s is not a loopback address: anyone who reaches it could read every run's input and output; "+
 			"give the dashboard a token (--ui-token or --ui-token-file) or bind 127.0.0.1", addr)
 	}
-	var secret [32]byte
-	_, _ = rand.Read(secret[:])
-	s := &Server{cfg: cfg, log: cfg.Log, store: st, ln: ln, done: make(chan struct{}), streams: make(chan struct{}, maxStreams),
-		indexDone: make(chan struct{})}
-	s.guard = newGuard(cfg.Token, secret[:], isLoopback(ln.Addr()), cfg.Log)
-	s.pages, err = newPages()
+	d, err := New(ctx, cfg)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.cancel = cancel
-	listenCfg := cfg.Pool.Config().ConnConfig.Copy()
-	if listenCfg.RuntimeParams["application_name"] == "" {
-		listenCfg.RuntimeParams["application_name"] = "pgflow-wasm dashboard" // findable in pg_stat_activity
-	}
-	s.listener = live.NewListener(listenCfg, cfg.Log)
-	s.hub = live.NewHub(runCtx, s.listener, cfg.Log, cfg.PollInterval, 10*cfg.PollInterval)
-	go s.listener.Run(runCtx)
-	go func() {
-		defer close(s.indexDone)
-		if !cfg.NoRunsIndex {
-			s.ensureRunsIndex(runCtx)
-		}
-	}()
+	s := &Server{Dashboard: d, ln: ln, done: make(chan struct{})}
 	s.srv = &http.Server{
-		Handler:           s.routes(),
+		Handler:           d.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		// Event streams live as long as their page: they end through BaseContext on Close.
-		BaseContext: func(net.Listener) context.Context { return runCtx },
+		BaseContext: func(net.Listener) context.Context { return d.ctx },
 	}
 	go func() {
 		defer close(s.done)
@@ -167,21 +275,21 @@ func Listen(ctx context.Context, addr string, cfg Config) (*Server, error) {
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // URL is the dashboard's address as a link.
-func (s *Server) URL() string { return "http://" + s.Addr() + "/" }
+func (s *Server) URL() string { return "http://" + s.Addr() + s.path("/") }
 
 // Close ends every event stream and stops the server.
 func (s *Server) Close(ctx context.Context) error {
 	s.cancel()
 	err := s.srv.Shutdown(ctx)
 	<-s.done
-	<-s.indexDone
+	s.Dashboard.Close()
 	return err
 }
 
 // ensureRunsIndex creates the runs page's index when it is missing: in the background, so
 // the dashboard serves at once, and concurrently, so no writer waits for it. A role that may
 // not create it gets the statement to run by hand.
-func (s *Server) ensureRunsIndex(ctx context.Context) {
+func (s *Dashboard) ensureRunsIndex(ctx context.Context) {
 	pool := s.store.Pool()
 	if exists, valid, err := schema.RunsIndexValid(ctx, pool); err != nil || (exists && valid) {
 		return // an unreachable database is reported by the pages
@@ -215,10 +323,11 @@ func isLoopback(a net.Addr) bool {
 	return ok && tcp.IP.IsLoopback()
 }
 
-func (s *Server) routes() http.Handler {
+// routes are the dashboard's paths below BasePath.
+func (s *Dashboard) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "/runs", http.StatusSeeOther)
+		http.Redirect(w, r, s.path("/runs"), http.StatusSeeOther)
 	})
 	mux.HandleFunc("GET /runs", s.runsPage)
 	mux.HandleFunc("GET /runs/{id}", s.runPage)
@@ -233,5 +342,5 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /actions/start", s.startRun)
 	mux.HandleFunc("POST /actions/deprecate", s.deprecateWorker)
 	mux.Handle("GET /static/", http.StripPrefix("/static/", staticHandler()))
-	return s.guard.wrap(mux)
+	return mux
 }

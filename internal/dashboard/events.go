@@ -14,7 +14,7 @@ import (
 // streamPing keeps idle event streams (and proxies in between) from timing out.
 const streamPing = 20 * time.Second
 
-func (s *Server) runsEvents(w http.ResponseWriter, r *http.Request) {
+func (s *Dashboard) runsEvents(w http.ResponseWriter, r *http.Request) {
 	f, _ := runFilter(r.URL.Query())
 	key := "runs?" + f.Flow + "&" + f.Status
 	if f.Before != nil {
@@ -26,7 +26,7 @@ func (s *Server) runsEvents(w http.ResponseWriter, r *http.Request) {
 	s.stream(w, r, key, s.runsProbe(f))
 }
 
-func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
+func (s *Dashboard) runEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	// Any other error (the database away) is for the stream to report, as it would have had
 	// the stream been open already.
@@ -37,11 +37,11 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	s.stream(w, r, "run/"+id, s.runProbe(id))
 }
 
-func (s *Server) flowsEvents(w http.ResponseWriter, r *http.Request) {
+func (s *Dashboard) flowsEvents(w http.ResponseWriter, r *http.Request) {
 	s.stream(w, r, "flows", s.flowsProbe())
 }
 
-func (s *Server) workersEvents(w http.ResponseWriter, r *http.Request) {
+func (s *Dashboard) workersEvents(w http.ResponseWriter, r *http.Request) {
 	older := r.URL.Query().Get("older")
 	s.stream(w, r, "workers?"+older, s.workersProbe(older))
 }
@@ -51,7 +51,7 @@ func (s *Server) workersEvents(w http.ResponseWriter, r *http.Request) {
 // one sent. The page's script then fetches the page's live part again. When the page's
 // state cannot be read it sends "unreachable" with the reason (the page shows it and stops
 // its clocks), and "reachable" once it can be read again.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string, probe live.Probe) {
+func (s *Dashboard) stream(w http.ResponseWriter, r *http.Request, key string, probe live.Probe) {
 	select {
 	case s.streams <- struct{}{}:
 		defer func() { <-s.streams }()
@@ -59,6 +59,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string, prob
 		http.Error(w, "too many open live pages; this one falls back to polling", http.StatusServiceUnavailable)
 		return
 	}
+	if !s.enter() {
+		http.Error(w, "the dashboard was closed", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.open.Done()
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -78,6 +83,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string, prob
 		var err error
 		select {
 		case <-r.Context().Done():
+			return
+		case <-s.ctx.Done(): // mounted in another server: its requests outlive Close
 			return
 		case u := <-watcher.C:
 			if u.Err != nil {

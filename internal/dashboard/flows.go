@@ -55,11 +55,11 @@ type flowsView struct {
 	Statuses  []string
 }
 
-func (s *Server) flowsPage(w http.ResponseWriter, r *http.Request) { s.renderFlows(w, r, nil) }
+func (s *Dashboard) flowsPage(w http.ResponseWriter, r *http.Request) { s.renderFlows(w, r, nil) }
 
 // renderFlows writes the flows page; form, when not nil, is a refused start to show again
 // (with status 400).
-func (s *Server) renderFlows(w http.ResponseWriter, r *http.Request, form *startForm) {
+func (s *Dashboard) renderFlows(w http.ResponseWriter, r *http.Request, form *startForm) {
 	flows, err := s.store.Flows(r.Context(), countsWindow)
 	if err != nil {
 		s.fail(w, r, err)
@@ -121,7 +121,7 @@ func (s *Server) renderFlows(w http.ResponseWriter, r *http.Request, form *start
 	s.render(w, r, "flows", pv)
 }
 
-func (s *Server) moduleOf(file *flowfile.File, flow string, sd *flowfile.Step) *moduleView {
+func (s *Dashboard) moduleOf(file *flowfile.File, flow string, sd *flowfile.Step) *moduleView {
 	m := &moduleView{Path: sd.Module, MemoryLimit: sd.MemoryLimit, ReuseInstance: sd.ReuseInstance}
 	if rel, err := filepath.Rel(filepath.Dir(absPath(file.Path)), sd.Module); err == nil && filepath.IsLocal(rel) {
 		m.Path = rel
@@ -156,7 +156,7 @@ func flowsFingerprint(flows []store.Flow) string {
 	return store.Digest(parts...)
 }
 
-func (s *Server) flowsProbe() live.Probe {
+func (s *Dashboard) flowsProbe() live.Probe {
 	return func(ctx context.Context) (live.State, error) {
 		flows, err := s.store.Flows(ctx, countsWindow)
 		if err != nil {
@@ -181,7 +181,7 @@ type workersView struct {
 	Stopped    bool // the database has workers.stopped_at (pgflow 0.10+)
 }
 
-func (s *Server) workersPage(w http.ResponseWriter, r *http.Request) {
+func (s *Dashboard) workersPage(w http.ResponseWriter, r *http.Request) {
 	page, err := s.store.Workers(r.Context(), r.URL.Query().Get("older"), 100)
 	if err != nil {
 		s.fail(w, r, err)
@@ -202,7 +202,7 @@ func (s *Server) workersPage(w http.ResponseWriter, r *http.Request) {
 
 // workersFingerprint changes when a worker appears, dies, is deprecated or stopped, or its
 // number of running tasks changes (heartbeat ages tick in the browser).
-func (s *Server) workersFingerprint(p store.WorkerPage) string {
+func (s *Dashboard) workersFingerprint(p store.WorkerPage) string {
 	var parts []string
 	for _, w := range p.Workers {
 		parts = append(parts, w.ID, strconv.FormatBool(w.Alive),
@@ -211,7 +211,7 @@ func (s *Server) workersFingerprint(p store.WorkerPage) string {
 	return store.Digest(parts...)
 }
 
-func (s *Server) workersProbe(cursor string) live.Probe {
+func (s *Dashboard) workersProbe(cursor string) live.Probe {
 	return func(ctx context.Context) (live.State, error) {
 		page, err := s.store.Workers(ctx, cursor, 100)
 		if err != nil {

@@ -12,8 +12,8 @@ import (
 	"strings"
 )
 
-// guard checks every request before any handler sees it, and sets the headers every
-// response carries.
+// guard checks every request before any handler sees it (below BasePath: it sees paths
+// with the base stripped), and sets the headers every response carries.
 //
 //   - With a token: the request must carry it, as ?token= (answered with a session cookie
 //     and a redirect that drops it from the address bar), as the cookie, or as an
@@ -25,11 +25,11 @@ import (
 // Actions (POSTs) also check checkPost: where the browser says the form came from, and the
 // form's CSRF value.
 type guard struct {
-	token    string
-	session  string // cookie value: derived from the token, not the token itself
-	csrf     string
-	loopback bool
-	log      *slog.Logger
+	token   string
+	session string // cookie value: derived from the token, not the token itself
+	csrf    string
+	base    string // Config.BasePath: the session cookie's path and the redirects' prefix
+	log     *slog.Logger
 	// sameSite refuses what a browser says came from another site (Sec-Fetch-Site), or,
 	// from a browser too old to say, an Origin other than the Host.
 	sameSite *http.CrossOriginProtection
@@ -37,8 +37,8 @@ type guard struct {
 
 const sessionCookie = "pgflow_wasm_ui"
 
-func newGuard(token string, secret []byte, loopback bool, log *slog.Logger) *guard {
-	g := &guard{token: token, loopback: loopback, csrf: mac(secret, "csrf"), log: log, sameSite: http.NewCrossOriginProtection()}
+func newGuard(token string, secret []byte, base string, log *slog.Logger) *guard {
+	g := &guard{token: token, base: base, csrf: mac(secret, "csrf"), log: log, sameSite: http.NewCrossOriginProtection()}
 	if token != "" {
 		g.session = mac([]byte(token), "pgflow-wasm dashboard session")
 	}
@@ -89,10 +89,10 @@ func (g *guard) allowed(w http.ResponseWriter, r *http.Request) bool {
 	}
 	if t := r.URL.Query().Get("token"); t != "" {
 		if !equal(t, g.token) {
-			unauthorized(w, "the token in the address is wrong")
+			g.unauthorized(w, "the token in the address is wrong")
 			return false
 		}
-		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: g.session, Path: "/", HttpOnly: true,
+		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: g.session, Path: g.base + "/", HttpOnly: true,
 			SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
 		if r.Method != http.MethodGet {
 			return true
@@ -101,7 +101,7 @@ func (g *guard) allowed(w http.ResponseWriter, r *http.Request) bool {
 		q := u.Query()
 		q.Del("token")
 		u.RawQuery = q.Encode()
-		http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+		http.Redirect(w, r, g.base+u.RequestURI(), http.StatusSeeOther)
 		return false
 	}
 	if auth := r.Header.Get("Authorization"); auth != "" {
@@ -109,21 +109,21 @@ func (g *guard) allowed(w http.ResponseWriter, r *http.Request) bool {
 		if ok && equal(strings.TrimSpace(bearer), g.token) {
 			return true
 		}
-		unauthorized(w, "the Authorization header does not carry the dashboard's token")
+		g.unauthorized(w, "the Authorization header does not carry the dashboard's token")
 		return false
 	}
 	if c, err := r.Cookie(sessionCookie); err == nil && equal(c.Value, g.session) {
 		return true
 	}
-	unauthorized(w, "this dashboard needs its token")
+	g.unauthorized(w, "this dashboard needs its token")
 	return false
 }
 
 // unauthorized answers 401 with a page that explains how to get in and shows nothing else.
-func unauthorized(w http.ResponseWriter, why string) {
+func (g *guard) unauthorized(w http.ResponseWriter, why string) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(http.StatusUnauthorized)
-	_ = unauthorizedPage.Execute(w, why)
+	_ = unauthorizedPage.Execute(w, struct{ Why, Base, Asset string }{why, g.base, assetVersion})
 }
 
 // checkPost refuses (403, logged) a POST that did not come from the dashboard's own form.
@@ -137,7 +137,7 @@ func (g *guard) checkPost(w http.ResponseWriter, r *http.Request) bool {
 	if r.URL.Path == "/actions/start" {
 		back, backText = "/flows", "Back to the flows"
 	}
-	writeNotice(w, notice{Status: http.StatusForbidden, Title: "Refused",
+	writeNotice(w, g.base, notice{Status: http.StatusForbidden, Title: "Refused",
 		Message: "This form did not come from the dashboard's own page: " + why + ". Reload the page and try again.",
 		Back:    back, BackText: backText})
 	return false

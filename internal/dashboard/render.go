@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -55,9 +56,18 @@ type pages struct {
 	byName map[string]*template.Template
 }
 
-func newPages() (*pages, error) {
+// newPages parses the templates for a dashboard under basePath: their "path" function puts
+// it before every dashboard path they link to ("" stays "", for a link that is not there).
+func newPages(basePath string) (*pages, error) {
 	p := &pages{byName: map[string]*template.Template{}}
-	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "assets/templates/layout.html")
+	fm := template.FuncMap{"path": func(p string) string {
+		if p == "" {
+			return ""
+		}
+		return basePath + p
+	}}
+	maps.Copy(fm, funcs)
+	base, err := template.New("layout.html").Funcs(fm).ParseFS(templateFiles, "assets/templates/layout.html")
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +100,7 @@ type view struct {
 }
 
 // render writes a page, or only its live part when the page's script asks for an update.
-func (s *Server) render(w http.ResponseWriter, r *http.Request, name string, v view) {
+func (s *Dashboard) render(w http.ResponseWriter, r *http.Request, name string, v view) {
 	v.Actions, v.CSRF, v.Asset = s.cfg.Actions, s.guard.csrf, assetVersion
 	v.Zone, _ = v.Now.Local().Zone()
 	tmpl := "layout"
@@ -113,7 +123,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, name string, v v
 // fail answers a request the page could not serve: a page that says why (the page's
 // script, asking for the live part, gets the reason as text). While the database is away
 // the page retries by itself and shows the dashboard again once it is back.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return
 	}
@@ -133,7 +143,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case http.StatusInternalServerError:
 		n.Title = "Query failed"
 	}
-	writeNotice(w, n)
+	writeNotice(w, s.base, n)
 }
 
 // dbProblem is the status and the sentence for an error reading the database: 503 while it
@@ -324,32 +334,36 @@ type notice struct {
 // noticeRetrySeconds is how often a notice page with Retry reloads itself.
 const noticeRetrySeconds = 5
 
-func writeNotice(w http.ResponseWriter, n notice) {
+// writeNotice writes a notice page of a dashboard under base (its Back is a dashboard path).
+func writeNotice(w http.ResponseWriter, base string, n notice) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	if n.Retry {
 		h.Set("Retry-After", strconv.Itoa(noticeRetrySeconds))
 	}
 	w.WriteHeader(n.Status)
+	if n.Back != "" {
+		n.Back = base + n.Back
+	}
 	_ = noticePage.Execute(w, struct {
 		notice
-		Asset string
-	}{n, assetVersion})
+		Asset, Base string
+	}{n, assetVersion, base})
 }
 
 // noticePage reloads itself with a meta refresh, which needs no script (and no CSP change).
 var noticePage = template.Must(template.New("notice").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8">{{if .Retry}}<meta http-equiv="refresh" content="` + strconv.Itoa(noticeRetrySeconds) + `">{{end}}
 <title>{{.Title}} · pgflow-wasm</title>
-<link rel="stylesheet" href="/static/app.css?v={{.Asset}}"></head>
+<link rel="stylesheet" href="{{.Base}}/static/app.css?v={{.Asset}}"></head>
 <body><main class="notice"><h1>{{.Title}}</h1><p>{{.Message}}</p>{{if .Back}}<p><a href="{{.Back}}">{{.BackText}}</a></p>{{end}}</main></body></html>`))
 
 var unauthorizedPage = template.Must(template.New("401").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Token needed · pgflow-wasm</title>
-<link rel="stylesheet" href="/static/app.css?v=` + assetVersion + `"></head>
+<link rel="stylesheet" href="{{.Base}}/static/app.css?v={{.Asset}}"></head>
 <body><main class="notice">
 <h1>Token needed</h1>
-<p>Refused: {{.}}.</p>
+<p>Refused: {{.Why}}.</p>
 <p>Open the dashboard's address once with <code>?token=</code> followed by the token given to
 <code>pgflow-wasm ui</code> (<code>--ui-token</code> or <code>--ui-token-file</code>): the browser then keeps a
 session cookie. Scripts can send <code>Authorization: Bearer &lt;token&gt;</code> instead.</p>

@@ -69,7 +69,7 @@ func runsFingerprint(p store.RunPage) string {
 	return store.Digest(parts...)
 }
 
-func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
+func (s *Dashboard) runsPage(w http.ResponseWriter, r *http.Request) {
 	f, problem := runFilter(r.URL.Query())
 	page, err := s.store.List(r.Context(), f)
 	if err != nil {
@@ -91,7 +91,7 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 // runs on it that are still going, and to the queue-insert channels of its flows, where a
 // new run's first tasks are announced when the workers use --signal notify; otherwise new
 // runs show up at the next poll.
-func (s *Server) runsProbe(f store.RunFilter) live.Probe {
+func (s *Dashboard) runsProbe(f store.RunFilter) live.Probe {
 	return func(ctx context.Context) (live.State, error) {
 		page, err := s.store.List(ctx, f)
 		if err != nil {
@@ -163,7 +163,7 @@ type runView struct {
 	Error     string // the first failed step's error
 }
 
-func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
+func (s *Dashboard) runPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
 	run, err := s.store.Preview(ctx, id)
@@ -303,7 +303,7 @@ func stepLabel(sv stepView, runEnded bool) string {
 	return sv.Status
 }
 
-func (s *Server) runProbe(id string) live.Probe {
+func (s *Dashboard) runProbe(id string) live.Probe {
 	return func(ctx context.Context) (live.State, error) {
 		fp, active, err := s.store.RunState(ctx, id)
 		if err != nil {
@@ -314,7 +314,7 @@ func (s *Server) runProbe(id string) live.Probe {
 }
 
 // runJSON serves a run's whole input or output.
-func (s *Server) runJSON(w http.ResponseWriter, r *http.Request) {
+func (s *Dashboard) runJSON(w http.ResponseWriter, r *http.Request) {
 	v, err := s.store.RunValue(r.Context(), r.PathValue("id"), r.PathValue("field"))
 	if err != nil {
 		s.fail(w, r, err)
@@ -324,7 +324,7 @@ func (s *Server) runJSON(w http.ResponseWriter, r *http.Request) {
 }
 
 // taskJSON serves a task's whole input or output.
-func (s *Server) taskJSON(w http.ResponseWriter, r *http.Request) {
+func (s *Dashboard) taskJSON(w http.ResponseWriter, r *http.Request) {
 	index, err := strconv.Atoi(r.PathValue("index"))
 	if err != nil || index < 0 {
 		http.Error(w, "not found", http.StatusNotFound)
