@@ -8,8 +8,12 @@ GO ?= go
 TAGS ?= wasmtime
 BIN := bin/pgflow-wasm
 
-.PHONY: all build test run bench vet fmt-check deps modules clean
+.PHONY: all build test test-browser run bench vet fmt-check deps modules clean
 all: build
+
+# The dashboard's browser tests (chromedp) are a Go module of their own, so that importers
+# of pgflow-wasm do not inherit chromedp: `go test ./...` at the root does not reach them.
+BROWSER_MODULE := internal/dashboard/browsertest
 
 include $(wildcard mk/*.mk)
 
@@ -30,6 +34,7 @@ PLAN_SUITES := $(WORKER_SUITES) ./cmd/... ./internal/store/... ./internal/testki
 test: deps modules
 	$(MAKE) vet fmt-check
 	$(GO) test -race -tags '$(TAGS)' -timeout 25m ./...
+	$(MAKE) test-browser
 	@# A project of `pgflow-wasm new` per language, built with real toolchains: alone, so its
 	@# builds do not load the machine under other packages' timing tests (internal/scaffold/project_test.go).
 	PGFLOW_WASM_TEST_PROJECTS=1 $(GO) test -tags '$(TAGS)' -timeout 15m -run TestNewProjectsBuildTestAndRun ./internal/scaffold/
@@ -68,7 +73,9 @@ test-pgflow-release:
 	@if [ ! -d $(MIGRATIONS) ]; then \
 		echo "test-pgflow-release: skipped $(RELEASE): no migrations in $(MIGRATIONS) (test data beside the repository)"; exit 0; fi; \
 	echo "the worker's suites on pgflow $(RELEASE)"; \
-	PGFLOW_WASM_MIGRATIONS=$$(cd $(MIGRATIONS) && pwd) $(GO) test -tags '$(TAGS)' -timeout 15m $(PGFLOW_VERSION_SUITES)
+	migrations=$$(cd $(MIGRATIONS) && pwd); \
+	PGFLOW_WASM_MIGRATIONS=$$migrations $(GO) test -tags '$(TAGS)' -timeout 15m $(PGFLOW_VERSION_SUITES) && \
+	cd $(BROWSER_MODULE) && PGFLOW_WASM_MIGRATIONS=$$migrations $(GO) test -tags '$(TAGS)' -timeout 15m ./...
 
 # The fault suite at full length: a full disk under pgflow's tables, no connections left and a failover
 # for 60 s each, and the soak (kill -9, crash-restart) for 5 minutes. `make test` runs the
@@ -99,6 +106,11 @@ run: deps examples build
 
 vet:
 	$(GO) vet -tags '$(TAGS)' ./...
+	cd $(BROWSER_MODULE) && $(GO) vet -tags '$(TAGS)' ./...
+
+# The browser tests' module: chromium drives the dashboard against a real database.
+test-browser: deps modules
+	cd $(BROWSER_MODULE) && $(GO) test -race -tags '$(TAGS)' -timeout 15m ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \

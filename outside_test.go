@@ -166,6 +166,16 @@ func TestAProgramOutsideTheRepositoryEmbedsTheClient(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build of the outside program: %v\n%s", err, out)
 	}
+	// The browser tests' chromedp stays in their own module: no importer inherits it.
+	list := exec.CommandContext(ctx, "go", "list", "-m", "all")
+	list.Dir, list.Env = dir, build.Env
+	modules, err := list.CombinedOutput()
+	if err != nil || !strings.Contains(string(modules), "github.com/jackc/pgx/v5") {
+		t.Fatalf("go list -m all: %v\n%s", err, modules)
+	}
+	if strings.Contains(string(modules), "chromedp") {
+		t.Errorf("an importer of pgflow-wasm requires chromedp:\n%s", modules)
+	}
 
 	db := pgtest.NewDB(t)
 	prog := exec.CommandContext(ctx, filepath.Join(dir, "outside"))

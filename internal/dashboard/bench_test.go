@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"testing"
@@ -72,7 +73,7 @@ func BenchmarkRunsPage(b *testing.B) {
 		b.Fatal(err)
 	}
 	seedRuns(b, db, benchRuns)
-	srv, err := dashboard.Listen(ctx, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog(), NoRunsIndex: true})
+	srv, err := dashboard.Listen(ctx, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: slog.New(slog.DiscardHandler), NoRunsIndex: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/dashtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
@@ -179,11 +180,11 @@ func TestClosingAMountedDashboardEndsItsStreams(t *testing.T) {
 func TestAMountedDashboardKeepsItsGuard(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
-	_, srv := mounted(t, dashboard.Config{Pool: db.Pool, BasePath: "/ops", Token: testToken})
+	_, srv := mounted(t, dashboard.Config{Pool: db.Pool, BasePath: "/ops", Token: dashtest.Token})
 	if resp, _ := get(t, srv.URL+"/ops/runs", nil); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("without the token: %d", resp.StatusCode)
 	}
-	resp, _ := get(t, srv.URL+"/ops/runs?flow=echo&token="+testToken, nil)
+	resp, _ := get(t, srv.URL+"/ops/runs?flow=echo&token="+dashtest.Token, nil)
 	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/ops/runs?flow=echo" {
 		t.Errorf("with ?token=: %d to %q, want /ops/runs?flow=echo", resp.StatusCode, loc)
 	}

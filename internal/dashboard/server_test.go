@@ -20,13 +20,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/dashtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
-
-const testToken = "a-test-token-of-32-characters-xx"
 
 const echoFlows = `
 flows:
@@ -34,37 +33,6 @@ flows:
     steps:
       - {slug: echo, module: {{root}}/modules/testdata/echo.wasm}
 `
-
-// listen starts a dashboard for the test.
-func listen(t *testing.T, addr string, cfg dashboard.Config) *dashboard.Server {
-	t.Helper()
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	srv, err := dashboard.Listen(context.Background(), addr, cfg)
-	if err != nil {
-		t.Fatalf("dashboard.Listen(%s): %v", addr, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Close(ctx); err != nil {
-			t.Errorf("closing the dashboard: %v", err)
-		}
-	})
-	return srv
-}
-
-// nonLoopbackIP is an address of this machine other than loopback, or "" when it has none.
-func nonLoopbackIP() string {
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
-			return n.IP.String()
-		}
-	}
-	return ""
-}
 
 // noRedirect is a client that shows redirects instead of following them.
 var noRedirect = &http.Client{
@@ -117,7 +85,7 @@ func TestAnAddressOtherThanLoopbackNeedsAToken(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "at least 16") {
 		t.Errorf("a 5-character token: %v", err)
 	}
-	listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool}) // loopback: fine without one
+	dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool}) // loopback: fine without one
 }
 
 // With a token, nothing (no page, no value, no event stream) is served without it.
@@ -126,9 +94,9 @@ func TestTheTokenIsCheckedOnEveryRequestAndStream(t *testing.T) {
 	db := pgtest.NewDB(t)
 	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, echoFlows, nil))
 	id := workertest.StartRun(t, db.Pool, "echo", `{"secret": "sesame-1234"}`)
-	srv := listen(t, "0.0.0.0:0", dashboard.Config{Pool: db.Pool, Token: testToken})
+	srv := dashtest.Listen(t, "0.0.0.0:0", dashboard.Config{Pool: db.Pool, Token: dashtest.Token})
 	_, port, _ := net.SplitHostPort(srv.Addr())
-	host := nonLoopbackIP()
+	host := dashtest.NonLoopbackIP()
 	if host == "" {
 		host = "127.0.0.1" // no other interface: the token is still required on loopback
 	}
@@ -150,13 +118,13 @@ func TestTheTokenIsCheckedOnEveryRequestAndStream(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized || strings.Contains(body, "sesame") {
 			t.Errorf("wrong ?token= on %s: %d", p, resp.StatusCode)
 		}
-		resp, _ = get(t, base+p, http.Header{"Authorization": {"Bearer " + testToken}})
+		resp, _ = get(t, base+p, http.Header{"Authorization": {"Bearer " + dashtest.Token}})
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("bearer token on %s: %d, want 200", p, resp.StatusCode)
 		}
 	}
 	// ?token= once: a cookie (not the token), and a redirect that drops it from the address.
-	resp, _ := get(t, base+"/runs/"+id+"?token="+url.QueryEscape(testToken), nil)
+	resp, _ := get(t, base+"/runs/"+id+"?token="+url.QueryEscape(dashtest.Token), nil)
 	loc := resp.Header.Get("Location")
 	if resp.StatusCode != http.StatusSeeOther || strings.Contains(loc, "token") || !strings.HasPrefix(loc, "/runs/"+id) {
 		t.Fatalf("?token=: status %d, Location %q", resp.StatusCode, loc)
@@ -167,7 +135,7 @@ func TestTheTokenIsCheckedOnEveryRequestAndStream(t *testing.T) {
 			cookie = c
 		}
 	}
-	if cookie == nil || !cookie.HttpOnly || cookie.Value == testToken || strings.Contains(cookie.Value, testToken) {
+	if cookie == nil || !cookie.HttpOnly || cookie.Value == dashtest.Token || strings.Contains(cookie.Value, dashtest.Token) {
 		t.Fatalf("session cookie: %+v", cookie)
 	}
 	resp, body := get(t, base+loc, http.Header{"Cookie": {cookie.String()}})
@@ -181,7 +149,7 @@ func TestTheTokenIsCheckedOnEveryRequestAndStream(t *testing.T) {
 func TestLoopbackWithoutATokenRefusesOtherHostNames(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
-	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool})
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool})
 	_, port, _ := net.SplitHostPort(srv.Addr())
 	for host, want := range map[string]int{
 		"evil.example:" + port: http.StatusForbidden,
@@ -259,7 +227,7 @@ func TestActionsAreOffByDefaultCheckedAndLogged(t *testing.T) {
 		return m[1]
 	}
 
-	readOnly := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool})
+	readOnly := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool})
 	if _, body := get(t, readOnly.URL()+"flows", nil); strings.Contains(body, "/actions/start") {
 		t.Error("a read-only dashboard shows the start form")
 	}
@@ -269,7 +237,7 @@ func TestActionsAreOffByDefaultCheckedAndLogged(t *testing.T) {
 	}
 
 	var log syncBuffer
-	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Actions: true,
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Actions: true,
 		Log: slog.New(slog.NewTextHandler(&log, nil))})
 	csrf := csrfOf(srv, "flows")
 	for name, tc := range map[string]struct {
@@ -327,7 +295,7 @@ func TestACrossSitePostIsRefusedAndLogged(t *testing.T) {
 	ctx := context.Background()
 	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, echoFlows, nil))
 	var log syncBuffer
-	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Actions: true, Log: slog.New(slog.NewTextHandler(&log, nil))})
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Actions: true, Log: slog.New(slog.NewTextHandler(&log, nil))})
 	_, flowsPage := get(t, srv.URL()+"flows", nil)
 	m := csrfRE.FindStringSubmatch(flowsPage)
 	if m == nil {
@@ -407,7 +375,7 @@ func TestOutputsAreEscapedAndServedAsJSON(t *testing.T) {
 	payload := `<script>document.title='owned'</script><img src=x onerror=alert(1)>`
 	id := workertest.StartRun(t, db.Pool, "echo", `{"value": "`+payload+`"}`)
 	workertest.WaitRun(t, db.Pool, id, 60*time.Second)
-	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool})
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool})
 	resp, body := get(t, srv.URL()+"runs/"+id, nil)
 	if resp.StatusCode != 200 || strings.Contains(body, "<script>document") || strings.Contains(body, "<img src=x") {
 		t.Fatalf("the output reached the page as HTML:\n%s", body)
@@ -435,7 +403,7 @@ func TestTheRunStreamTellsWhenTheRunChanges(t *testing.T) {
 	workertest.Compile(t, db.Pool, file)
 	id := workertest.StartRun(t, db.Pool, "echo", `{"value": 1}`)
 	// A long poll interval: the change must come from the run's NOTIFY.
-	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, PollInterval: time.Hour})
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, PollInterval: time.Hour})
 	_, page := get(t, srv.URL()+"runs/"+id, nil)
 	m := regexp.MustCompile(`data-version="([0-9a-f]+)"`).FindStringSubmatch(page)
 	if m == nil {
@@ -492,7 +460,7 @@ flows:
 	}
 	id := workertest.StartRun(t, db.Pool, "many", "["+strings.Join(elements, ",")+"]")
 	workertest.WaitRun(t, db.Pool, id, 60*time.Second)
-	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, TasksPerPage: 10})
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, TasksPerPage: 10})
 	taskRows := regexp.MustCompile(`id="task-each-(\d+)"`)
 	next := regexp.MustCompile(`href="([^"]+)">next ›`)
 	page := "/runs/" + id
@@ -546,7 +514,7 @@ func TestTheRunsIndexIsCreatedOnStartOrExplained(t *testing.T) {
 	}
 	dropIndex()
 	var log syncBuffer
-	listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: slog.New(slog.NewTextHandler(&log, nil))})
+	dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: slog.New(slog.NewTextHandler(&log, nil))})
 	waitLog(&log, "created index pgflow."+schema.RunsIndex)
 	if !strings.Contains(log.String(), "creating index pgflow."+schema.RunsIndex) {
 		t.Errorf("the build's start is not logged:\n%s", log.String())
@@ -581,7 +549,7 @@ func TestTheRunsIndexIsCreatedOnStartOrExplained(t *testing.T) {
 		_, _ = db.Pool.Exec(ctx, "DROP ROLE IF EXISTS "+r)
 	})
 	var readerLog syncBuffer
-	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: reader, Log: slog.New(slog.NewTextHandler(&readerLog, nil))})
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: reader, Log: slog.New(slog.NewTextHandler(&readerLog, nil))})
 	waitLog(&readerLog, "could not create the runs page's index")
 	if l := readerLog.String(); !strings.Contains(l, schema.RunsIndexSQL) || !strings.Contains(l, "must be owner") {
 		t.Errorf("the refusal does not say how to create the index by hand, or why:\n%s", l)
@@ -589,48 +557,6 @@ func TestTheRunsIndexIsCreatedOnStartOrExplained(t *testing.T) {
 	if resp, _ := get(t, srv.URL()+"runs", nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("the runs page as a read-only role: %d", resp.StatusCode)
 	}
-}
-
-// manyFailFlows is a map whose elements fail when they say so: work busy-loops
-// input.run.iterations times, and fails on a negative count.
-const manyFailFlows = `
-flows:
-  - slug: many_fail
-    max_attempts: 1
-    steps:
-      - {slug: each, type: map, module: {{root}}/modules/testdata/work.wasm}
-`
-
-// startManyFail runs a map of n elements of which those at the failing indices fail, and
-// returns the run once they all failed. The worker starts every element in one batch,
-// before any fails: a task of a run that failed meanwhile would never start.
-func startManyFail(t *testing.T, db *pgtest.DB, n int, failing []int) string {
-	t.Helper()
-	elements := make([]string, n)
-	for i := range elements {
-		elements[i] = `{"run": {"iterations": 0}}`
-	}
-	for _, i := range failing {
-		elements[i] = `{"run": {"iterations": -1}}`
-	}
-	id := workertest.StartRun(t, db.Pool, "many_fail", "["+strings.Join(elements, ",")+"]")
-	if r := workertest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "failed" {
-		t.Fatalf("run %s: %s, want failed", id, r.Status)
-	}
-	// The run fails with its first failed element; the others' failures are written after it.
-	var got []int
-	deadline := time.Now().Add(30 * time.Second)
-	for len(got) < len(failing) && time.Now().Before(deadline) {
-		if err := db.Pool.QueryRow(context.Background(), `select coalesce(array_agg(task_index order by task_index), '{}')
-			from pgflow.step_tasks where run_id = $1::uuid and status = 'failed'`, id).Scan(&got); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if fmt.Sprint(got) != fmt.Sprint(failing) {
-		t.Fatalf("the elements that failed are %v, want %v (did the worker start every element before the first failed?)", got, failing)
-	}
-	return id
 }
 
 // tagRE strips a page's tags, to read it as a person does.
@@ -642,9 +568,9 @@ var tagRE = regexp.MustCompile(`<[^>]*>`)
 func TestAMapsFailedElementsAreNamedWithoutPaging(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
-	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, manyFailFlows, nil), worker.Config{Concurrency: 200, BatchSize: 200})
-	id := startManyFail(t, db, 200, []int{17, 42, 180})
-	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, TasksPerPage: 20})
+	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, dashtest.ManyFailFlows, nil), worker.Config{Concurrency: 200, BatchSize: 200})
+	id := dashtest.StartManyFail(t, db, 200, []int{17, 42, 180})
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, TasksPerPage: 20})
 
 	_, body := get(t, srv.URL()+"runs/"+id, nil)
 	header := regexp.MustCompile(`(?s)<p class="failed-elements">.*?</p>`).FindString(body)
@@ -692,7 +618,7 @@ func TestAMapsFailedElementsAreNamedWithoutPaging(t *testing.T) {
 
 	// More failures than the header names: the rest are counted, with a link to them all.
 	many := []int{3, 9, 17, 42, 77, 99, 100, 120, 150, 170, 180, 190, 199}
-	id = startManyFail(t, db, 200, many)
+	id = dashtest.StartManyFail(t, db, 200, many)
 	_, body = get(t, srv.URL()+"runs/"+id, nil)
 	header = regexp.MustCompile(`(?s)<p class="failed-elements">.*?</p>`).FindString(body)
 	text = strings.Join(strings.Fields(tagRE.ReplaceAllString(header, "")), " ")
@@ -767,7 +693,7 @@ func TestADatabaseOutageIsShownAndRecoveredFrom(t *testing.T) {
 	ctx := context.Background()
 	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, echoFlows, nil))
 	id := workertest.StartRun(t, db.Pool, "echo", `{}`) // no worker: it stays running
-	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, PollInterval: 200 * time.Millisecond})
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, PollInterval: 200 * time.Millisecond})
 	_, page := get(t, srv.URL()+"runs/"+id, nil)
 	version := regexp.MustCompile(`data-version="([0-9a-f]+)"`).FindStringSubmatch(page)
 	if version == nil {

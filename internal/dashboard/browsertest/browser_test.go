@@ -1,10 +1,10 @@
-package dashboard_test
+package browsertest_test
 
 // The dashboard in a real browser: Debian's chromium, headless, driven with chromedp, against
 // a real database and real workers running modules built from this repository.
 //
 // UPDATE_SCREENSHOTS=1 also writes the screenshots of docs/ui/ (taken on the example flows
-// of flows.yaml): `UPDATE_SCREENSHOTS=1 go test ./internal/dashboard -run TestBrowser`.
+// of flows.yaml): `UPDATE_SCREENSHOTS=1 cd internal/dashboard/browsertest && go test -run TestBrowser .`.
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -25,6 +27,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/dashtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
@@ -163,6 +166,47 @@ func TestBrowser(t *testing.T) {
 	t.Run("actions: the Start run and Deprecate buttons", func(t *testing.T) { actionsFromThePage(t, browser) })
 	t.Run("a map's failed elements", func(t *testing.T) { failedElements(t, browser) })
 	t.Run("the database goes away and comes back", func(t *testing.T) { databaseOutage(t, browser) })
+	t.Run("mounted on /ops/ of another server", func(t *testing.T) { mountedOnAPath(t, browser) })
+}
+
+// mountedOnAPath serves the dashboard on /ops/ of another server (dashboard.New and its
+// Handler, as Client.DashboardHandler does): the page's style and script load from under the
+// path, its event stream opens there and follows the run, and links and forms stay there.
+func mountedOnAPath(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	file := workertest.FlowsFile(t, testFlowsYAML, nil)
+	workertest.Compile(t, db.Pool, file)
+	id := workertest.StartRun(t, db.Pool, "echo_out", `{}`) // no worker yet: it keeps running
+	// A long poll interval: the page must learn of the run's end through its event stream.
+	d, err := dashboard.New(context.Background(), dashboard.Config{Pool: db.Pool, Log: quietLog(), BasePath: "/ops",
+		Actions: true, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	mux := http.NewServeMux()
+	mux.Handle("/ops/", d.Handler())
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("the host's own page")) })
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	ctx := tab(t, browser)
+	navigate(t, ctx, srv.URL+"/ops/runs/"+id)
+	waitFor(t, ctx, `document.getElementById('conn').classList.contains('on') && document.styleSheets.length === 1 &&
+		document.styleSheets[0].href.includes('/ops/static/app.css') && document.styleSheets[0].cssRules.length > 10`,
+		10*time.Second, "the style sheet loaded from /ops/static/ and the live dot is green (the script, and its stream under /ops/)")
+	workertest.StartWorker(t, db.Pool, file, worker.Config{Signal: worker.SignalNotify})
+	waitFor(t, ctx, `document.querySelector('h1 .badge')?.textContent === 'completed' && location.pathname === '/ops/runs/`+id+`'`,
+		30*time.Second, "the open page follows the run to its end")
+
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`header nav a[href="/ops/flows"]`)))
+	waitFor(t, ctx, `location.pathname === '/ops/flows' && document.getElementById('start-echo_out') !== null`,
+		30*time.Second, "the navigation leads to the flows page under /ops/")
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`#start-echo_out summary`)))
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`#start-echo_out button[type=submit]`)))
+	waitFor(t, ctx, `location.pathname.startsWith('/ops/runs/') && location.pathname !== '/ops/runs/`+id+`' &&
+		document.querySelector('h1 .badge')?.textContent === 'completed'`,
+		30*time.Second, "Start run posts under /ops/ and leads to the new run's page there")
 }
 
 // databaseOutage stops the dashboard's PostgreSQL (a private one) under an open run page
@@ -172,7 +216,7 @@ func databaseOutage(t *testing.T, browser context.Context) {
 	db := cluster.NewDB(t)
 	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, testFlowsYAML, nil))
 	id := workertest.StartRun(t, db.Pool, "echo_out", `{}`) // no worker: it keeps running
-	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog(), PollInterval: 200 * time.Millisecond})
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog(), PollInterval: 200 * time.Millisecond})
 	runPage := srv.URL() + "runs/" + id
 	open := tab(t, browser)
 	navigate(t, open, runPage)
@@ -219,9 +263,9 @@ func databaseOutage(t *testing.T, browser context.Context) {
 // them, and a click on one shows its row and error.
 func failedElements(t *testing.T, browser context.Context) {
 	db := pgtest.NewDB(t)
-	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, manyFailFlows, nil), worker.Config{Concurrency: 200, BatchSize: 200})
-	id := startManyFail(t, db, 200, []int{17, 42, 180})
-	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog()})
+	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, dashtest.ManyFailFlows, nil), worker.Config{Concurrency: 200, BatchSize: 200})
+	id := dashtest.StartManyFail(t, db, 200, []int{17, 42, 180})
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog()})
 	ctx := tab(t, browser)
 	navigate(t, ctx, srv.URL()+"runs/"+id)
 	waitFor(t, ctx, `document.querySelector('#step-each .failed-elements')?.innerText.startsWith('failed: 17, 42, 180')`,
@@ -240,7 +284,7 @@ func actionsFromThePage(t *testing.T, browser context.Context) {
 	db := pgtest.NewDB(t)
 	w := workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, testFlowsYAML, nil), worker.Config{Signal: worker.SignalNotify})
 	var log workertest.SyncBuffer
-	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: slog.New(slog.NewTextHandler(&log, nil)),
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: slog.New(slog.NewTextHandler(&log, nil)),
 		Actions: true, PollInterval: 200 * time.Millisecond})
 	base := strings.TrimSuffix(srv.URL(), "/")
 	ctx := tab(t, browser)
@@ -289,7 +333,7 @@ func actionsFromThePage(t *testing.T, browser context.Context) {
 // every page (and takes the screenshots of docs/ui/).
 func examplePages(t *testing.T, browser context.Context) {
 	db := pgtest.NewDB(t)
-	file, err := flowfile.Load("../../flows.yaml") // the page shows the path as given
+	file, err := flowfile.Load("../../../flows.yaml") // the page shows the path as given
 	if err != nil {
 		t.Fatalf("flows.yaml: %v (are the examples built? `make examples`)", err)
 	}
@@ -320,7 +364,7 @@ func examplePages(t *testing.T, browser context.Context) {
 	if r := workertest.WaitRun(t, db.Pool, bad, 90*time.Second); r.Status != "failed" {
 		t.Fatalf("hello without a name: %s, want failed", r.Status)
 	}
-	srv := listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog(), Actions: true,
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog(), Actions: true,
 		Flows: func() *flowfile.File { return file }, Modules: w.ModuleInfo, PollInterval: 200 * time.Millisecond})
 	ctx := tab(t, browser)
 	base := strings.TrimSuffix(srv.URL(), "/")
@@ -398,10 +442,10 @@ func testFlows(t *testing.T, browser context.Context) {
 	liveFile := workertest.FlowsFile(t, liveFlowYAML, nil)
 	workertest.Compile(t, db.Pool, liveFile)
 
-	srv := listen(t, "0.0.0.0:0", dashboard.Config{Pool: db.Pool, Log: quietLog(), Token: testToken,
+	srv := dashtest.Listen(t, "0.0.0.0:0", dashboard.Config{Pool: db.Pool, Log: quietLog(), Token: dashtest.Token,
 		PollInterval: 200 * time.Millisecond})
 	_, port, _ := net.SplitHostPort(srv.Addr())
-	ip := nonLoopbackIP()
+	ip := dashtest.NonLoopbackIP()
 	ctx := tab(t, browser)
 
 	t.Run("a non-loopback request without the token is refused", func(t *testing.T) {
@@ -416,7 +460,7 @@ func testFlows(t *testing.T, browser context.Context) {
 		if resp.Status != 401 || !strings.Contains(text, "Token needed") || strings.Contains(text, "hidden-value") {
 			t.Fatalf("without the token: HTTP %d, page %q", resp.Status, text)
 		}
-		within(t, ctx, 60*time.Second, chromedp.NavigateResponse(u+"/runs/"+secret+"?token="+url.QueryEscape(testToken)))
+		within(t, ctx, 60*time.Second, chromedp.NavigateResponse(u+"/runs/"+secret+"?token="+url.QueryEscape(dashtest.Token)))
 		waitFor(t, ctx, `document.body.innerText.includes('hidden-value-1234')`, 10*time.Second, "with the token the run is shown")
 		if loc := eval[string](t, ctx, `location.href`); strings.Contains(loc, "token") {
 			t.Errorf("the token stayed in the address bar: %s", loc)
@@ -428,7 +472,7 @@ func testFlows(t *testing.T, browser context.Context) {
 	}
 	base := "http://" + net.JoinHostPort(reach, port)
 	// Every page from here on is reached through the token's session cookie.
-	navigate(t, ctx, base+"/runs?token="+url.QueryEscape(testToken))
+	navigate(t, ctx, base+"/runs?token="+url.QueryEscape(dashtest.Token))
 
 	t.Run("the runs page lists a finished run", func(t *testing.T) {
 		id := workertest.StartRun(t, db.Pool, "echo_out", `{"value": {"n": 1}}`)
