@@ -1,5 +1,7 @@
 // Package bytesize reads and writes byte counts the way users write them: flows.yaml and
 // flags take "32MiB", "512KiB", "1GiB" or a plain number of bytes; messages say "1.5 KiB".
+// It lives under sandbox, whose limits it spells, so that sandbox and flowfile import
+// nothing from internal/ (which stands above them).
 package bytesize
 
 import (
