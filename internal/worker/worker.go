@@ -1,4 +1,4 @@
-// Package host is the pgflow-wasm worker: one process serving every flow of a flows file.
+// Package worker is the pgflow-wasm worker: one process serving every flow of a flows file.
 //
 // For each flow it registers a row in pgflow.workers, heartbeats it, fetches tasks (package
 // poller), runs each in a fresh sandbox instance (package sandbox) under the step's timeout and

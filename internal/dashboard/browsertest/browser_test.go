@@ -4,7 +4,7 @@ package browsertest_test
 // a real database and real workers running modules built from this repository.
 //
 // UPDATE_SCREENSHOTS=1 also writes the screenshots of docs/ui/ (taken on the example flows
-// of flows.yaml): `UPDATE_SCREENSHOTS=1 cd internal/dashboard/browsertest && go test -run TestBrowser .`.
+// of flows.yaml): `cd internal/dashboard/browsertest && UPDATE_SCREENSHOTS=1 go test -run TestBrowser .`.
 
 import (
 	"context"
