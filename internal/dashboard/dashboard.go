@@ -45,7 +45,8 @@ type Config struct {
 	Pool *pgxpool.Pool // the database with pgflow's schema
 	Log  *slog.Logger
 	// Token, when set, is required on every request (as ?token= once, then a cookie, or
-	// an Authorization: Bearer header). Required for a non-loopback address.
+	// an Authorization: Bearer header). Without one only requests whose Host header is a
+	// loopback name are answered, and Listen refuses a non-loopback address.
 	Token string
 	// Actions enables starting runs and deprecating workers (each is logged).
 	Actions bool
