@@ -9,8 +9,12 @@ GO ?= go
 TAGS ?= wasmtime
 BIN := bin/pgflow-wasm
 
-.PHONY: all build test run bench vet fmt-check deps modules clean
+.PHONY: all build test test-browser run bench vet fmt-check deps modules clean
 all: build
+
+# The dashboard's browser tests (chromedp) are a Go module of their own, so that importers
+# of pgflow-wasm do not inherit chromedp: `go test ./...` at the root does not reach them.
+BROWSER_MODULE := internal/dashboard/browsertest
 
 include $(wildcard mk/*.mk)
 
@@ -27,11 +31,12 @@ modules: examples testmodules sandbox-testdata
 # meaning depends on its plan passes on fresh clones (internal/testkit/pgtest/plan.go).
 # The worker's machinery: every package that reads or writes pgflow's tables while serving.
 WORKER_SUITES := ./internal/worker/... ./internal/poller/... ./internal/completer/... ./internal/recovery/... ./internal/compile/... ./internal/taskwrite/... ./internal/liveness/...
-PLAN_SUITES := $(WORKER_SUITES) ./cmd/... ./runs/... ./internal/testkit/pgtest/...
+PLAN_SUITES := $(WORKER_SUITES) ./cmd/... ./internal/store/... ./internal/testkit/pgtest/...
 
 test: deps modules
 	$(MAKE) vet fmt-check
 	$(GO) test -race -tags '$(TAGS)' -timeout 25m ./...
+	$(MAKE) test-browser
 	@# A project of `pgflow-wasm new` per language, built with real toolchains: alone, so its
 	@# builds do not load the machine under other packages' timing tests (internal/scaffold/project_test.go).
 	PGFLOW_WASM_TEST_PROJECTS=1 $(GO) test -tags '$(TAGS)' -timeout 15m -run TestNewProjectsBuildTestAndRun ./internal/scaffold/
@@ -59,7 +64,7 @@ test-chart:
 # only 0.8.1), and every test database is then that release.
 PGFLOW_014 ?= ../shared/pgflow/0.14.1/migrations
 PGFLOW_MAIN ?= ../shared/pgflow/main-20261001/migrations
-PGFLOW_VERSION_SUITES := $(WORKER_SUITES) ./cmd/... ./runs/... ./dashboard/... .
+PGFLOW_VERSION_SUITES := $(WORKER_SUITES) ./cmd/... ./internal/store/... ./internal/dashboard/... .
 .PHONY: test-pgflow-014 test-pgflow-main
 test-pgflow-014:
 	@$(MAKE) --no-print-directory test-pgflow-release RELEASE=0.14.1 MIGRATIONS=$(PGFLOW_014)
@@ -70,7 +75,9 @@ test-pgflow-release:
 	@if [ ! -d $(MIGRATIONS) ]; then \
 		echo "test-pgflow-release: skipped $(RELEASE): no migrations in $(MIGRATIONS) (test data beside the repository)"; exit 0; fi; \
 	echo "the worker's suites on pgflow $(RELEASE)"; \
-	PGFLOW_WASM_MIGRATIONS=$$(cd $(MIGRATIONS) && pwd) $(GO) test -tags '$(TAGS)' -timeout 15m $(PGFLOW_VERSION_SUITES)
+	migrations=$$(cd $(MIGRATIONS) && pwd); \
+	PGFLOW_WASM_MIGRATIONS=$$migrations $(GO) test -tags '$(TAGS)' -timeout 15m $(PGFLOW_VERSION_SUITES) && \
+	cd $(BROWSER_MODULE) && PGFLOW_WASM_MIGRATIONS=$$migrations $(GO) test -tags '$(TAGS)' -timeout 15m ./...
 
 # The fault suite at full length: a full disk under pgflow's tables, no connections left and a failover
 # for 60 s each, and the soak (kill -9, crash-restart) for 5 minutes. `make test` runs the
@@ -86,7 +93,7 @@ test-faults: deps modules build
 REAL_PGMQ ?= ../shared/pgmq/1.5.1
 REAL_PGMQ_CLUSTER ?= .pgdata-real-pgmq
 # ./deploy/: the chart's KEDA query on the real pgmq's tables too.
-DB_SUITES := ./schema/... $(WORKER_SUITES) ./cmd/... ./runs/... ./internal/testkit/pgtest/... ./deploy/
+DB_SUITES := ./schema/... $(WORKER_SUITES) ./cmd/... ./internal/store/... ./internal/testkit/pgtest/... ./deploy/
 .PHONY: test-real-pgmq
 test-real-pgmq: build
 	@if [ ! -f $(REAL_PGMQ)/pgmq.control ]; then \
@@ -101,6 +108,11 @@ run: deps examples build
 
 vet:
 	$(GO) vet -tags '$(TAGS)' ./...
+	cd $(BROWSER_MODULE) && $(GO) vet -tags '$(TAGS)' ./...
+
+# The browser tests' module: chromium drives the dashboard against a real database.
+test-browser: deps modules
+	cd $(BROWSER_MODULE) && $(GO) test -race -tags '$(TAGS)' -timeout 15m ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \

@@ -11,6 +11,8 @@
 //	if err := client.Start(ctx); err != nil { ... }
 //	runID, err := client.StartRun(ctx, "word_totals", []string{"a b", "c"})
 //	run, err := client.WaitRun(ctx, runID)
+//	dash, err := client.DashboardHandler(pgflowwasm.DashboardOptions{BasePath: "/ops"})
+//	mux.Handle("/ops/", dash) // the web dashboard, in your own http.Server
 //	client.Stop(ctx)
 //
 // The command-line tool is a thin user of this package; the packages flowfile (flows files)
@@ -32,6 +34,8 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
@@ -56,6 +60,12 @@ type Client struct {
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when serving ended
 	err     error         // why serving ended, once done is closed
+
+	dashboards []*dashboard.Dashboard // DashboardHandler's, closed by Stop
+	stopped    bool                   // Stop ran: no dashboard opens any more
+
+	readsMu sync.Mutex   // held while the read model opens: a query, so not under mu
+	reads   *store.Store // the read model, opened at first use (runs.go)
 }
 
 // NewClient checks the configuration and opens the sandbox engine. It does not touch the
@@ -174,13 +184,18 @@ func (c *Client) serve(ctx context.Context, cfg worker.ServeConfig) error {
 	}
 }
 
-// Stop stops taking tasks, lets running ones finish (up to Config.DrainTimeout, or until ctx
-// ends), writes their outcomes, marks the worker stopped and closes the engine. It returns
+// Stop closes the dashboards of DashboardHandler, stops taking tasks, lets running ones
+// finish (up to Config.DrainTimeout, or until ctx ends), writes their outcomes, marks the
+// worker stopped and closes the engine. It returns
 // what ended serving, if that was an error.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
-	cancel, done := c.cancel, c.done
+	cancel, done, dashboards := c.cancel, c.done, c.dashboards
+	c.dashboards, c.stopped = nil, true
 	c.mu.Unlock()
+	for _, d := range dashboards {
+		d.Close()
+	}
 	var err error
 	if done != nil {
 		cancel()
@@ -290,3 +305,17 @@ func (c *Client) Engine() sandbox.Engine {
 
 // waitRecheck is how often WaitRun reads a run that sends no events.
 const waitRecheck = time.Second
+
+// workerConfig maps the client's configuration to its worker's: the one place they meet.
+func (c *Client) workerConfig() worker.Config {
+	cfg := c.cfg
+	return worker.Config{
+		Pool: c.pool, Engine: c.engine, Log: c.log, Metrics: c.metrics, Health: c.health, Hooks: cfg.Hooks,
+		Concurrency: cfg.Concurrency, BatchSize: cfg.BatchSize, Signal: cfg.Signal,
+		MinPollInterval: cfg.MinPollInterval, MaxPollInterval: cfg.MaxPollInterval, NotifyFallback: cfg.NotifyFallback,
+		HeartbeatInterval: cfg.HeartbeatInterval, WorkerStaleAfter: cfg.WorkerStaleAfter, LivenessGrace: cfg.LivenessGrace,
+		RecoveryInterval: cfg.RecoveryInterval, StalledMargin: cfg.StalledMargin, ForeignStaleAfter: cfg.ForeignStaleAfter,
+		DrainTimeout: cfg.DrainTimeout, AttemptHistory: cfg.AttemptHistory,
+		CompletionBatch: cfg.CompletionBatch, CompletionWriters: cfg.CompletionWriters,
+	}
+}

@@ -116,17 +116,3 @@ func DefaultConfig() Config {
 		CompletionWriters: d.CompletionWriters,
 	}
 }
-
-// workerConfig maps the client's configuration to its worker's: the one place they meet.
-func (c *Client) workerConfig() worker.Config {
-	cfg := c.cfg
-	return worker.Config{
-		Pool: c.pool, Engine: c.engine, Log: c.log, Metrics: c.metrics, Health: c.health, Hooks: cfg.Hooks,
-		Concurrency: cfg.Concurrency, BatchSize: cfg.BatchSize, Signal: cfg.Signal,
-		MinPollInterval: cfg.MinPollInterval, MaxPollInterval: cfg.MaxPollInterval, NotifyFallback: cfg.NotifyFallback,
-		HeartbeatInterval: cfg.HeartbeatInterval, WorkerStaleAfter: cfg.WorkerStaleAfter, LivenessGrace: cfg.LivenessGrace,
-		RecoveryInterval: cfg.RecoveryInterval, StalledMargin: cfg.StalledMargin, ForeignStaleAfter: cfg.ForeignStaleAfter,
-		DrainTimeout: cfg.DrainTimeout, AttemptHistory: cfg.AttemptHistory,
-		CompletionBatch: cfg.CompletionBatch, CompletionWriters: cfg.CompletionWriters,
-	}
-}

@@ -3,11 +3,15 @@ package pgflowwasm_test
 import (
 	"context"
 	"fmt"
+	"log"
+	"net/http"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	pgflowwasm "github.com/pgflow-wasm/pgflow-wasm"
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
@@ -116,6 +120,35 @@ flows:
 	fmt.Println(run.Status, string(run.Output))
 	// Output:
 	// completed {"hello": {"greeting": "Hello, Ada!"}}
+}
+
+// Serve the dashboard on /ops/ of your own server, beside your own routes; Stop closes it.
+// Give it a token wherever the server is reached from another machine: without one it
+// answers only requests addressed to localhost.
+func ExampleClient_DashboardHandler() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := pgflowwasm.NewClient(pool, pgflowwasm.Config{FlowsPath: "flows.yaml"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer client.Stop(ctx)
+
+	dash, err := client.DashboardHandler(pgflowwasm.DashboardOptions{BasePath: "/ops", Token: os.Getenv("OPS_TOKEN")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ops/", dash)
+	mux.Handle("/health/", http.StripPrefix("/health", client.HealthHandler()))
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "your own page") })
+	log.Fatal(http.ListenAndServe(":8080", mux))
 }
 
 // exampleDatabase borrows a fresh, migrated database from internal/testkit/pgtest for a

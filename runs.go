@@ -7,14 +7,19 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgflow-wasm/pgflow-wasm/runs"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 )
 
-// Run is one run of a flow as pgflow stores it.
-type Run = runs.Run
+// Run is one run of a flow as pgflow stores it: its status, input, output (null until it
+// completed), times, and the error of the step that failed it.
+type Run = store.Run
 
 // ErrFlowNotFound is returned when starting a flow the database does not know.
-var ErrFlowNotFound = runs.ErrFlowNotFound
+var ErrFlowNotFound = store.ErrFlowNotFound
+
+// ErrRunNotFound is returned (wrapped) for a run id the database does not have, or a text
+// that is no run id. Run ids are uuids, read with or without their hyphens.
+var ErrRunNotFound = store.ErrNotFound
 
 // StartRun starts a run of flow with input and returns its id. input is a
 // json.RawMessage or []byte holding JSON, or any value encoding/json encodes.
@@ -23,7 +28,7 @@ func (c *Client) StartRun(ctx context.Context, flow string, input any) (string, 
 	if err != nil {
 		return "", err
 	}
-	return runs.Start(ctx, c.pool, flow, raw)
+	return store.Start(ctx, c.pool, flow, raw)
 }
 
 // StartRunTx starts a run inside the caller's transaction: the run exists, and its first
@@ -34,17 +39,40 @@ func (c *Client) StartRunTx(ctx context.Context, tx pgx.Tx, flow string, input a
 	if err != nil {
 		return "", err
 	}
-	return runs.StartTx(ctx, tx, flow, raw)
+	return store.Start(ctx, tx, flow, raw)
 }
 
 // WaitRun waits until a run completes or fails (or ctx ends) and returns it.
 func (c *Client) WaitRun(ctx context.Context, runID string) (*Run, error) {
-	return runs.Wait(ctx, c.pool, runID, waitRecheck)
+	st, err := c.store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.Wait(ctx, runID, waitRecheck)
 }
 
 // GetRun reads a run as it is now.
 func (c *Client) GetRun(ctx context.Context, runID string) (*Run, error) {
-	return runs.Get(ctx, c.pool, runID)
+	st, err := c.store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.Get(ctx, runID)
+}
+
+// store is the read model over the client's database, opened at its first use (it reads
+// which pgflow the database has).
+func (c *Client) store(ctx context.Context) (*store.Store, error) {
+	c.readsMu.Lock()
+	defer c.readsMu.Unlock()
+	if c.reads == nil {
+		st, err := store.Open(ctx, c.pool)
+		if err != nil {
+			return nil, err
+		}
+		c.reads = st.WithStaleAfter(c.cfg.WorkerStaleAfter)
+	}
+	return c.reads, nil
 }
 
 func inputJSON(input any) (json.RawMessage, error) {

@@ -22,7 +22,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/localpg"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
-	"github.com/pgflow-wasm/pgflow-wasm/runs"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 )
 
 // ImageArchiveEnv names the image archive to test; default: make image's.
@@ -146,7 +146,7 @@ func TestImageServesAFlow(t *testing.T) {
 	logs := func() string { out, _ := podman(context.Background(), "logs", name); return out }
 
 	db.WaitServing(t, "image_flow")
-	run, err := runs.StartAndWait(ctx, db.Pool, "image_flow", json.RawMessage(`{"value": [1, "two", {"three": 3}]}`), time.Second)
+	run, err := workertest.Store(t, db.Pool).StartAndWait(ctx, "image_flow", json.RawMessage(`{"value": [1, "two", {"three": 3}]}`), time.Second)
 	if err != nil {
 		t.Fatalf("run: %v\ncontainer logs:\n%s", err, logs())
 	}

@@ -8,7 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/httpcap"
 )
 

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
@@ -46,7 +45,7 @@ type Flow struct {
 	// the worker's global limit applies.
 	MaxConcurrency int
 	// Schedule starts runs on a cron schedule (nil: none); ScheduleLine is where it is.
-	Schedule     *schedule.Spec
+	Schedule     *Schedule
 	ScheduleLine int
 	Steps        []*Step // in file order, which is a valid topological order
 	Line         int

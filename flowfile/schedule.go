@@ -2,18 +2,60 @@ package flowfile
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
 
+	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
-
-	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
 )
+
+// cronParser takes standard 5-field expressions, an optional leading seconds field, and
+// descriptors (@hourly, @every 10m).
+var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// Schedule is a flow's `schedule:`, parsed: when its runs start, and with what input. The
+// worker starts them (internal/schedule), once per tick across workers.
+type Schedule struct {
+	Cron     string
+	Location *time.Location
+	Input    json.RawMessage // the input of every run it starts
+	CatchUp  bool            // missed: one
+	sched    cron.Schedule
+}
+
+// ParseSchedule checks a cron expression and a time zone name ("" is UTC); input is every
+// run's (nil: {}), catchUp is `missed: one`.
+func ParseSchedule(expr, zone string, input json.RawMessage, catchUp bool) (*Schedule, error) {
+	loc := time.UTC
+	if zone != "" {
+		var err error
+		if loc, err = time.LoadLocation(zone); err != nil {
+			return nil, fmt.Errorf("time zone %q: %v (use an IANA name such as Europe/Berlin, or UTC)", zone, err)
+		}
+	}
+	if strings.HasPrefix(strings.TrimSpace(expr), "CRON_TZ=") || strings.HasPrefix(strings.TrimSpace(expr), "TZ=") {
+		return nil, fmt.Errorf("cron %q: give the time zone as `timezone:`, not inside the expression", expr)
+	}
+	sched, err := cronParser.Parse(expr)
+	if err != nil {
+		return nil, fmt.Errorf("cron %q: %v (five fields, minute hour day-of-month month day-of-week, e.g. \"*/5 * * * *\"; a sixth, leading field is seconds)", expr, err)
+	}
+	if input == nil {
+		input = json.RawMessage(`{}`)
+	}
+	return &Schedule{Cron: expr, Location: loc, Input: input, CatchUp: catchUp, sched: sched}, nil
+}
+
+// Next is the first tick after t.
+func (s *Schedule) Next(t time.Time) time.Time { return s.sched.Next(t.In(s.Location)) }
 
 var scheduleKeys = []string{"cron", "timezone", "input", "missed"}
 
 // schedule reads a flow's `schedule:`: a cron expression, or a mapping with `cron` and the
 // optional `timezone`, `input` (any JSON, the runs' input; default {}) and `missed` (none or
 // one: what a worker that comes back does about ticks no worker ran).
-func (p *parser) schedule(flow string, v *yaml.Node) *schedule.Spec {
+func (p *parser) schedule(flow string, v *yaml.Node) *Schedule {
 	var expr, zone string
 	var input json.RawMessage
 	catchUp := false
@@ -58,7 +100,7 @@ func (p *parser) schedule(flow string, v *yaml.Node) *schedule.Spec {
 		p.errorf(v.Line, "`schedule` must be a cron expression (e.g. \"*/5 * * * *\") or a mapping with `cron`, `timezone`, `input`, `missed`, not %s", kindName(v))
 		return nil
 	}
-	spec, err := schedule.Parse(expr, zone, input, catchUp)
+	spec, err := ParseSchedule(expr, zone, input, catchUp)
 	if err != nil {
 		p.errorf(exprLine, "flow %q: schedule: %v", flow, err)
 		return nil

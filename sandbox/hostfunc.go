@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
 )
 

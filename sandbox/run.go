@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
 )
 
 // module is a loaded module of either engine; the engine-specific part is compiled.

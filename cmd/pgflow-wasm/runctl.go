@@ -9,7 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/runctl"
-	"github.com/pgflow-wasm/pgflow-wasm/runs"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 )
 
 // actorFlag is who an operator action is recorded as.
@@ -45,7 +45,7 @@ func cancelCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return cli.Exit("usage: pgflow-wasm cancel RUN_ID", 2)
 			}
-			id, err := runs.ParseID(c.Args().First())
+			id, err := store.ParseRunID(c.Args().First())
 			if err != nil {
 				return cli.Exit(err.Error(), 2)
 			}
@@ -80,7 +80,7 @@ func rerunCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return cli.Exit("usage: pgflow-wasm rerun RUN_ID", 2)
 			}
-			id, err := runs.ParseID(c.Args().First())
+			id, err := store.ParseRunID(c.Args().First())
 			if err != nil {
 				return cli.Exit(err.Error(), 2)
 			}

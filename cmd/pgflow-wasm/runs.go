@@ -11,7 +11,8 @@ import (
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
 
-	"github.com/pgflow-wasm/pgflow-wasm/runs"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 )
 
 func startCommand() *cli.Command {
@@ -22,7 +23,8 @@ func startCommand() *cli.Command {
 		Description: "Prints the run id. With --wait it follows the run's events until it ends, prints the\n" +
 			"run output and exits 0 when it completed, 1 (with the error) when it failed. When no live\n" +
 			"worker serves the flow (no pgflow.workers row for its queue with a heartbeat in the last\n" +
-			"30 s), it says so at once: the run waits in the queue until a worker starts.\n\n" +
+			liveness.DefaultStaleAfter.String() + ", stopped or deprecated), it says so at once: the run waits in the queue\n" +
+			"until a worker starts.\n\n" +
 			"Examples:\n" +
 			"   pgflow-wasm start hello --input '{\"name\": \"Ada\"}' --wait\n" +
 			"   pgflow-wasm start word_totals --input @words.json --wait --timeout 1m",
@@ -55,21 +57,25 @@ func startCommand() *cli.Command {
 				return err
 			}
 			defer pool.Close()
+			st, err := store.Open(ctx, pool)
+			if err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
 			// Said at once: otherwise --wait would wait without a word for a worker that never comes.
-			if workers, err := runs.FlowWorkers(ctx, pool, flow); err == nil {
+			if workers, err := st.FlowWorkers(ctx, flow); err == nil {
 				if warning := workers.NoWorkerWarning(flow); warning != "" {
 					fmt.Fprintln(c.App.ErrWriter, "warning:", warning)
 				}
 			}
 			if !c.Bool("wait") {
-				id, err := runs.Start(ctx, pool, flow, input)
+				id, err := store.Start(ctx, pool, flow, input)
 				if err != nil {
 					return cli.Exit(err.Error(), 1)
 				}
 				fmt.Println(id)
 				return nil
 			}
-			r, err := runs.StartAndWait(ctx, pool, flow, input, 10*time.Second)
+			r, err := st.StartAndWait(ctx, flow, input, 10*time.Second)
 			if err != nil {
 				if ctx.Err() != nil {
 					return cli.Exit(fmt.Sprintf("gave up waiting after %s (the run goes on: `pgflow-wasm runs --flow %s`)", c.Duration("timeout"), flow), 1)
@@ -94,7 +100,7 @@ func runsCommand() *cli.Command {
 		Flags: []cli.Flag{dbFlag(),
 			&cli.StringFlag{Name: "flow", Usage: "only runs of this flow"},
 			&cli.StringFlag{Name: "status", Usage: "only runs in this state: started, completed or failed"},
-			&cli.IntFlag{Name: "limit", Value: 20, Usage: "at most this many runs"},
+			&cli.IntFlag{Name: "limit", Value: 20, Usage: "at most this many runs (up to 500)"},
 		},
 		Action: func(c *cli.Context) error {
 			pool, err := openPgflow(c.Context, c, 2)
@@ -102,13 +108,17 @@ func runsCommand() *cli.Command {
 				return err
 			}
 			defer pool.Close()
-			list, err := runs.List(c.Context, pool, runs.Filter{Flow: c.String("flow"), Status: c.String("status"), Limit: c.Int("limit")})
+			st, err := store.Open(c.Context, pool)
+			if err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
+			page, err := st.List(c.Context, store.RunFilter{Flow: c.String("flow"), Status: c.String("status"), Limit: c.Int("limit")})
 			if err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "RUN ID\tFLOW\tSTATUS\tSTARTED\tDURATION\tERROR")
-			for _, r := range list {
+			for _, r := range page.Runs {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.60s\n", r.ID, r.Flow, r.Status,
 					r.StartedAt.Local().Format("2006-01-02 15:04:05"), r.Duration().Round(time.Millisecond), r.Error)
 			}
@@ -135,7 +145,11 @@ func runCommand() *cli.Command {
 				return err
 			}
 			defer pool.Close()
-			tree, err := runs.GetTreeWith(c.Context, pool, c.Args().First(), runs.TreeOptions{Outputs: c.Bool("outputs")})
+			st, err := store.Open(c.Context, pool)
+			if err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
+			tree, err := st.GetTreeWith(c.Context, c.Args().First(), store.TreeOptions{Outputs: c.Bool("outputs")})
 			if err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
@@ -143,7 +157,7 @@ func runCommand() *cli.Command {
 			if c.Bool("all") {
 				limit = 0
 			}
-			tree.RenderWith(c.App.Writer, runs.RenderOptions{MaxTasks: limit, Outputs: c.Bool("outputs")})
+			tree.RenderWith(c.App.Writer, store.RenderOptions{MaxTasks: limit, Outputs: c.Bool("outputs")})
 			return nil
 		},
 	})

@@ -21,11 +21,11 @@ import (
 
 	pgflowwasm "github.com/pgflow-wasm/pgflow-wasm"
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/tracing"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
 )
 
 func engineFlags() []cli.Flag {

@@ -13,8 +13,9 @@ import (
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
 
-	"github.com/pgflow-wasm/pgflow-wasm/dashboard"
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
@@ -43,7 +44,7 @@ func uiCommand() *cli.Command {
 	flags = append(flags, engineFlags()...)
 	flags = append(flags, uiFlags(dashboard.DefaultAddr)...)
 	flags = append(flags,
-		durationFlag("worker-stale-after", 30*time.Second, "a worker silent this long is shown as dead (the workers' own --worker-stale-after)"))
+		durationFlag("worker-stale-after", liveness.DefaultStaleAfter, "a worker silent this long is shown as dead (the workers' own --worker-stale-after)"))
 	flags = append(flags, logFlags()...)
 	return withConfigFile(&cli.Command{
 		Name:  "ui",

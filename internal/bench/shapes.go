@@ -14,7 +14,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/procstat"
-	"github.com/pgflow-wasm/pgflow-wasm/runs"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 )
 
 // Shapes of work.
@@ -236,6 +236,10 @@ func waitCompleted(ctx context.Context, pool *pgxpool.Pool, flow string, n int, 
 // closedLoop runs n runs, keeping inFlight of them going: each worker goroutine starts a run,
 // waits for its end through the run's events, and starts the next.
 func closedLoop(ctx context.Context, pool *pgxpool.Pool, flow, input string, n, inFlight int) error {
+	st, err := store.Open(ctx, pool)
+	if err != nil {
+		return err
+	}
 	var mu sync.Mutex
 	left := n
 	var firstErr error
@@ -253,7 +257,7 @@ func closedLoop(ctx context.Context, pool *pgxpool.Pool, flow, input string, n, 
 				left--
 				mu.Unlock()
 				wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-				r, err := runs.StartAndWait(wctx, pool, flow, json.RawMessage(input), 2*time.Second)
+				r, err := st.StartAndWait(wctx, flow, json.RawMessage(input), 2*time.Second)
 				cancel()
 				if err == nil && r.Status != "completed" {
 					err = fmt.Errorf("run %s %s: %s", r.ID, r.Status, r.Error)

@@ -25,9 +25,9 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/jshandler/engine"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
 )
 
 //go:embed prelude.js

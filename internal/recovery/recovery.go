@@ -123,7 +123,7 @@ task as (
 ),
 judged as (
   select t.*, case
-    when t.ours and not t.self and t.last_heartbeat_at < clock_timestamp() - make_interval(secs => $3::float8)
+    when t.ours and not t.self and ` + liveness.StaleSQL("t.last_heartbeat_at", "$3::float8") + `
       then 'its worker ' || t.worker_id || ' stopped heartbeating at ' || to_char(t.last_heartbeat_at, 'YYYY-MM-DD HH24:MI:SS TZ')
     when t.ours and not t.self and not t.locked and t.worker_id = any($5::text[]::uuid[])
       then 'its worker ' || t.worker_id || ' is gone (no session has held its liveness lock for a while; last heartbeat at '
@@ -136,7 +136,7 @@ judged as (
       then 'its worker ' || coalesce(t.last_worker_id::text, '(unknown)') || ' is not registered and it was started at '
            || to_char(t.started_at, 'YYYY-MM-DD HH24:MI:SS TZ')
     when not coalesce(t.ours, false) and $6::float8 > 0 and t.worker_id is not null
-         and t.last_heartbeat_at < clock_timestamp() - make_interval(secs => $6::float8)
+         and ` + liveness.StaleSQL("t.last_heartbeat_at", "$6::float8") + `
       then 'its worker ' || t.worker_id || ' (' || t.function_name || ') stopped heartbeating at '
            || to_char(t.last_heartbeat_at, 'YYYY-MM-DD HH24:MI:SS TZ')
   end as reason

@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgflow-wasm/pgflow-wasm/runs"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
@@ -133,7 +133,7 @@ func Rerun(ctx context.Context, pool *pgxpool.Pool, runID, actor string) (string
 			return err
 		}
 		var err error
-		if newID, err = runs.StartTx(ctx, tx, flow, input); err != nil {
+		if newID, err = store.Start(ctx, tx, flow, input); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `insert into pgflow_wasm.reruns (run_id, rerun_of, actor) values ($1::text::uuid, $2::text::uuid, $3)`,

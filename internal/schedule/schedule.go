@@ -18,60 +18,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/robfig/cron/v3"
 
+	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 )
 
-// parser takes standard 5-field expressions, an optional leading seconds field, and
-// descriptors (@hourly, @every 10m).
-var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-// Spec is a parsed schedule.
-type Spec struct {
-	Cron     string
-	Location *time.Location
-	Input    json.RawMessage // the input of every run it starts
-	CatchUp  bool            // missed: one
-	sched    cron.Schedule
-}
-
-// Parse checks a cron expression and a time zone name ("" is UTC).
-func Parse(expr, zone string, input json.RawMessage, catchUp bool) (*Spec, error) {
-	loc := time.UTC
-	if zone != "" {
-		var err error
-		if loc, err = time.LoadLocation(zone); err != nil {
-			return nil, fmt.Errorf("time zone %q: %v (use an IANA name such as Europe/Berlin, or UTC)", zone, err)
-		}
-	}
-	if strings.HasPrefix(strings.TrimSpace(expr), "CRON_TZ=") || strings.HasPrefix(strings.TrimSpace(expr), "TZ=") {
-		return nil, fmt.Errorf("cron %q: give the time zone as `timezone:`, not inside the expression", expr)
-	}
-	sched, err := parser.Parse(expr)
-	if err != nil {
-		return nil, fmt.Errorf("cron %q: %v (five fields, minute hour day-of-month month day-of-week, e.g. \"*/5 * * * *\"; a sixth, leading field is seconds)", expr, err)
-	}
-	if input == nil {
-		input = json.RawMessage(`{}`)
-	}
-	return &Spec{Cron: expr, Location: loc, Input: input, CatchUp: catchUp, sched: sched}, nil
-}
-
-// Next is the first tick after t.
-func (s *Spec) Next(t time.Time) time.Time { return s.sched.Next(t.In(s.Location)) }
-
 // Flow is one scheduled flow.
 type Flow struct {
 	Slug     string
-	Spec     *Spec
+	Spec     *flowfile.Schedule
 	WorkerID string // the pgflow.workers row of the worker serving it, recorded with each tick it claims
 }
 

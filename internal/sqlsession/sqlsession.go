@@ -36,8 +36,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/sqlcap"
 )
 

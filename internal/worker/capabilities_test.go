@@ -15,9 +15,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
-	"github.com/pgflow-wasm/pgflow-wasm/runs"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
@@ -216,13 +217,13 @@ flows:
 
 	ctx := context.Background()
 	var out strings.Builder
-	list, err := runs.List(ctx, db.Pool, runs.Filter{})
+	list, err := workertest.Store(t, db.Pool).List(ctx, store.RunFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(&out, "%+v\n", list)
 	for _, run := range []string{id, leaky} {
-		tree, err := runs.GetTree(ctx, db.Pool, run)
+		tree, err := workertest.Store(t, db.Pool).GetTree(ctx, run)
 		if err != nil {
 			t.Fatal(err)
 		}

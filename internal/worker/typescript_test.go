@@ -18,7 +18,6 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
-	"github.com/pgflow-wasm/pgflow-wasm/runs"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
@@ -221,7 +220,7 @@ flows:
 	api.mu.Unlock()
 	var out strings.Builder
 	for _, run := range []string{id, leaky} {
-		tree, err := runs.GetTree(context.Background(), db.Pool, run)
+		tree, err := workertest.Store(t, db.Pool).GetTree(context.Background(), run)
 		if err != nil {
 			t.Fatal(err)
 		}

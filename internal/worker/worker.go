@@ -1,4 +1,4 @@
-// Package host is the pgflow-wasm worker: one process serving every flow of a flows file.
+// Package worker is the pgflow-wasm worker: one process serving every flow of a flows file.
 //
 // For each flow it registers a row in pgflow.workers, heartbeats it, fetches tasks (package
 // poller), runs each in a fresh sandbox instance (package sandbox) under the step's timeout and
@@ -28,15 +28,16 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/heartbeat"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/requeueguard"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
-	"github.com/pgflow-wasm/pgflow-wasm/runs"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
@@ -140,8 +141,8 @@ func (c Config) WithDefaults() Config {
 	def(&c.MinPollInterval, 100*time.Millisecond)
 	def(&c.MaxPollInterval, 5*time.Second)
 	def(&c.NotifyFallback, 10*time.Second)
-	def(&c.HeartbeatInterval, 5*time.Second)
-	def(&c.WorkerStaleAfter, 30*time.Second)
+	def(&c.HeartbeatInterval, liveness.DefaultHeartbeatInterval)
+	def(&c.WorkerStaleAfter, liveness.DefaultStaleAfter)
 	def(&c.LivenessGrace, 3*time.Second)
 	def(&c.RecoveryInterval, 2*time.Second)
 	def(&c.StalledMargin, 20*time.Second)
@@ -446,7 +447,7 @@ func (w *Worker) scheduler() *schedule.Scheduler {
 	}
 	return schedule.New(schedule.Config{Pool: w.cfg.Pool, Flows: flows, Log: w.log,
 		StartRun: func(ctx context.Context, tx pgx.Tx, flow string, input json.RawMessage) (string, error) {
-			return runs.StartTx(ctx, tx, flow, input)
+			return store.Start(ctx, tx, flow, input)
 		}})
 }
 

@@ -13,9 +13,9 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
-	"github.com/pgflow-wasm/pgflow-wasm/runs"
 )
 
 var testModules = map[string]string{
@@ -154,7 +154,7 @@ flows:
 		t.Errorf("last error message = %q, want the handler's message for attempt 2", lastErr)
 	}
 	// pgflow's row forgot attempt 1; pgflow-wasm's attempt history kept both failures.
-	tree, err := runs.GetTree(context.Background(), db.Pool, id)
+	tree, err := workertest.Store(t, db.Pool).GetTree(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}

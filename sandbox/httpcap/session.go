@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
 )
 
 // Request is what a handler asks for. Header holds "Name: value" lines separated by "\n"

@@ -6,7 +6,7 @@ import (
 	"strconv"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/bytesize"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
 )
 
 // Request is one statement and its parameters, parsed from the guest's JSON

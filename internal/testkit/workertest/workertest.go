@@ -22,9 +22,9 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/localpg"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
-	"github.com/pgflow-wasm/pgflow-wasm/runs"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
@@ -201,7 +201,7 @@ func (s *SyncBuffer) String() string {
 // StartRun starts a run and returns its id.
 func StartRun(t testing.TB, pool *pgxpool.Pool, flow, input string) string {
 	t.Helper()
-	id, err := runs.Start(context.Background(), pool, flow, json.RawMessage(input))
+	id, err := store.Start(context.Background(), pool, flow, json.RawMessage(input))
 	if err != nil {
 		t.Fatalf("start %s: %v", flow, err)
 	}
@@ -210,13 +210,14 @@ func StartRun(t testing.TB, pool *pgxpool.Pool, flow, input string) string {
 
 // WaitRun waits until the run ends and returns it; on a timeout the test fails with the run
 // drawn as a tree.
-func WaitRun(t testing.TB, pool *pgxpool.Pool, id string, within time.Duration) *runs.Run {
+func WaitRun(t testing.TB, pool *pgxpool.Pool, id string, within time.Duration) *store.Run {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	r, err := runs.Wait(ctx, pool, id, time.Second)
+	st := Store(t, pool)
+	r, err := st.Wait(ctx, id, time.Second)
 	if err != nil {
-		tree, _ := runs.GetTree(context.Background(), pool, id)
+		tree, _ := st.GetTree(context.Background(), id)
 		var b strings.Builder
 		if tree != nil {
 			tree.Render(&b, 20)
@@ -224,4 +225,14 @@ func WaitRun(t testing.TB, pool *pgxpool.Pool, id string, within time.Duration) 
 		t.Fatalf("run %s did not end within %s: %v\n%s", id, within, err, b.String())
 	}
 	return r
+}
+
+// Store opens the read model over the test's database.
+func Store(t testing.TB, pool *pgxpool.Pool) *store.Store {
+	t.Helper()
+	s, err := store.Open(context.Background(), pool)
+	if err != nil {
+		t.Fatalf("opening the store: %v", err)
+	}
+	return s
 }

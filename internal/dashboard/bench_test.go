@@ -1,0 +1,130 @@
+package dashboard_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
+)
+
+// benchRuns is how many runs the runs page is measured against.
+const benchRuns = 100_000
+
+// seedRuns writes n runs of three flows into pgflow.runs as pgflow leaves them: 90%
+// completed with an output, 7% failed (with the failed step's error in step_states), 3%
+// still started; one run every 26 s, so they span 30 days. Rows are written with one
+// INSERT ... SELECT (starting 100,000 runs through pgflow.start_flow takes minutes and
+// gives the runs table the same shape), then the table is vacuumed and analyzed.
+func seedRuns(b *testing.B, db *pgtest.DB, n int) {
+	b.Helper()
+	ctx := context.Background()
+	workertest.Compile(b, db.Pool, workertest.FlowsFile(b, `
+flows:
+  - {slug: orders, steps: [{slug: check, module: "{{root}}/modules/testdata/echo.wasm"}]}
+  - {slug: emails, steps: [{slug: send, module: "{{root}}/modules/testdata/echo.wasm"}]}
+  - {slug: reports, steps: [{slug: build, module: "{{root}}/modules/testdata/echo.wasm"}]}
+`, nil))
+	start := time.Now()
+	for _, step := range []struct {
+		sql  string
+		args []any
+	}{
+		{`insert into pgflow.runs (run_id, flow_slug, status, input, output, remaining_steps, started_at, completed_at, failed_at)
+		 select gen_random_uuid(), (array['orders', 'emails', 'reports'])[1 + g % 3], s,
+		        jsonb_build_object('id', g, 'customer', 'customer ' || (g % 977), 'items', jsonb_build_array(g % 7, g % 11)),
+		        case when s = 'completed' then jsonb_build_object('check', jsonb_build_object('ok', true, 'total', g % 1000)) end,
+		        case when s = 'started' then 1 else 0 end, t,
+		        case when s = 'completed' then t + (g % 5000) * interval '1 ms' end,
+		        case when s = 'failed' then t + (g % 5000) * interval '1 ms' end
+		 from (select g, clock_timestamp() - g * interval '26 seconds' as t,
+		              case when g % 100 < 90 then 'completed' when g % 100 < 97 then 'failed' else 'started' end as s
+		       from generate_series(1, $1::int) g) x`, []any{n}},
+		{`insert into pgflow.step_states (flow_slug, run_id, step_slug, status, remaining_tasks, created_at, started_at, failed_at, error_message)
+		 select r.flow_slug, r.run_id, s.step_slug, 'failed', 1, r.started_at, r.started_at, r.failed_at,
+		        'handler_error: upstream answered 503 for request ' || left(r.run_id::text, 8)
+		 from pgflow.runs r join pgflow.steps s on s.flow_slug = r.flow_slug where r.status = 'failed'`, nil},
+		{`vacuum analyze pgflow.runs`, nil},
+		{`vacuum analyze pgflow.step_states`, nil},
+	} {
+		if _, err := db.Pool.Exec(ctx, step.sql, step.args...); err != nil {
+			b.Fatalf("seeding: %v", err)
+		}
+	}
+	b.Logf("seeded %d runs in %s", n, time.Since(start).Round(time.Millisecond))
+}
+
+// BenchmarkRunsPage renders the runs page (HTTP request to the last byte of HTML) with
+// 100,000 runs in the database, first with pgflow's own indexes only, then with the index
+// `db install` and the dashboard's start create (schema.RunsIndex):
+// `go test ./dashboard -run '^$' -bench RunsPage -benchtime 50x`. docs/benchmarks.md has the figures.
+func BenchmarkRunsPage(b *testing.B) {
+	db := pgtest.NewDB(b)
+	ctx := context.Background()
+	if _, err := db.Pool.Exec(ctx, "drop index pgflow."+schema.RunsIndex); err != nil {
+		b.Fatal(err)
+	}
+	seedRuns(b, db, benchRuns)
+	srv, err := dashboard.Listen(ctx, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: slog.New(slog.DiscardHandler), NoRunsIndex: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+
+	// A cursor half-way down: the 50,000th run.
+	var mid store.Cursor
+	if err := db.Pool.QueryRow(context.Background(), `select started_at, run_id::text from pgflow.runs
+		order by started_at desc, run_id desc offset $1 limit 1`, benchRuns/2).Scan(&mid.StartedAt, &mid.RunID); err != nil {
+		b.Fatal(err)
+	}
+	pages := []struct{ name, query string }{
+		{"newest", ""},
+		{"flow", "flow=emails"},
+		{"status_failed", "status=failed"},
+		{"page_50000", "before=" + url.QueryEscape(mid.String())},
+	}
+	measure := func(b *testing.B, query string) {
+		u := srv.URL() + "runs"
+		if query != "" {
+			u += "?" + query
+		}
+		for b.Loop() {
+			resp, err := http.Get(u)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n, _ := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || n < 10_000 {
+				b.Fatalf("GET %s: %d, %d bytes", u, resp.StatusCode, n)
+			}
+		}
+	}
+	for _, p := range pages {
+		b.Run(p.name, func(b *testing.B) { measure(b, p.query) })
+	}
+	// pgflow's indexes do not cover started_at: every page sorts the matching runs. With
+	// pgflow-wasm's, a page reads only its 51 rows.
+	conn, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	state, err := schema.EnsureRunsIndex(ctx, conn.Conn())
+	conn.Release()
+	if err != nil || state != schema.RunsIndexCreated {
+		b.Fatalf("creating the runs index: %s %v", state, err)
+	}
+	b.Logf("created the runs index on %d runs in %s", benchRuns, time.Since(start).Round(time.Millisecond))
+	for _, p := range pages {
+		b.Run("indexed_"+p.name, func(b *testing.B) { measure(b, p.query) })
+	}
+}

@@ -1,0 +1,575 @@
+package browsertest_test
+
+// The dashboard in a real browser: Debian's chromium, headless, driven with chromedp, against
+// a real database and real workers running modules built from this repository.
+//
+// UPDATE_SCREENSHOTS=1 also writes the screenshots of docs/ui/ (taken on the example flows
+// of flows.yaml): `cd internal/dashboard/browsertest && UPDATE_SCREENSHOTS=1 go test -run TestBrowser .`.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/dashtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
+)
+
+// UpdateScreenshotsEnv names the variable that makes TestBrowser rewrite docs/ui/*.png.
+const UpdateScreenshotsEnv = "UPDATE_SCREENSHOTS"
+
+// chromiumPath finds the browser; the tests skip only when it is not installed.
+func chromiumPath(t *testing.T) string {
+	for _, name := range []string{os.Getenv("CHROMIUM"), "chromium", "chromium-browser"} {
+		if name == "" {
+			continue
+		}
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("the browser tests need Debian's chromium: `make deps` installs it (scripts/install-apt-packages.sh), " +
+		"or `apt-get install chromium`; set CHROMIUM=/path/to/chromium for another one")
+	return ""
+}
+
+// newBrowser starts a headless chromium for the test: no network but ours, a fresh profile.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Headless,
+		chromedp.NoSandbox, // root in a container has no user namespaces for it
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.Flag("disable-extensions", true),
+		// Event streams and timers must keep running in a tab nobody looks at.
+		chromedp.Flag("disable-background-timer-throttling", true),
+		chromedp.Flag("disable-renderer-backgrounding", true),
+		chromedp.Flag("disable-backgrounding-occluded-windows", true),
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(allocCtx, chromedp.WithErrorf(func(string, ...any) {}))
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		t.Fatalf("starting chromium: %v", err)
+	}
+	return ctx
+}
+
+// tab opens a new tab of the browser for one subtest.
+func tab(t *testing.T, browser context.Context) context.Context {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browser)
+	t.Cleanup(cancel)
+	// The first run opens the tab, which lives as long as that run's context: give it one
+	// without a time limit (later actions get their own).
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("opening a tab: %v", err)
+	}
+	return ctx
+}
+
+// within runs a browser action with a time limit.
+func within[T any](t *testing.T, ctx context.Context, d time.Duration, a chromedp.Action[T]) T {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	v, err := chromedp.Run(c, a)
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	return v
+}
+
+func navigate(t *testing.T, ctx context.Context, u string) {
+	t.Helper()
+	within(t, ctx, 60*time.Second, chromedp.Navigate(u))
+}
+
+func eval[T any](t *testing.T, ctx context.Context, js string) T {
+	t.Helper()
+	return within(t, ctx, 30*time.Second, chromedp.Evaluate[T](js))
+}
+
+// waitFor waits until the JavaScript expression is true in the page. It polls from Go:
+// chromedp's Poll builds a function in the page, which the dashboard's Content-Security-Policy
+// (no 'unsafe-eval') rightly refuses.
+func waitFor(t *testing.T, ctx context.Context, js string, d time.Duration, what string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var last error
+	for time.Now().Before(deadline) {
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ok, err := chromedp.Run(c, chromedp.Evaluate[bool]("Boolean("+js+")"))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		last = err
+		time.Sleep(50 * time.Millisecond)
+	}
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	text, _ := chromedp.Run(c, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+	t.Fatalf("%s: not within %s (last error: %v); the page says:\n%s", what, d, last, text)
+}
+
+// screenshot writes docs/ui/<name>.png when UPDATE_SCREENSHOTS is set.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	if os.Getenv(UpdateScreenshotsEnv) == "" {
+		return
+	}
+	png := within(t, ctx, 60*time.Second, chromedp.FullScreenshot(100))
+	path := filepath.Join(workertest.RepoRoot(t), "docs", "ui", name+".png")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s (%d bytes)", path, len(png))
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestBrowser(t *testing.T) {
+	browser := newBrowser(t)
+	t.Run("example flows: every page", func(t *testing.T) { examplePages(t, browser) })
+	t.Run("test flows: token, errors, escaping, live", func(t *testing.T) { testFlows(t, browser) })
+	t.Run("actions: the Start run and Deprecate buttons", func(t *testing.T) { actionsFromThePage(t, browser) })
+	t.Run("a map's failed elements", func(t *testing.T) { failedElements(t, browser) })
+	t.Run("the database goes away and comes back", func(t *testing.T) { databaseOutage(t, browser) })
+	t.Run("mounted on /ops/ of another server", func(t *testing.T) { mountedOnAPath(t, browser) })
+}
+
+// mountedOnAPath serves the dashboard on /ops/ of another server (dashboard.New and its
+// Handler, as Client.DashboardHandler does): the page's style and script load from under the
+// path, its event stream opens there and follows the run, and links and forms stay there.
+func mountedOnAPath(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	file := workertest.FlowsFile(t, testFlowsYAML, nil)
+	workertest.Compile(t, db.Pool, file)
+	id := workertest.StartRun(t, db.Pool, "echo_out", `{}`) // no worker yet: it keeps running
+	// A long poll interval: the page must learn of the run's end through its event stream.
+	d, err := dashboard.New(context.Background(), dashboard.Config{Pool: db.Pool, Log: quietLog(), BasePath: "/ops",
+		Actions: true, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	mux := http.NewServeMux()
+	mux.Handle("/ops/", d.Handler())
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("the host's own page")) })
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	ctx := tab(t, browser)
+	navigate(t, ctx, srv.URL+"/ops/runs/"+id)
+	waitFor(t, ctx, `document.getElementById('conn').classList.contains('on') && document.styleSheets.length === 1 &&
+		document.styleSheets[0].href.includes('/ops/static/app.css') && document.styleSheets[0].cssRules.length > 10`,
+		10*time.Second, "the style sheet loaded from /ops/static/ and the live dot is green (the script, and its stream under /ops/)")
+	workertest.StartWorker(t, db.Pool, file, worker.Config{Signal: worker.SignalNotify})
+	waitFor(t, ctx, `document.querySelector('h1 .badge')?.textContent === 'completed' && location.pathname === '/ops/runs/`+id+`'`,
+		30*time.Second, "the open page follows the run to its end")
+
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`header nav a[href="/ops/flows"]`)))
+	waitFor(t, ctx, `location.pathname === '/ops/flows' && document.getElementById('start-echo_out') !== null`,
+		30*time.Second, "the navigation leads to the flows page under /ops/")
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`#start-echo_out summary`)))
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`#start-echo_out button[type=submit]`)))
+	waitFor(t, ctx, `location.pathname.startsWith('/ops/runs/') && location.pathname !== '/ops/runs/`+id+`' &&
+		document.querySelector('h1 .badge')?.textContent === 'completed'`,
+		30*time.Second, "Start run posts under /ops/ and leads to the new run's page there")
+}
+
+// databaseOutage stops the dashboard's PostgreSQL (a private one) under an open run page
+// and a fresh load, then starts it again.
+func databaseOutage(t *testing.T, browser context.Context) {
+	cluster := pgtest.NewCluster(t)
+	db := cluster.NewDB(t)
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, testFlowsYAML, nil))
+	id := workertest.StartRun(t, db.Pool, "echo_out", `{}`) // no worker: it keeps running
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog(), PollInterval: 200 * time.Millisecond})
+	runPage := srv.URL() + "runs/" + id
+	open := tab(t, browser)
+	navigate(t, open, runPage)
+	waitFor(t, open, `document.getElementById('conn').classList.contains('on')`, 10*time.Second, "the live dot is green")
+	runningFor := `document.querySelector('dl.facts [data-since]').textContent`
+	ctx := context.Background()
+
+	if err := cluster.Stop(ctx); err != nil {
+		t.Fatalf("stopping PostgreSQL: %v", err)
+	}
+	waitFor(t, open, `(() => { const b = document.getElementById('db-down'), c = document.getElementById('conn');
+		return !b.hidden && b.offsetParent !== null && b.textContent.startsWith('The database is unreachable: ') &&
+			c.classList.contains('down') && !c.classList.contains('on'); })()`,
+		30*time.Second, "the open page says the database is unreachable and its dot is red")
+	before := eval[string](t, open, runningFor)
+	time.Sleep(1500 * time.Millisecond)
+	if after := eval[string](t, open, runningFor); after != before {
+		t.Errorf("'running for' went on counting while the database was away: %q, then %q", before, after)
+	}
+	screenshot(t, open, "run-db-down")
+
+	fresh := tab(t, browser)
+	resp := within(t, fresh, 60*time.Second, chromedp.NavigateResponse(runPage))
+	if text := eval[string](t, fresh, `document.body.innerText`); resp.Status != 503 ||
+		!strings.Contains(text, "The database is unreachable: ") || !strings.Contains(text, "this page retries by itself") {
+		t.Errorf("a fresh load while the database is away: HTTP %d, %q", resp.Status, text)
+	}
+
+	if err := cluster.Start(ctx); err != nil {
+		t.Fatalf("starting PostgreSQL again: %v", err)
+	}
+	waitFor(t, open, `document.getElementById('db-down').hidden && document.getElementById('conn').classList.contains('on')`,
+		30*time.Second, "the open page drops the banner and its dot is green again")
+	before = eval[string](t, open, runningFor)
+	time.Sleep(1500 * time.Millisecond)
+	if after := eval[string](t, open, runningFor); after == before {
+		t.Errorf("'running for' stays at %q once the database is back", after)
+	}
+	waitFor(t, fresh, fmt.Sprintf(`location.href === %q && document.querySelector('h1 .badge')?.textContent === 'started'`, runPage),
+		30*time.Second, "the page loaded during the outage shows the run by itself once the database is back")
+}
+
+// failedElements opens a run whose map of 200 elements had 3 fail: the step's header names
+// them, and a click on one shows its row and error.
+func failedElements(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, dashtest.ManyFailFlows, nil), worker.Config{Concurrency: 200, BatchSize: 200})
+	id := dashtest.StartManyFail(t, db, 200, []int{17, 42, 180})
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog()})
+	ctx := tab(t, browser)
+	navigate(t, ctx, srv.URL()+"runs/"+id)
+	waitFor(t, ctx, `document.querySelector('#step-each .failed-elements')?.innerText.startsWith('failed: 17, 42, 180')`,
+		10*time.Second, "the map step's header names its failed elements")
+	screenshot(t, ctx, "run-map-failed")
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`#step-each .failed-elements a[href$="#task-each-180"]`)))
+	waitFor(t, ctx, `(() => { const r = document.querySelector('#task-each-180');
+		return r && r.matches(':target') && r.getBoundingClientRect().top > -2 && r.getBoundingClientRect().top < innerHeight &&
+			r.innerText.includes('must be a non-negative integer'); })()`,
+		10*time.Second, "a click on 180 shows element 180's row, in view, with its error")
+}
+
+// actionsFromThePage clicks the dashboard's own buttons in the browser: the browser, not
+// the test, decides which Origin, Sec-Fetch-Site and Referer headers the forms send.
+func actionsFromThePage(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	w := workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, testFlowsYAML, nil), worker.Config{Signal: worker.SignalNotify})
+	var log workertest.SyncBuffer
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: slog.New(slog.NewTextHandler(&log, nil)),
+		Actions: true, PollInterval: 200 * time.Millisecond})
+	base := strings.TrimSuffix(srv.URL(), "/")
+	ctx := tab(t, browser)
+	// The Deprecate button asks for confirmation (window.confirm): say yes.
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	dbCtx := context.Background()
+
+	navigate(t, ctx, base+"/flows")
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`#start-echo_out summary`)))
+	within(t, ctx, 30*time.Second, chromedp.SetValue(chromedp.CSS(`#input-echo_out`), `{"value": "from the browser"}`))
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`#start-echo_out button[type=submit]`)))
+	waitFor(t, ctx, `location.pathname.startsWith('/runs/') && document.querySelector('h1 .badge')?.textContent === 'completed'`,
+		30*time.Second, "Start run leads to the new run's page, which shows it completed")
+	id := strings.TrimPrefix(eval[string](t, ctx, `location.pathname`), "/runs/")
+	var input string
+	if err := db.Pool.QueryRow(dbCtx, `select input::text from pgflow.runs where run_id = $1::uuid and flow_slug = 'echo_out'`, id).Scan(&input); err != nil {
+		t.Fatalf("the run %s the page shows is not in the database: %v\nlog:\n%s", id, err, log.String())
+	}
+	if !strings.Contains(input, "from the browser") {
+		t.Errorf("the run's input is %s, want the one typed into the form", input)
+	}
+
+	worker := w.WorkerIDs()["echo_out"]
+	navigate(t, ctx, base+"/workers")
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-worker=%q] button.danger`, worker))))
+	waitFor(t, ctx, fmt.Sprintf(`location.pathname === '/workers' && document.querySelector('tr[data-worker=%q] .badge.st-deprecated') !== null`, worker),
+		30*time.Second, "Deprecate leads back to the workers page, which shows the worker deprecated")
+	var deprecated bool
+	if err := db.Pool.QueryRow(dbCtx, `select deprecated_at is not null from pgflow.workers where worker_id = $1::uuid`, worker).Scan(&deprecated); err != nil || !deprecated {
+		t.Fatalf("worker %s deprecated in the database: %v (%v)", worker, deprecated, err)
+	}
+	if l := log.String(); !strings.Contains(l, "started a run") || !strings.Contains(l, "deprecated a worker") || strings.Contains(l, "refused") {
+		t.Errorf("the dashboard's log:\n%s", l)
+	}
+}
+
+// examplePages serves the repository's flows.yaml, runs each example flow, and looks at
+// every page (and takes the screenshots of docs/ui/).
+func examplePages(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	file, err := flowfile.Load("../../../flows.yaml") // the page shows the path as given
+	if err != nil {
+		t.Fatalf("flows.yaml: %v (are the examples built? `make examples`)", err)
+	}
+	// The ledger flow's table and role, as make run makes them.
+	if ledger, err := os.ReadFile(filepath.Join(workertest.RepoRoot(t), "scripts", "ledger.sql")); err != nil {
+		t.Fatal(err)
+	} else if _, err := db.Pool.Exec(context.Background(), string(ledger)); err != nil {
+		t.Fatalf("scripts/ledger.sql: %v", err)
+	}
+	w := workertest.StartWorker(t, db.Pool, file, worker.Config{Signal: worker.SignalNotify})
+	words := workertest.StartRun(t, db.Pool, "word_totals",
+		`["the quick brown fox", "jumps over the lazy dog", "pack my box with", "five dozen liquor jugs"]`)
+	ada := workertest.StartRun(t, db.Pool, "hello", `{"name": "Ada"}`)
+	bad := workertest.StartRun(t, db.Pool, "hello", `{"nam": "Ada"}`)
+	more := []string{words, ada}
+	for _, name := range []string{"Grace", "Edsger", "Barbara"} {
+		more = append(more, workertest.StartRun(t, db.Pool, "hello", `{"name": "`+name+`"}`))
+	}
+	for _, line := range []string{"a map step", "one task per element of the flow input"} {
+		more = append(more, workertest.StartRun(t, db.Pool, "word_totals", `["`+line+`"]`))
+	}
+	for _, id := range more {
+		if r := workertest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "completed" {
+			t.Fatalf("example run %s: %s %s", id, r.Status, r.Error)
+		}
+	}
+	// hello's steps retry (max_attempts 3, base_delay 1): the failure takes a few seconds.
+	if r := workertest.WaitRun(t, db.Pool, bad, 90*time.Second); r.Status != "failed" {
+		t.Fatalf("hello without a name: %s, want failed", r.Status)
+	}
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog(), Actions: true,
+		Flows: func() *flowfile.File { return file }, Modules: w.ModuleInfo, PollInterval: 200 * time.Millisecond})
+	ctx := tab(t, browser)
+	base := strings.TrimSuffix(srv.URL(), "/")
+
+	navigate(t, ctx, base+"/runs")
+	waitFor(t, ctx, fmt.Sprintf(`document.querySelector('tr[data-run=%q] .badge')?.textContent === "completed"`, words),
+		10*time.Second, "the runs page lists the finished word_totals run as completed")
+	if n := eval[int](t, ctx, `document.querySelectorAll('table.runs tbody tr').length`); n != 8 {
+		t.Errorf("the runs page lists %d runs, want 8", n)
+	}
+	screenshot(t, ctx, "runs")
+
+	navigate(t, ctx, base+"/runs/"+words)
+	waitFor(t, ctx, `document.querySelectorAll('.graph .node.st-completed').length === 4`, 10*time.Second,
+		"the graph of word_totals shows its four steps completed")
+	if got := eval[string](t, ctx, `document.querySelector('#step-count .progress-text').textContent`); !strings.Contains(got, "4 of 4") {
+		t.Errorf("the map step says %q, want 4 of 4 elements done", got)
+	}
+	if got := eval[string](t, ctx, `document.querySelector('.io section:nth-child(2) pre').textContent`); !strings.Contains(got, `"sum": 34`) {
+		t.Errorf("the run output shows %q, want 34 (both totals of 17 words)", got)
+	}
+	screenshot(t, ctx, "run")
+
+	navigate(t, ctx, base+"/runs/"+bad)
+	waitFor(t, ctx, `[...document.querySelectorAll('.task-error')].some(e => e.offsetParent && e.textContent.includes('input.run.name must be a string'))`,
+		10*time.Second, "the failed hello run shows its task's error")
+	screenshot(t, ctx, "run-failed")
+
+	navigate(t, ctx, base+"/flows")
+	waitFor(t, ctx, fmt.Sprintf(`document.querySelectorAll('section.flow').length === %d`, len(file.Flows)), 10*time.Second,
+		"the flows page shows every example flow")
+	sha := w.ModuleInfo
+	info, _ := sha("word_totals", "count")
+	if got := eval[string](t, ctx, `document.querySelector('#flow-word_totals tr[data-step="count"] .hash span').title`); got != info.SHA256 {
+		t.Errorf("count's module sha256 on the page %q, want %q", got, info.SHA256)
+	}
+	if got := eval[string](t, ctx, `document.querySelector('#flow-hello .counts').textContent`); !strings.Contains(got, "4 completed") || !strings.Contains(got, "1 failed") {
+		t.Errorf("hello's counts over the last hour: %q", got)
+	}
+	screenshot(t, ctx, "flows")
+
+	navigate(t, ctx, base+"/workers")
+	waitFor(t, ctx, fmt.Sprintf(`document.querySelectorAll('table.workers .badge.st-alive').length === %d`, len(file.Flows)), 10*time.Second,
+		"the workers page shows the worker's rows (one per flow) alive")
+	screenshot(t, ctx, "workers")
+}
+
+const testFlowsYAML = `
+flows:
+  - slug: echo_out
+    steps:
+      - {slug: echo, module: {{root}}/modules/testdata/echo.wasm}
+  - slug: failing
+    max_attempts: 1
+    steps:
+      - {slug: prepare, module: {{root}}/modules/testdata/echo.wasm}
+      - {slug: explode, depends_on: [prepare], module: {{root}}/modules/testdata/fail.wasm}
+`
+
+// liveFlowYAML is served only once the page is open. Its map step's elements each busy-loop
+// (work reads input.run.iterations, here from the element), one at a time, so the page
+// can be seen filling in.
+const liveFlowYAML = `
+flows:
+  - slug: live
+    max_concurrency: 1
+    steps:
+      - {slug: elements, type: map, module: {{root}}/modules/testdata/work.wasm}
+      - {slug: total, depends_on: [elements], module: {{root}}/modules/testdata/echo.wasm}
+`
+
+func testFlows(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, testFlowsYAML, nil), worker.Config{Signal: worker.SignalNotify})
+	liveFile := workertest.FlowsFile(t, liveFlowYAML, nil)
+	workertest.Compile(t, db.Pool, liveFile)
+
+	srv := dashtest.Listen(t, "0.0.0.0:0", dashboard.Config{Pool: db.Pool, Log: quietLog(), Token: dashtest.Token,
+		PollInterval: 200 * time.Millisecond})
+	_, port, _ := net.SplitHostPort(srv.Addr())
+	ip := dashtest.NonLoopbackIP()
+	ctx := tab(t, browser)
+
+	t.Run("a non-loopback request without the token is refused", func(t *testing.T) {
+		if ip == "" {
+			t.Skip("this machine has no network interface but loopback: no non-loopback request can be made")
+		}
+		secret := workertest.StartRun(t, db.Pool, "echo_out", `{"value": "hidden-value-1234"}`)
+		workertest.WaitRun(t, db.Pool, secret, 60*time.Second)
+		u := "http://" + net.JoinHostPort(ip, port)
+		resp := within(t, ctx, 60*time.Second, chromedp.NavigateResponse(u+"/runs/"+secret))
+		text := eval[string](t, ctx, `document.body.innerText`)
+		if resp.Status != 401 || !strings.Contains(text, "Token needed") || strings.Contains(text, "hidden-value") {
+			t.Fatalf("without the token: HTTP %d, page %q", resp.Status, text)
+		}
+		within(t, ctx, 60*time.Second, chromedp.NavigateResponse(u+"/runs/"+secret+"?token="+url.QueryEscape(dashtest.Token)))
+		waitFor(t, ctx, `document.body.innerText.includes('hidden-value-1234')`, 10*time.Second, "with the token the run is shown")
+		if loc := eval[string](t, ctx, `location.href`); strings.Contains(loc, "token") {
+			t.Errorf("the token stayed in the address bar: %s", loc)
+		}
+	})
+	reach := ip
+	if reach == "" {
+		reach = "127.0.0.1"
+	}
+	base := "http://" + net.JoinHostPort(reach, port)
+	// Every page from here on is reached through the token's session cookie.
+	navigate(t, ctx, base+"/runs?token="+url.QueryEscape(dashtest.Token))
+
+	t.Run("the runs page lists a finished run", func(t *testing.T) {
+		id := workertest.StartRun(t, db.Pool, "echo_out", `{"value": {"n": 1}}`)
+		workertest.WaitRun(t, db.Pool, id, 60*time.Second)
+		navigate(t, ctx, base+"/runs?flow=echo_out&status=completed")
+		waitFor(t, ctx, fmt.Sprintf(`document.querySelector('tr[data-run=%q]')?.innerText.includes('completed')`, id),
+			10*time.Second, "the finished run is listed as completed")
+	})
+
+	t.Run("a failed task's error is visible on its run page", func(t *testing.T) {
+		id := workertest.StartRun(t, db.Pool, "failing", `{}`)
+		if r := workertest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "failed" {
+			t.Fatalf("run %s: %s", id, r.Status)
+		}
+		navigate(t, ctx, base+"/runs/"+id)
+		waitFor(t, ctx, `(() => { const e = document.querySelector('#step-explode tr[data-status="failed"] .task-error');
+			return e && e.offsetParent !== null && e.textContent.includes('always fails'); })()`,
+			10*time.Second, "the failed task's error is visible")
+		if !eval[bool](t, ctx, `document.querySelector('.banner-failed').textContent.includes('always fails')`) {
+			t.Error("the run's error banner does not show the error")
+		}
+		if !eval[bool](t, ctx, `document.querySelector('.graph .node.st-failed[data-step="explode"]') !== null`) {
+			t.Error("the failed step is not red in the graph")
+		}
+	})
+
+	t.Run("a <script> output is shown as text", func(t *testing.T) {
+		payload := `<script>window.owned = 1; document.title = 'owned'</script><img src=x onerror="window.owned = 2">`
+		id := workertest.StartRun(t, db.Pool, "echo_out", fmt.Sprintf(`{"value": %q}`, payload))
+		workertest.WaitRun(t, db.Pool, id, 60*time.Second)
+		navigate(t, ctx, base+"/runs/"+id)
+		waitFor(t, ctx, `document.querySelector('.io section:nth-child(2) pre') !== null`, 10*time.Second, "the output is shown")
+		out := eval[string](t, ctx, `document.querySelector('.io section:nth-child(2) pre').textContent`)
+		if !strings.Contains(out, "<script>window.owned = 1;") || !strings.Contains(out, `onerror=\"window.owned = 2\"`) {
+			t.Errorf("the output is not shown as its text: %q", out)
+		}
+		if owned := eval[bool](t, ctx, `window.owned !== undefined || document.title === 'owned'`); owned {
+			t.Fatal("the handler's output ran as script")
+		}
+		if n := eval[int](t, ctx, `document.querySelectorAll('main script, main img').length`); n != 0 {
+			t.Fatalf("the output became %d elements of the page", n)
+		}
+	})
+
+	t.Run("a running run updates live while its steps complete", func(t *testing.T) {
+		// Five elements of work, one at a time, each long enough to be seen (about 0.5 s: the
+		// instrumented loop does about two iterations a nanosecond on wazero).
+		elements := strings.TrimSuffix(strings.Repeat(`{"run": {"iterations": 1000000000}}, `, 5), ", ")
+		id := workertest.StartRun(t, db.Pool, "live", "["+elements+"]")
+		navigate(t, ctx, base+"/runs/"+id)
+		waitFor(t, ctx, `document.querySelector('h1 .badge')?.textContent === 'started'`, 10*time.Second, "the run shows as started")
+		// Record every state the page shows; a reload would lose the recorder.
+		eval[bool](t, ctx, `(() => {
+			window.seen = [];
+			const record = () => window.seen.push({
+				run: document.querySelector('h1 .badge').textContent,
+				progress: document.querySelector('#step-elements .progress')?.dataset.done + '/' + document.querySelector('#step-elements .progress')?.dataset.total,
+				total: document.querySelector('#step-total')?.dataset.status });
+			document.addEventListener('pgflow:updated', record);
+			record();
+			return true; })()`)
+		start := time.Now()
+		workertest.StartWorker(t, db.Pool, liveFile, worker.Config{Signal: worker.SignalNotify})
+		shot := false
+		deadline := time.Now().Add(120 * time.Second)
+		for {
+			done := eval[string](t, ctx, `document.querySelector('#step-elements .progress')?.dataset.done || ''`)
+			if !shot && done != "" && done != "0" && done != "5" {
+				screenshot(t, ctx, "run-live")
+				shot = true
+			}
+			if eval[string](t, ctx, `document.querySelector('h1 .badge').textContent`) == "completed" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the page did not show the run completed within 120 s; it shows:\n%s", eval[string](t, ctx, `document.body.innerText`))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Logf("run completed on the page %s after the worker started", time.Since(start).Round(time.Millisecond))
+		seen := eval[[]map[string]string](t, ctx, `window.seen || []`)
+		if len(seen) < 2 {
+			t.Fatalf("the page was reloaded or never updated: states seen %v", seen)
+		}
+		filling := false
+		for _, s := range seen {
+			if s["run"] == "started" && s["progress"] != "0/5" && s["progress"] != "5/5" {
+				filling = true
+			}
+		}
+		if !filling {
+			t.Errorf("the map step was never seen filling in (states: %v)", seen)
+		}
+		last := seen[len(seen)-1]
+		if last["run"] != "completed" || last["total"] != "completed" || last["progress"] != "5/5" {
+			t.Errorf("last state %v, want the run and both steps completed", last)
+		}
+		t.Logf("%d states seen without a reload: %v", len(seen), seen)
+	})
+}

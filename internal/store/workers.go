@@ -1,0 +1,173 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
+)
+
+// Worker is one pgflow.workers row (pgflow-wasm registers one per flow it serves).
+type Worker struct {
+	ID            string
+	Queue         string // the flow it serves
+	Function      string // "pgflow-wasm" for ours, the edge function's name for pgflow's own
+	StartedAt     time.Time
+	LastHeartbeat time.Time
+	DeprecatedAt  *time.Time
+	StoppedAt     *time.Time // pgflow 0.10+ only
+	HeartbeatAge  time.Duration
+	// Alive: the worker beat within the store's StaleAfter and has not stopped
+	// (liveness.AliveSQL, the rule recovery and `start` judge by too).
+	Alive   bool
+	Running int // tasks started by it and not finished
+}
+
+// aliveSQL is liveness.AliveSQL for the pgflow.workers row w, with this store's threshold and
+// protocol.
+func (s *Store) aliveSQL(w string) string {
+	return liveness.AliveSQL(w, fmt.Sprintf("%g", s.staleAfter.Seconds()), s.proto.StoppedAt)
+}
+
+// WorkerPage is a page of workers, most recent heartbeat first.
+type WorkerPage struct {
+	Workers []Worker
+	Older   string // cursor of the next page, "" on the last
+	Now     time.Time
+}
+
+// Workers reads a page of workers after the cursor ("" for the first page); workers that beat
+// most recently (the live ones) come first.
+func (s *Store) Workers(ctx context.Context, cursor string, limit int) (WorkerPage, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	stopped := "null::timestamptz"
+	if s.proto.StoppedAt {
+		stopped = "w.stopped_at"
+	}
+	args := pgx.NamedArgs{"limit": limit + 1}
+	where := ""
+	if cursor != "" {
+		c, err := ParseCursor(cursor)
+		if err != nil {
+			return WorkerPage{}, err
+		}
+		where = "where (w.last_heartbeat_at, w.worker_id) < (@at, @id::uuid)"
+		args["at"], args["id"] = c.StartedAt, c.RunID
+	}
+	var page WorkerPage
+	if err := s.pool.QueryRow(ctx, `select clock_timestamp()`).Scan(&page.Now); err != nil {
+		return page, err
+	}
+	rows, err := s.pool.Query(ctx, `select w.worker_id::text, w.queue_name, w.function_name, w.started_at, w.last_heartbeat_at,
+		       w.deprecated_at, `+stopped+`, extract(epoch from clock_timestamp() - w.last_heartbeat_at)::float8, `+s.aliveSQL("w")+`
+		from pgflow.workers w `+where+`
+		order by w.last_heartbeat_at desc, w.worker_id desc limit @limit`, args)
+	if err != nil {
+		return page, err
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Worker, error) {
+		var w Worker
+		var age float64
+		err := row.Scan(&w.ID, &w.Queue, &w.Function, &w.StartedAt, &w.LastHeartbeat, &w.DeprecatedAt, &w.StoppedAt, &age, &w.Alive)
+		w.HeartbeatAge = time.Duration(age * float64(time.Second))
+		return w, err
+	})
+	if err != nil {
+		return page, err
+	}
+	if len(list) > limit {
+		list = list[:limit]
+		last := list[len(list)-1]
+		page.Older = Cursor{last.LastHeartbeat, last.ID}.String()
+	}
+	ids := make([]string, len(list))
+	for i, w := range list {
+		ids[i] = w.ID
+	}
+	// idx_step_tasks_last_worker covers exactly this: started tasks by worker.
+	rows, err = s.pool.Query(ctx, `select last_worker_id::text, count(*) from pgflow.step_tasks
+		where status = 'started' and last_worker_id = any($1::uuid[]) group by last_worker_id`, ids)
+	if err != nil {
+		return page, err
+	}
+	defer rows.Close()
+	running := map[string]int{}
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			return page, err
+		}
+		running[id] = n
+	}
+	for i := range list {
+		list[i].Running = running[list[i].ID]
+	}
+	page.Workers = list
+	return page, rows.Err()
+}
+
+// Deprecate sets a worker's deprecated_at: pgflow's workers (and ours) see it at their next
+// heartbeat, stop taking tasks of that queue and finish the running ones. It reports false
+// when the worker was already deprecated; ErrNotFound when there is no such worker.
+func (s *Store) Deprecate(ctx context.Context, id string) (bool, error) {
+	workerID, ok := ParseID(id)
+	if !ok {
+		return false, fmt.Errorf("%q is not a worker id: %w", id, ErrNotFound)
+	}
+	var changed bool
+	err := s.pool.QueryRow(ctx, `with w as (select worker_id, deprecated_at from pgflow.workers where worker_id = $1::uuid),
+		u as (update pgflow.workers set deprecated_at = clock_timestamp()
+		      where worker_id = $1::uuid and deprecated_at is null returning 1)
+		select exists (select 1 from u) from w`, workerID).Scan(&changed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, fmt.Errorf("no worker %s in this database: %w", workerID, ErrNotFound)
+	}
+	return changed, err
+}
+
+// FlowWorkers is what pgflow.workers says about the workers of one flow's queue.
+type FlowWorkers struct {
+	FlowExists bool
+	// Serving counts the workers of the flow that are alive (Worker.Alive) and not deprecated.
+	Serving int
+	// LastHeartbeat is the newest heartbeat of any worker of the flow that was not
+	// deprecated, if any.
+	LastHeartbeat *time.Time
+}
+
+// FlowWorkers reads who serves flow: the pgflow.workers rows of its queue (named after the
+// flow; pgflow-wasm registers one row per flow it serves) that were not deprecated.
+func (s *Store) FlowWorkers(ctx context.Context, flow string) (FlowWorkers, error) {
+	var w FlowWorkers
+	err := s.pool.QueryRow(ctx, `
+		select exists (select 1 from pgflow.flows where flow_slug = $1),
+		       count(*) filter (where `+s.aliveSQL("w")+`),
+		       max(w.last_heartbeat_at)
+		from pgflow.workers w where w.queue_name = $1 and w.deprecated_at is null`,
+		flow).Scan(&w.FlowExists, &w.Serving, &w.LastHeartbeat)
+	if err != nil {
+		return w, fmt.Errorf("reading the workers of flow %s: %w", flow, err)
+	}
+	return w, nil
+}
+
+// NoWorkerWarning says why a run of flow will not move, or "" when a live worker serves it
+// (or the flow does not exist, which starting the run reports).
+func (w FlowWorkers) NoWorkerWarning(flow string) string {
+	if !w.FlowExists || w.Serving > 0 {
+		return ""
+	}
+	last := "no worker has ever served it"
+	if w.LastHeartbeat != nil {
+		last = fmt.Sprintf("the last heartbeat of a worker for it was %s ago", time.Since(*w.LastHeartbeat).Round(time.Second))
+	}
+	return fmt.Sprintf("no live worker serves flow %s (%s): the run waits in its queue until one starts, e.g. "+
+		"`pgflow-wasm serve --flows <the flows.yaml that declares %s>`", flow, last, flow)
+}
