@@ -568,7 +568,6 @@ var tagRE = regexp.MustCompile(`<[^>]*>`)
 func TestAMapsFailedElementsAreNamedWithoutPaging(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
-	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, dashtest.ManyFailFlows, nil), worker.Config{Concurrency: 200, BatchSize: 200})
 	id := dashtest.StartManyFail(t, db, 200, []int{17, 42, 180})
 	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, TasksPerPage: 20})
 

@@ -263,7 +263,6 @@ func databaseOutage(t *testing.T, browser context.Context) {
 // them, and a click on one shows its row and error.
 func failedElements(t *testing.T, browser context.Context) {
 	db := pgtest.NewDB(t)
-	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, dashtest.ManyFailFlows, nil), worker.Config{Concurrency: 200, BatchSize: 200})
 	id := dashtest.StartManyFail(t, db, 200, []int{17, 42, 180})
 	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog()})
 	ctx := tab(t, browser)

@@ -16,6 +16,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 )
 
 // Token is a dashboard token long enough to be accepted.
@@ -52,8 +53,7 @@ func Listen(t testing.TB, addr string, cfg dashboard.Config) *dashboard.Server {
 	return srv
 }
 
-// ManyFailFlows is a map whose elements fail when they say so: work busy-loops
-// input.run.iterations times, and fails on a negative count.
+// ManyFailFlows is a map of elements settled by StartManyFail.
 const ManyFailFlows = `
 flows:
   - slug: many_fail
@@ -62,34 +62,62 @@ flows:
       - {slug: each, type: map, module: {{root}}/modules/testdata/work.wasm}
 `
 
+// ManyFailError is the error every failed element of StartManyFail carries.
+const ManyFailError = "input.run.iterations must be a non-negative integer"
+
 // StartManyFail runs a map of n elements of which those at the failing indices fail, and
-// returns the run once they all failed. The worker starts every element in one batch,
-// before any fails: a task of a run that failed meanwhile would never start.
+// returns the run once they all settled. No worker runs it: the test settles every task
+// through pgflow's own functions (read, start_tasks, complete_task, fail_task), starting
+// them all before the first fails. A worker would start a task of a run that failed
+// meanwhile never, so which elements fail would hang on its batching.
 func StartManyFail(t testing.TB, db *pgtest.DB, n int, failing []int) string {
 	t.Helper()
+	ctx := context.Background()
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, ManyFailFlows, nil))
 	elements := make([]string, n)
 	for i := range elements {
 		elements[i] = `{"run": {"iterations": 0}}`
 	}
+	fails := map[int]bool{}
 	for _, i := range failing {
 		elements[i] = `{"run": {"iterations": -1}}`
+		fails[i] = true
 	}
 	id := workertest.StartRun(t, db.Pool, "many_fail", "["+strings.Join(elements, ",")+"]")
-	if r := workertest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "failed" {
-		t.Fatalf("run %s: %s, want failed", id, r.Status)
-	}
-	// The run fails with its first failed element; the others' failures are written after it.
-	var got []int
-	deadline := time.Now().Add(30 * time.Second)
-	for len(got) < len(failing) && time.Now().Before(deadline) {
-		if err := db.Pool.QueryRow(context.Background(), `select coalesce(array_agg(task_index order by task_index), '{}')
-			from pgflow.step_tasks where run_id = $1::uuid and status = 'failed'`, id).Scan(&got); err != nil {
-			t.Fatal(err)
+	worker := uuidv4.New()
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := db.Pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
 		}
-		time.Sleep(50 * time.Millisecond)
+	}
+	exec(`insert into pgflow.workers (worker_id, queue_name, function_name) values ($1, 'many_fail', 'dashtest')`, worker)
+	var started int
+	if err := db.Pool.QueryRow(ctx, `select count(*) from `+db.StartTasks(t, `'many_fail'`,
+		`array(select msg_id from pgmq.read('many_fail', 60, $1))`, `$2::uuid`), n, worker).Scan(&started); err != nil {
+		t.Fatal(err)
+	}
+	if started != n {
+		t.Fatalf("started %d of the map's %d elements", started, n)
+	}
+	for i := range n {
+		if !fails[i] {
+			exec(`select pgflow.complete_task($1::uuid, 'each', $2, '{"iterations": 0}'::jsonb)`, id, i)
+		}
+	}
+	for _, i := range failing {
+		exec(`select pgflow.fail_task($1::uuid, 'each', $2, $3)`, id, i, fmt.Sprintf("element %d: %s", i, ManyFailError))
+	}
+	var got []int
+	if err := db.Pool.QueryRow(ctx, `select coalesce(array_agg(task_index order by task_index), '{}')
+		from pgflow.step_tasks where run_id = $1::uuid and status = 'failed'`, id).Scan(&got); err != nil {
+		t.Fatal(err)
 	}
 	if fmt.Sprint(got) != fmt.Sprint(failing) {
-		t.Fatalf("the elements that failed are %v, want %v (did the worker start every element before the first failed?)", got, failing)
+		t.Fatalf("the elements that failed are %v, want %v", got, failing)
+	}
+	if r := workertest.WaitRun(t, db.Pool, id, 10*time.Second); r.Status != "failed" {
+		t.Fatalf("run %s: %s, want failed", id, r.Status)
 	}
 	return id
 }
