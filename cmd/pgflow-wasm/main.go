@@ -49,6 +49,7 @@ func commands() []*cli.Command {
 		runCommand(),
 		cancelCommand(), rerunCommand(),
 		execCommand(),
+		replayCommand(),
 		uiCommand(),
 		benchCommand(),
 		dbCommand(), localdbCommand(),

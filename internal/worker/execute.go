@@ -77,13 +77,13 @@ func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) txEn
 		return txEnd{outcome: completer.Outcome{Task: t, Failed: true, Error: msg}}
 	}
 	log.log(slog.LevelDebug, "task started")
-	ctxJSON, err := taskContext(fs, st, t, w.proto.Version)
+	ctxJSON, err := TaskContext(t, fs.workerID, st.timeout, st.ctxShape, w.proto.Version)
 	if err != nil {
 		return txEnd{outcome: completer.Outcome{Task: t, Failed: true, Error: err.Error()}}
 	}
 	task := sandbox.Task{Input: t.Input, Context: ctxJSON, Timeout: st.timeout}
 	if st.def.Deterministic {
-		task.Seed = taskSeed(&t)
+		task.Seed = TaskSeed(&t)
 	}
 	var sess *sqlsession.Session
 	if st.sql != nil {
@@ -156,9 +156,9 @@ func drainCutMessage(drain time.Duration, attempt, maxAttempts int, handler stri
 		drain, next, handler)
 }
 
-// taskSeed is the identity a deterministic step's random bytes are drawn from: the run,
+// TaskSeed is the identity a deterministic step's random bytes are drawn from: the run,
 // the step and the task index (not the attempt: a retry draws what the first try drew).
-func taskSeed(t *poller.Task) []byte {
+func TaskSeed(t *poller.Task) []byte {
 	return []byte(t.RunID + "/" + t.FlowSlug + "/" + t.StepSlug + "/" + strconv.Itoa(t.TaskIndex))
 }
 
@@ -184,12 +184,13 @@ func (w *Worker) checkAbandoned() {
 	}
 }
 
-// taskContext builds the context JSON of ABI v1 by appending, not encoding/json: the flow
+// TaskContext builds the context JSON of ABI v1 (replay builds the same one) by appending, not encoding/json: the flow
 // input is copied as it came from PostgreSQL's jsonb output, which is valid JSON, instead of
 // being validated and compacted again for every task. An input over 64 KiB is left out (a
-// map over a large array would copy the whole array into every task). version is the pgflow
-// the database speaks (schema.Protocol.Version).
-func taskContext(fs *flowState, st *stepState, t poller.Task, version string) ([]byte, error) {
+// map over a large array would copy the whole array into every task). timeout is the
+// step's, shape its StepShape, version the pgflow the database speaks
+// (schema.Protocol.Version).
+func TaskContext(t poller.Task, workerID string, timeout time.Duration, shape []byte, version string) ([]byte, error) {
 	flowInput := t.FlowInput
 	omitted := len(flowInput) > abi.MaxContextFlowInput
 	if len(flowInput) == 0 || omitted {
@@ -215,21 +216,21 @@ func taskContext(fs *flowState, st *stepState, t poller.Task, version string) ([
 		b = strconv.AppendInt(b, int64(len(t.FlowInput)), 10)
 	}
 	b = append(b, `,"`+abi.CtxWorkerID+`":`...)
-	b = appendJSONString(b, fs.workerID)
+	b = appendJSONString(b, workerID)
 	b = append(b, `,"`+abi.CtxTimeoutMS+`":`...)
-	b = strconv.AppendInt(b, st.timeout.Milliseconds(), 10)
+	b = strconv.AppendInt(b, timeout.Milliseconds(), 10)
 	b = append(b, `,"`+abi.CtxIdempotencyKey+`":`...)
 	b = appendJSONString(b, abi.IdempotencyKey(t.RunID, t.StepSlug, t.TaskIndex))
 	if version != "" {
 		b = append(b, `,"`+abi.CtxPgflowVersion+`":`...)
 		b = appendJSONString(b, version)
 	}
-	b = append(b, st.ctxShape...)
+	b = append(b, shape...)
 	return append(b, '}'), nil
 }
 
-// stepShape is the context's step_type and depends_on members of a step, made once.
-func stepShape(s *flowfile.Step) []byte {
+// StepShape is the context's step_type and depends_on members of a step, made once.
+func StepShape(s *flowfile.Step) []byte {
 	b := []byte(`,"` + abi.CtxStepType + `":`)
 	b = appendJSONString(b, s.Type)
 	b = append(b, `,"`+abi.CtxDependsOn+`":[`...)

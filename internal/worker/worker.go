@@ -272,14 +272,14 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 		}
 		for _, s := range fl.Served() {
 			mc := s.ModuleConfig()
-			mc.Capabilities = stepCapabilities(cfg.Flows, fl, s, cfg.Metrics, cfg.Log)
+			mc.Capabilities = StepCapabilities(cfg.Flows, fl, s, cfg.Metrics, cfg.Log)
 			mod, err := stepmodule.Load(ctx, cfg.Engine, s, mc)
 			if err != nil {
 				w.closeModules(ctx)
 				return nil, fmt.Errorf("%s:%d: flow %q step %q: %w", cfg.Flows.Path, s.ModuleLine, fl.Slug, s.Slug, err)
 			}
 			st := &stepState{def: s, module: mod, metrics: newStepMetrics(cfg.Metrics, fl.Slug, s.Slug),
-				sql: w.sqlGrant(cfg.Flows, fl, s), ctxShape: stepShape(s)}
+				sql: w.sqlGrant(cfg.Flows, fl, s), ctxShape: StepShape(s)}
 			for _, dep := range fl.Dependents(s.Slug) {
 				st.hasDependents = true
 				if d := fl.Step(dep); d.StartDelay != nil {

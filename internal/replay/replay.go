@@ -1,0 +1,185 @@
+// Package replay runs a task of the database again, on this machine, writing nothing back:
+// the input and context are rebuilt from pgflow's tables as the worker built them, the
+// step's module (or a rebuilt one) runs in the same sandbox, with the step's limits and
+// capabilities. The way to debug a failed step in seconds.
+//
+// Nothing is written: no pgflow function is called, and the handler's SQL (a step with
+// `sql:`) runs in one transaction that is rolled back at the end. Its HTTP calls do go
+// out, as they did in the worker, unless NoHTTP.
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
+)
+
+// Config names the task and how to run it.
+type Config struct {
+	Pool   *pgxpool.Pool // the pgflow database
+	Flows  *flowfile.File
+	Engine sandbox.Engine
+	RunID  string
+	Step   string
+	Index  int
+	// Module replaces the step's module (a fixed build); "" runs the one flows.yaml names.
+	Module string
+	// Timeout replaces the step's timeout; 0 keeps it.
+	Timeout time.Duration
+	// NoHTTP takes the step's HTTP capability away: its calls fail as for a step without `http`.
+	NoHTTP bool
+	Log    *slog.Logger
+}
+
+// Result is a replay: the task as the database recorded it, and what the handler did now.
+type Result struct {
+	Task    store.TaskRecord
+	Module  string // the module that ran
+	Timeout time.Duration
+	Run     sandbox.Result
+	// Err is the handler's failure (a *sandbox.Error), nil when it succeeded.
+	Err error
+}
+
+// Reproduced reports whether the replay failed as the task last did: a failed task whose
+// replay failed too (the messages may differ in what changes from run to run).
+func (r *Result) Reproduced() bool { return r.Task.Error != "" && r.Err != nil }
+
+// Task is a task ready to run: as the database recorded it, with its input and context as
+// the worker built them.
+type Task struct {
+	Record  store.TaskRecord
+	Context []byte
+	Timeout time.Duration
+	poller  poller.Task
+}
+
+// Prepare reads the task and rebuilds its context, under timeout (0: the step's).
+func Prepare(ctx context.Context, pool *pgxpool.Pool, runID, step string, index int, timeout time.Duration) (*Task, error) {
+	proto, err := schema.DetectPgflow(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := store.New(pool, proto).Task(ctx, runID, step, index)
+	if err != nil {
+		return nil, err
+	}
+	if timeout <= 0 {
+		timeout = rec.Timeout
+	}
+	t := poller.Task{FlowSlug: rec.FlowSlug, RunID: rec.RunID, StepSlug: rec.Step.Slug, TaskIndex: rec.Index,
+		MsgID: rec.MsgID, Attempt: max(rec.Attempts, 1), Input: rec.Input, FlowInput: rec.FlowInput, WorkerID: rec.WorkerID}
+	workerID := rec.WorkerID
+	if workerID == "" {
+		workerID = "00000000-0000-0000-0000-000000000000" // never started
+	}
+	shape := worker.StepShape(&flowfile.Step{Type: rec.Step.Type, DependsOn: rec.Step.DependsOn})
+	ctxJSON, err := worker.TaskContext(t, workerID, timeout, shape, proto.Version)
+	if err != nil {
+		return nil, err
+	}
+	return &Task{Record: rec, Context: ctxJSON, Timeout: timeout, poller: t}, nil
+}
+
+// Run replays the task. Its error is about the replay itself (no such task, a module that
+// does not load); the handler's own failure is Result.Err.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	pt, err := Prepare(ctx, cfg.Pool, cfg.RunID, cfg.Step, cfg.Index, cfg.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	fl, step, err := findStep(cfg.Flows, pt.Record, cfg.Module != "")
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Task: pt.Record, Module: step.Module, Timeout: pt.Timeout}
+	if cfg.Module != "" {
+		res.Module = cfg.Module
+	}
+	mc := step.ModuleConfig()
+	mc.Capabilities = worker.StepCapabilities(cfg.Flows, fl, step, nil, cfg.Log)
+	if cfg.NoHTTP {
+		mc.Capabilities.HTTP = nil
+	}
+	mod, err := stepmodule.LoadPath(ctx, cfg.Engine, res.Module, mc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", res.Module, err)
+	}
+	defer mod.Close(ctx)
+
+	task := sandbox.Task{Input: pt.Record.Input, Context: pt.Context, Timeout: pt.Timeout}
+	if step.Deterministic {
+		task.Seed = worker.TaskSeed(&pt.poller)
+	}
+	if step.SQL != nil {
+		grant, closeDB, err := rolledBackGrant(ctx, cfg.Pool, cfg.Flows, fl, step)
+		if err != nil {
+			return nil, err
+		}
+		defer closeDB()
+		sess := grant.Begin(time.Now().Add(pt.Timeout))
+		defer sess.Close() // never completed: the transaction is rolled back
+		task.SQL = sess
+	}
+	res.Run, res.Err = mod.Run(ctx, task)
+	var se *sandbox.Error
+	if res.Err != nil && !errors.As(res.Err, &se) {
+		return nil, res.Err
+	}
+	return res, nil
+}
+
+// findStep finds the task's step in the flows file.
+func findStep(file *flowfile.File, rec store.TaskRecord, moduleGiven bool) (*flowfile.Flow, *flowfile.Step, error) {
+	fl := file.Flow(rec.FlowSlug)
+	if fl == nil {
+		return nil, nil, fmt.Errorf("%s has no flow %q (the task's): give the flows file that serves it with --flows", file.Path, rec.FlowSlug)
+	}
+	step := fl.Step(rec.Step.Slug)
+	if step == nil {
+		return nil, nil, fmt.Errorf("flow %q in %s has no step %q (the task's)", rec.FlowSlug, file.Path, rec.Step.Slug)
+	}
+	if step.Module == "" && !moduleGiven {
+		return nil, nil, fmt.Errorf("step %q of flow %q is external in %s: another worker runs it; give its module with --module", rec.Step.Slug, rec.FlowSlug, file.Path)
+	}
+	return fl, step, nil
+}
+
+// rolledBackGrant is the step's sql grant made transactional, on the pgflow database or the
+// one its database_env names: the replay never completes it, so Close rolls it back.
+func rolledBackGrant(ctx context.Context, pool *pgxpool.Pool, file *flowfile.File, fl *flowfile.Flow, step *flowfile.Step) (*sqlsession.Grant, func(), error) {
+	sec := step.SQL
+	g := &sqlsession.Grant{Where: step.WhereSQL(file, fl), Role: sec.Role, Transactional: true,
+		StatementTimeout: sec.StatementTimeout, MaxRows: sec.MaxRows, MaxResultBytes: int(sec.MaxResultBytes), DB: pool}
+	if sec.DatabaseEnv == "" {
+		return g, func() {}, nil
+	}
+	url, ok := os.LookupEnv(sec.DatabaseEnv)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: sql.database_env %s is not set here: set it to the database the step's statements run on", g.Where, sec.DatabaseEnv)
+	}
+	other, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: the value of %s is not a PostgreSQL URL", g.Where, sec.DatabaseEnv)
+	}
+	g.DB = other
+	return g, other.Close, nil
+}
