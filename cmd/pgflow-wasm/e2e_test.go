@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -408,6 +409,11 @@ flows:
 		t.Errorf("a failing run: exit %d, stderr %q; want 1 and the handler's message", code, errOut)
 	}
 
+	out, _, code = runBinary(t, dbEnv, "runs", "--flow", "doomed")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 2 || !strings.Contains(lines[1], "failed") ||
+		!regexp.MustCompile(`\s\w+: handler_error: always fails`).MatchString(lines[1]) {
+		t.Errorf("runs --flow doomed: exit %d, want the header and one line naming the failed step:\n%s", code, out)
+	}
 	out, _, code = runBinary(t, dbEnv, "runs", "--flow", "echo")
 	if code != 0 || !strings.Contains(out, runID) || !strings.Contains(out, "completed") {
 		t.Errorf("runs --flow echo: exit %d:\n%s", code, out)

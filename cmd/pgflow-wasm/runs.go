@@ -117,10 +117,11 @@ func runsCommand() *cli.Command {
 				return cli.Exit(err.Error(), 1)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN ID\tFLOW\tSTATUS\tSTARTED\tDURATION\tERROR")
+			fmt.Fprintln(tw, "RUN ID\tFLOW\tSTATUS\tSTARTED\tDURATION\tFAILED STEP: ERROR")
 			for _, r := range page.Runs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.60s\n", r.ID, r.Flow, r.Status,
-					r.StartedAt.Local().Format("2006-01-02 15:04:05"), r.Duration().Round(time.Millisecond), r.Error)
+				// One line per run, whatever the error holds: `run RUN_ID` shows it whole.
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Flow, r.Status,
+					r.StartedAt.Local().Format("2006-01-02 15:04:05"), r.Duration().Round(time.Millisecond), r.ErrorLine(70))
 			}
 			return tw.Flush()
 		},

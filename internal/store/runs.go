@@ -27,8 +27,25 @@ type Run struct {
 	CompletedAt    *time.Time
 	FailedAt       *time.Time
 	// Error is the error message of the first step that failed, on a failed run (in a list
-	// cut to 300 characters).
-	Error string
+	// cut to 300 characters), and FailedStep that step's slug.
+	Error      string
+	FailedStep string
+}
+
+// ErrorLine is the run's failure on one line: the failing step, then its error with every
+// run of whitespace (newlines included) as one space, cut to about n characters.
+func (r *Run) ErrorLine(n int) string {
+	if r.Error == "" && r.FailedStep == "" {
+		return ""
+	}
+	line := strings.Join(strings.Fields(r.Error), " ")
+	if r.FailedStep != "" {
+		line = r.FailedStep + ": " + line
+	}
+	if runes := []rune(line); len(runes) > n {
+		line = string(runes[:max(n-1, 1)]) + "…"
+	}
+	return line
 }
 
 // Done reports whether the run reached a final state.
@@ -62,12 +79,14 @@ func runCols(errorChars int, values string) string {
 	}
 	return `r.run_id::text, r.flow_slug, r.status, r.remaining_steps, r.started_at, r.completed_at, r.failed_at,
 	       case when r.status = 'failed' then coalesce((select ` + msg + ` from pgflow.step_states ss
+	            where ss.run_id = r.run_id and ss.status = 'failed' order by ss.failed_at limit 1), '') else '' end,
+	       case when r.status = 'failed' then coalesce((select ss.step_slug from pgflow.step_states ss
 	            where ss.run_id = r.run_id and ss.status = 'failed' order by ss.failed_at limit 1), '') else '' end` + values
 }
 
 func scanRun(row pgx.Row, r *Run, values ...any) error {
 	return row.Scan(append([]any{&r.ID, &r.Flow, &r.Status, &r.RemainingSteps, &r.StartedAt, &r.CompletedAt,
-		&r.FailedAt, &r.Error}, values...)...)
+		&r.FailedAt, &r.Error, &r.FailedStep}, values...)...)
 }
 
 // Get reads one run with its input and output whole.

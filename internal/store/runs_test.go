@@ -219,3 +219,44 @@ func TestOneLivenessRuleForEveryReader(t *testing.T) {
 		}
 	}
 }
+
+// A list keeps one line per run whatever its error holds, and names the failing step.
+func TestErrorLineIsOneLineNamingTheStep(t *testing.T) {
+	t.Parallel()
+	r := store.Run{FailedStep: "charge", Error: "handler_error: card declined\n  at charge (charge.ts:3:9)\n\tcode 402"}
+	if got, want := r.ErrorLine(200), "charge: handler_error: card declined at charge (charge.ts:3:9) code 402"; got != want {
+		t.Errorf("ErrorLine = %q, want %q", got, want)
+	}
+	if got := r.ErrorLine(20); got != "charge: handler_err…" {
+		t.Errorf("cut ErrorLine = %q", got)
+	}
+	if got := (&store.Run{Status: "completed"}).ErrorLine(70); got != "" {
+		t.Errorf("a completed run's error line: %q", got)
+	}
+}
+
+// A skipped step says why, in words (pgflow 0.14+ records the reason).
+func TestTreeSaysWhyAStepWasSkipped(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	tree := &store.Tree{
+		Run: store.Run{ID: "r", Flow: "f", Status: "completed", StartedAt: now, CompletedAt: &now, Input: []byte("{}"), Output: []byte("{}")},
+		Steps: []store.Step{
+			{Slug: "check", Type: "single", Status: "skipped", SkipReason: "condition_unmet"},
+			{Slug: "notify", Type: "single", Status: "skipped", SkipReason: "dependency_skipped", DependsOn: []string{"check"}},
+			{Slug: "flaky", Type: "single", Status: "skipped", SkipReason: "handler_failed"},
+		},
+	}
+	var out bytes.Buffer
+	tree.Render(&out, 10)
+	for _, want := range []string{
+		"├─ check  single  skipped",
+		"│     why: its condition (if / if_not in flows.yaml) did not match, and when_unmet says skip\n",
+		"│     why: it depends on check, which was skipped with skip-cascade\n",
+		"      why: its handler failed its last attempt, and when_exhausted says skip: the run went on without it\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("tree lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -156,6 +156,9 @@ func (t *Tree) RenderWith(w io.Writer, o RenderOptions) {
 		if s.Error != "" {
 			block(w, indent+"   ", "error: ", s.Error, 0)
 		}
+		if s.Status == "skipped" {
+			fmt.Fprintf(w, "%s   why: %s\n", indent, t.whySkipped(&s))
+		}
 		shown := s.Tasks
 		if o.MaxTasks > 0 && len(shown) > o.MaxTasks {
 			shown = shown[:o.MaxTasks]
@@ -260,4 +263,30 @@ func round(d time.Duration) time.Duration {
 		return d.Round(10 * time.Microsecond)
 	}
 	return d.Round(time.Millisecond)
+}
+
+// whySkipped says in words why pgflow skipped a step (step_states.skip_reason, 0.14+).
+func (t *Tree) whySkipped(s *Step) string {
+	switch s.SkipReason {
+	case "condition_unmet":
+		return "its condition (if / if_not in flows.yaml) did not match, and when_unmet says skip"
+	case "handler_failed":
+		return "its handler failed its last attempt, and when_exhausted says skip: the run went on without it"
+	case "dependency_skipped":
+		var skipped []string
+		for _, d := range s.DependsOn {
+			for _, o := range t.Steps {
+				if o.Slug == d && o.Status == "skipped" {
+					skipped = append(skipped, o.Slug)
+				}
+			}
+		}
+		if len(skipped) == 0 {
+			return "a step it depends on was skipped, with skip-cascade"
+		}
+		return "it depends on " + strings.Join(skipped, ", ") + ", which was skipped with skip-cascade"
+	case "":
+		return "pgflow recorded no reason"
+	}
+	return "pgflow's reason: " + s.SkipReason
 }
