@@ -103,6 +103,15 @@ func TestLoadReportsProblemsWithLines(t *testing.T) {
 		want []string // substrings, each expected somewhere in the error
 	}{
 		{"syntax", "flows:\n  - slug: a: b\n", []string{"flows.yaml:2: invalid YAML: mapping values are not allowed"}},
+		// yaml.v3 names an earlier line for these; the error points at the culprit.
+		{"unclosed brace", "flows:\n  - slug: a\n    steps:\n      - {slug: x, module: m.wasm\n      - slug: y\n",
+			[]string{"flows.yaml:4: invalid YAML: did not find expected ',' or '}' (a { ... } that starts here is not closed"}},
+		{"unclosed bracket", "flows:\n  - slug: a\n    steps:\n      - slug: x\n        module: m.wasm\n        depends_on: [y\n      - slug: y\n",
+			[]string{"flows.yaml:6: invalid YAML: did not find expected ',' or ']'"}},
+		{"bad indent", "flows:\n  - slug: a\n    steps:\n      - slug: x\n        module: m.wasm\n     timeout: 5\n",
+			[]string{"flows.yaml:6: invalid YAML: did not find expected key (this line is indented differently"}},
+		{"tab", "flows:\n  - slug: a\n    steps:\n      - slug: x\n\tmodule: m.wasm\n",
+			[]string{"flows.yaml:5: invalid YAML: found a tab character"}},
 		{"empty", "", []string{"the file is empty"}},
 		{"no flows key", "flow: []\n", []string{`flows.yaml:1: unknown key "flow" at the top level (did you mean "flows"?)`, "missing `flows:`"}},
 		{"flows not a list", "flows: {}\n", []string{"flows.yaml:1: `flows` must be a list"}},

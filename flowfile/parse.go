@@ -84,7 +84,7 @@ func Parse(name, dir string, data []byte) (*File, error) {
 	p := &parser{file: name, dir: dir}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, Errors{yamlError(name, err)}
+		return nil, Errors{yamlError(name, data, err)}
 	}
 	f := &File{Path: name}
 	if len(doc.Content) == 0 {
