@@ -2,11 +2,16 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/buildinfo"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 	"github.com/pgflow-wasm/pgflow-wasm/schema/pgflowsql"
 )
@@ -41,9 +46,10 @@ func dbCommand() *cli.Command {
 				Action: dbInstall,
 			},
 			{
-				Name:   "status",
-				Usage:  "report pgmq, realtime.send and pgflow migrations; exit 1 unless all are installed",
-				Flags:  []cli.Flag{databaseURLFlag(), migrations},
+				Name:  "status",
+				Usage: "report pgmq, realtime.send, pgflow migrations and schedules; exit 1 unless all are installed",
+				Flags: []cli.Flag{databaseURLFlag(), migrations, &cli.StringFlag{Name: "flows", Value: "flows.yaml",
+					Usage: "the flows file whose schedules' next ticks to show (skipped when the default is absent)"}},
 				Action: dbStatus,
 			},
 		},
@@ -168,8 +174,73 @@ func dbStatus(c *cli.Context) error {
 		}
 		fmt.Fprintf(w, "runs index:    pgflow.%s %s%s\n", schema.RunsIndex, st.RunsIndex, note)
 	}
+	if err := printSchedules(c, conn); err != nil {
+		return err
+	}
 	if problems := st.Problems(); len(problems) > 0 {
 		return cli.Exit("not installed: "+strings.Join(problems, "; ")+"; run `pgflow-wasm db install`", 1)
+	}
+	return nil
+}
+
+// printSchedules lists each scheduled flow: its cron and next tick (from the flows file, when
+// there is one) and the last tick the database recorded, with its run.
+func printSchedules(c *cli.Context, conn *pgx.Conn) error {
+	recorded, err := schedule.Recorded(c.Context, conn)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("reading the schedules' ticks: %v", err), 1)
+	}
+	var file *flowfile.File
+	if _, statErr := os.Stat(c.String("flows")); statErr == nil || c.IsSet("flows") {
+		if file, err = flowfile.Load(c.String("flows")); err != nil && c.IsSet("flows") {
+			return cli.Exit(err.Error(), 2)
+		} else if err != nil {
+			fmt.Fprintf(c.App.ErrWriter, "(the schedules' next ticks are not shown: %s does not load: %v)\n", c.String("flows"), err)
+		}
+	}
+	byFlow := map[string]schedule.FlowTicks{}
+	var slugs []string
+	for _, r := range recorded {
+		byFlow[r.Flow] = r
+		slugs = append(slugs, r.Flow)
+	}
+	if file != nil {
+		for _, fl := range file.Flows {
+			if _, seen := byFlow[fl.Slug]; fl.Schedule != nil && !seen {
+				slugs = append(slugs, fl.Slug)
+			}
+		}
+	}
+	w := c.App.Writer
+	if len(slugs) == 0 {
+		fmt.Fprintln(w, "schedules:     none")
+		return nil
+	}
+	for i, slug := range slugs {
+		label := "schedules:     "
+		if i > 0 {
+			label = strings.Repeat(" ", len(label))
+		}
+		line := slug
+		var sched *flowfile.Schedule
+		if file != nil {
+			if fl := file.Flow(slug); fl != nil {
+				sched = fl.Schedule
+			}
+		}
+		loc := time.Local
+		if sched != nil {
+			loc = sched.Location
+			line += fmt.Sprintf("  %q (%s)  next %s", sched.Cron, loc, sched.Next(time.Now()).In(loc).Format(time.RFC3339))
+		} else if file != nil {
+			line += "  (no longer scheduled in " + file.Path + ")"
+		}
+		if r, ok := byFlow[slug]; ok {
+			line += fmt.Sprintf("  last %s (run %s)  %d in the last day", r.Last.In(loc).Format(time.RFC3339), r.LastRunID, r.LastDay)
+		} else {
+			line += "  no tick yet"
+		}
+		fmt.Fprintln(w, label+line)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -71,6 +72,11 @@ flows:
 	out, errOut, code := runBinary(t, []string{"DATABASE_URL=" + db.URL}, "flow", "list", "--flows", flows)
 	if code != 0 || !strings.Contains(out, "ticking") || !strings.Contains(out, prev.UTC().Format(time.RFC3339)) {
 		t.Errorf("flow list: exit %d, want the last tick %s:\n%s%s", code, prev.UTC().Format(time.RFC3339), out, errOut)
+	}
+	out, errOut, code = runBinary(t, nil, "db", "status", "--database-url", db.URL, "--flows", flows)
+	if code != 0 || !regexp.MustCompile(`schedules:\s+ticking  "\* \* \* \* \* \*" \(UTC\)  next \S+  last `+regexp.QuoteMeta(prev.UTC().Format(time.RFC3339))+
+		` \(run [0-9a-f-]{36}\)  \d+ in the last day`).MatchString(out) {
+		t.Errorf("db status: exit %d, want the schedule with its next and last tick:\n%s%s", code, out, errOut)
 	}
 	if n < 5 || runs != n {
 		t.Errorf("%d ticks recorded and %d runs: want one run per tick, at least 5", n, runs)

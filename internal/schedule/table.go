@@ -67,3 +67,35 @@ func LastTick(ctx context.Context, q interface {
 }
 
 func isUndefinedTable(err error) bool { return dberr.UndefinedTable(err) }
+
+// FlowTicks is what the database records of one flow's schedule, for a status page.
+type FlowTicks struct {
+	Flow      string
+	Last      time.Time // the last tick a run was started for
+	LastRunID string
+	LastDay   int // ticks started in the 24 hours before the database's now
+}
+
+// Recorded lists every flow that has a tick recorded, by flow slug; a missing table means none.
+func Recorded(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}) ([]FlowTicks, error) {
+	rows, err := q.Query(ctx, `select distinct on (flow_slug) flow_slug, tick, coalesce(run_id::text, ''),
+		       (select count(*) from pgflow_wasm.schedule_ticks d where d.flow_slug = t.flow_slug and d.tick > now() - interval '1 day')::int
+		from pgflow_wasm.schedule_ticks t order by flow_slug, tick desc`)
+	if err != nil {
+		if isUndefinedTable(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (FlowTicks, error) {
+		var f FlowTicks
+		err := row.Scan(&f.Flow, &f.Last, &f.LastRunID, &f.LastDay)
+		return f, err
+	})
+	if err != nil && isUndefinedTable(err) {
+		return nil, nil
+	}
+	return out, err
+}
