@@ -34,7 +34,7 @@ func replayCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			dbFlag(), flowsFlag(),
 			&cli.StringFlag{Name: "module", Usage: "run this module instead of the step's (.wasm, .ts or .js)"},
-			&cli.DurationFlag{Name: "timeout", Usage: "the step timeout (default: the step's, as pgflow stores it)"},
+			&cli.DurationFlag{Name: "timeout", Usage: "the step timeout", DefaultText: "the step's, as pgflow stores it"},
 			&cli.BoolFlag{Name: "no-http", Usage: "take the step's HTTP capability away"},
 			&cli.BoolFlag{Name: "print-input", Usage: "print the task's input and context as JSON and run nothing"},
 			&cli.StringFlag{Name: "engine", Value: sandbox.EngineWazero, Usage: "wazero or wasmtime"},

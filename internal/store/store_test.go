@@ -327,6 +327,7 @@ flows:
 	}
 	s := open(t, db)
 	flows, err := s.Flows(ctx, time.Hour)
+	flows = ownFlows(flows)
 	if err != nil || len(flows) != 1 {
 		t.Fatalf("flows: %+v %v", flows, err)
 	}
@@ -342,12 +343,13 @@ flows:
 	if err != nil || steps[1].Status != "failed" || !strings.Contains(steps[1].Error, "always fails") {
 		t.Fatalf("steps of the failed run: %+v %v", steps, err)
 	}
-	list, err := s.List(ctx, store.RunFilter{Status: "failed"})
-	if err != nil || len(list.Runs) != 1 || !strings.Contains(list.Runs[0].Error, "always fails") {
+	list, err := s.List(ctx, store.RunFilter{Flow: "chain", Status: "failed"})
+	if err != nil || len(list.Runs) != 1 || !strings.Contains(list.Runs[0].Error, "always fails") || list.Runs[0].FailedStep != "b" {
 		t.Fatalf("failed runs: %+v %v", list.Runs, err)
 	}
 
 	page, err := s.Workers(ctx, "", 10)
+	page.Workers = ownWorkers(page.Workers)
 	if err != nil || len(page.Workers) != 1 {
 		t.Fatalf("workers: %+v %v", page.Workers, err)
 	}
@@ -425,11 +427,23 @@ flows:
 		t.Fatalf("skip reason: %+v %v", steps, err)
 	}
 	flows, err := s.Flows(ctx, time.Hour)
+	flows = ownFlows(flows)
 	if err != nil || flows[0].Steps[0].RequiredInput != `{"go": true}` || flows[0].Steps[0].WhenUnmet != "skip" {
 		t.Fatalf("conditions: %+v %v", flows, err)
 	}
 	page, err := s.Workers(ctx, "", 10)
+	page.Workers = ownWorkers(page.Workers)
 	if err != nil || len(page.Workers) != 1 || page.Workers[0].StoppedAt == nil || page.Workers[0].Alive {
 		t.Fatalf("stopped worker: %+v %v", page.Workers, err)
 	}
+}
+
+// ownFlows drops the flow an aged test database was warmed with (PGTEST_PLAN=aged).
+func ownFlows(flows []store.Flow) []store.Flow {
+	return slices.DeleteFunc(flows, func(f store.Flow) bool { return f.Slug == pgtest.WarmFlow })
+}
+
+// ownWorkers drops the worker an aged test database was warmed with.
+func ownWorkers(ws []store.Worker) []store.Worker {
+	return slices.DeleteFunc(ws, func(w store.Worker) bool { return w.Queue == pgtest.WarmFlow })
 }
