@@ -30,7 +30,8 @@ type moduleView struct {
 
 type flowStepView struct {
 	store.FlowStep
-	Module *moduleView // nil when the flows file does not declare this step
+	Module   *moduleView // nil when the flows file does not declare this step, or it is External
+	External bool        // another worker serves it (flows.yaml `external: true`)
 }
 
 type flowView struct {
@@ -89,7 +90,9 @@ func (s *Dashboard) renderFlows(w http.ResponseWriter, r *http.Request, form *st
 		for _, st := range f.Steps {
 			sv := flowStepView{FlowStep: st}
 			if def != nil {
-				if sd := def.Step(st.Slug); sd != nil {
+				if sd := def.Step(st.Slug); sd != nil && sd.External {
+					sv.External = true
+				} else if sd != nil {
 					sv.Module = s.moduleOf(file, f.Slug, sd)
 				}
 			}
@@ -98,7 +101,7 @@ func (s *Dashboard) renderFlows(w http.ResponseWriter, r *http.Request, form *st
 			if sv.Module != nil && sv.Module.Loaded && sv.Module.Info.ABIVersion != 0 {
 				label += " · ABI v" + strconv.Itoa(int(sv.Module.Info.ABIVersion))
 			}
-			nodes = append(nodes, dag.Node{Slug: st.Slug, DependsOn: st.DependsOn, Status: "def", Label: label})
+			nodes = append(nodes, dag.Node{Slug: st.Slug, DependsOn: st.DependsOn, Status: "def", Label: label, External: sv.External})
 		}
 		fv.Graph = dag.Layout(nodes)
 		for _, n := range f.Counts {

@@ -243,7 +243,11 @@ func Layout(nodes []Node) Graph {
 	pos := make([]Point, len(nodes))
 	for i, n := range nodes {
 		pos[i] = Point{colX[depth[i]], ys[i] + dy}
-		g.Nodes = append(g.Nodes, Placed{Node: n, X: pos[i].X, Y: pos[i].Y, Title: shorten(n.Slug, 20)})
+		title := shorten(n.Slug, 20)
+		if n.External {
+			title = shorten(n.Slug, 13) // the box's top right corner says "external"
+		}
+		g.Nodes = append(g.Nodes, Placed{Node: n, X: pos[i].X, Y: pos[i].Y, Title: title})
 	}
 	for _, e := range edges {
 		x1, y1 := pos[e.from].X+NodeWidth, e.outY+dy
