@@ -71,7 +71,7 @@ func newPages(basePath string) (*pages, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"runs", "run", "flows", "workers"} {
+	for _, name := range []string{"runs", "run", "flows", "workers", "search"} {
 		t, err := base.Clone()
 		if err != nil {
 			return nil, err
@@ -95,6 +95,7 @@ type view struct {
 	CSRF    string
 	Asset   string
 	Zone    string
+	Search  string // the header's search box's text
 	Data    any
 	status  int // HTTP status, 200 when 0
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +13,9 @@ import (
 
 // MinSearch is the fewest hex digits SearchRuns looks for.
 const MinSearch = 4
+
+// ErrBadSearch is SearchRuns refusing its text: not part of a run id, or too short.
+var ErrBadSearch = errors.New("not a run id search")
 
 // SearchResult is what SearchRuns found: runs whose id begins with the text (Prefix) or,
 // when none does, contains it.
@@ -47,10 +51,10 @@ func runIDBounds(q string) (hex, lo, hi string, ok bool) {
 func (s *Store) SearchRuns(ctx context.Context, q string, limit int) (SearchResult, error) {
 	hex, lo, hi, ok := runIDBounds(q)
 	if !ok {
-		return SearchResult{}, fmt.Errorf("%q is not part of a run id: run ids are uuids such as 0b7c4a52-2f6e-4d8a-9a1b-7c8d9e0f1a2b", q)
+		return SearchResult{}, fmt.Errorf("%w: %q is not part of a run id (run ids are uuids such as 0b7c4a52-2f6e-4d8a-9a1b-7c8d9e0f1a2b)", ErrBadSearch, q)
 	}
 	if len(hex) < MinSearch {
-		return SearchResult{}, fmt.Errorf("type at least %d characters of the run id", MinSearch)
+		return SearchResult{}, fmt.Errorf("%w: type at least %d characters of the run id", ErrBadSearch, MinSearch)
 	}
 	now, err := s.Now(ctx)
 	if err != nil {

@@ -169,6 +169,38 @@ func TestBrowser(t *testing.T) {
 	t.Run("the database goes away and comes back", func(t *testing.T) { databaseOutage(t, browser) })
 	t.Run("mounted on /ops/ of another server", func(t *testing.T) { mountedOnAPath(t, browser) })
 	t.Run("graph: every edge visible, external steps marked", func(t *testing.T) { graphEdges(t, browser) })
+	t.Run("the header's search box", func(t *testing.T) { searchBox(t, browser) })
+}
+
+// searchBox types run ids into the header's search box: 8 characters of one run's id open its
+// page, the beginning of several ids lists them.
+func searchBox(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, testFlowsYAML, nil))
+	ids := []string{"c0ffee00-1111-4000-8000-000000000001", "c0ffee00-2222-4000-8000-000000000002", "c0ffee01-3333-4000-8000-000000000003"}
+	for _, id := range ids { // pgflow's own start_flow, with chosen ids
+		if _, err := db.Pool.Exec(context.Background(), `select pgflow.start_flow(flow_slug => 'echo_out', input => '{}'::jsonb, run_id => $1::uuid)`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog()})
+	ctx := tab(t, browser)
+	navigate(t, ctx, srv.URL()+"flows")
+	search := func(text string) {
+		t.Helper()
+		within(t, ctx, 30*time.Second, chromedp.SetValue(chromedp.CSS(`header form.search input[name=q]`), text))
+		within(t, ctx, 30*time.Second, chromedp.Submit(chromedp.CSS(`header form.search input[name=q]`)))
+	}
+	search("C0FFEE01")
+	waitFor(t, ctx, `location.pathname === '/runs/`+ids[2]+`' && document.querySelector('h1 .id')?.textContent === '`+ids[2]+`'`,
+		10*time.Second, "8 characters of one run's id open that run's page")
+	search("c0ffee00")
+	waitFor(t, ctx, `location.pathname === '/search' && document.querySelectorAll('table.runs tr[data-run]').length === 2`,
+		10*time.Second, "the beginning of two runs' ids lists both")
+	if got := eval[[]string](t, ctx, `[...document.querySelectorAll('table.runs tr[data-run]')].map(r => r.dataset.run).sort()`); !slices.Equal(got, ids[:2]) {
+		t.Errorf("listed %v, want %v", got, ids[:2])
+	}
+	screenshot(t, ctx, "search")
 }
 
 // graphFlowsYAML has a fan-in (join after four steps) with edges that skip one and two

@@ -1,0 +1,64 @@
+package dashboard_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/dashtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
+)
+
+// startWithID starts a run of flow with a chosen id, through pgflow's own start_flow.
+func startWithID(t *testing.T, db *pgtest.DB, flow, id string) {
+	t.Helper()
+	if _, err := db.Pool.Exec(context.Background(), `select pgflow.start_flow(flow_slug => $1, input => '{}'::jsonb, run_id => $2::uuid)`, flow, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The header's search box: an 8-character prefix of one run's id opens that run's page, one
+// that begins several ids lists them, and text that is no run id says why.
+func TestSearchFindsRunsByTheirIdsBeginning(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, echoFlows, nil))
+	one := "5ea2c41d-7a2e-4f11-9c3b-0d1e2f3a4b5c"
+	twins := []string{"77aa77aa-0000-4000-8000-000000000001", "77aa77aa-0000-4000-8000-000000000002"}
+	for _, id := range append([]string{one}, twins...) {
+		startWithID(t, db, "echo", id)
+	}
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool})
+	base := strings.TrimSuffix(srv.URL(), "/")
+
+	if _, body := get(t, base+"/runs", nil); !strings.Contains(body, `<form class="search" method="get" action="/search"`) {
+		t.Errorf("the runs page has no search box:\n%s", body)
+	}
+	resp, _ := get(t, base+"/search?q="+one[:8], nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/runs/"+one {
+		t.Errorf("one run found by %s: HTTP %d to %q, want 303 to its page", one[:8], resp.StatusCode, resp.Header.Get("Location"))
+	}
+	resp, body := get(t, base+"/search?q=77AA77AA", nil)
+	if resp.StatusCode != http.StatusOK || strings.Count(body, "<tr data-run=") != 2 ||
+		!strings.Contains(body, `data-run="`+twins[0]+`"`) || !strings.Contains(body, `data-run="`+twins[1]+`"`) ||
+		!strings.Contains(body, "begins with") {
+		t.Errorf("two runs found by 77AA77AA: HTTP %d, want both listed:\n%s", resp.StatusCode, body)
+	}
+	if _, body := get(t, base+"/search?q=0d1e2f3a", nil); !strings.Contains(body, "/runs/"+one) {
+		// no id begins with it: the 2nd search, ids that contain it, finds one run
+		t.Errorf("a part from the middle of an id did not lead to its run")
+	}
+	for q, want := range map[string]string{
+		"abc":          "at least 4 characters",
+		"not a run id": "is not part of a run id",
+		"deadbeef":     "No run's id begins with or contains deadbeef",
+	} {
+		resp, body := get(t, base+"/search?q="+strings.ReplaceAll(q, " ", "+"), nil)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("search %q: HTTP %d, want a page saying %q:\n%s", q, resp.StatusCode, want, body)
+		}
+	}
+}
