@@ -3,8 +3,11 @@ package dashboard_test
 import (
 	"context"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/dashtest"
@@ -60,5 +63,67 @@ func TestSearchFindsRunsByTheirIdsBeginning(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(body, want) {
 			t.Errorf("search %q: HTTP %d, want a page saying %q:\n%s", q, resp.StatusCode, want, body)
 		}
+	}
+}
+
+// The stats page of a flow with 1,000 runs over the last day: each window's numbers are
+// those counted in Go from the runs, and each of its four charts has a bar per bucket whose
+// values add up to them.
+func TestStatsChartAThousandRuns(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	runs, now := dashtest.StartStatsRuns(t, db, 1000)
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool})
+	resp, body := get(t, strings.TrimSuffix(srv.URL(), "/")+"/stats", nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/stats: HTTP %d\n%s", resp.StatusCode, body)
+	}
+	attr := func(html, name string) int {
+		t.Helper()
+		m := regexp.MustCompile(` ` + name + `="(-?\d+)"`).FindStringSubmatch(html)
+		if m == nil {
+			t.Fatalf("no %s in %s", name, html)
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	for _, w := range []struct {
+		name    string
+		span    time.Duration
+		buckets int
+	}{{"hour", time.Hour, 12}, {"day", 24 * time.Hour, 24}} {
+		want := dashtest.WantStats(runs, now, w.span)
+		row := regexp.MustCompile(`(?s)<tr data-window="` + w.name + `">.*?</tr>`).FindString(body)
+		got := dashtest.StatsWant{Started: attr(row, "data-started"), Completed: attr(row, "data-completed"), Failed: attr(row, "data-failed"),
+			P50: time.Duration(attr(row, "data-p50-ms")) * time.Millisecond, P95: time.Duration(attr(row, "data-p95-ms")) * time.Millisecond}
+		if got.Started != want.Started || got.Completed != want.Completed || got.Failed != want.Failed ||
+			(got.P50-want.P50.Truncate(time.Millisecond)).Abs() > time.Millisecond || (got.P95-want.P95.Truncate(time.Millisecond)).Abs() > time.Millisecond {
+			t.Errorf("last %s: the page says %+v, want %+v", w.name, got, want)
+		}
+		charts := regexp.MustCompile(`(?s)<div class="charts" data-window="` + w.name + `">.*?</div>`).FindString(body)
+		for chart, total := range map[string]int{"started": want.Started, "completed": want.Completed, "failed": want.Failed, "duration": -1} {
+			svg := regexp.MustCompile(`(?s)<svg class="chart chart-` + chart + `".*?</svg>`).FindString(charts)
+			bars := regexp.MustCompile(`<rect class="bar" data-value="(\d+)" x="[\d.]+" y="[\d.]+" width="[\d.]+" height="([\d.]+)"`).FindAllStringSubmatch(svg, -1)
+			if len(bars) != w.buckets {
+				t.Errorf("last %s, %s: %d bars, want %d:\n%s", w.name, chart, len(bars), w.buckets, svg)
+				continue
+			}
+			sum, drawn := 0, false
+			for _, b := range bars {
+				n, _ := strconv.Atoi(b[1])
+				sum += n
+				drawn = drawn || b[2] != "0.0"
+			}
+			if total >= 0 && sum != total {
+				t.Errorf("last %s, %s: the bars add up to %d, want %d", w.name, chart, sum, total)
+			}
+			if total != 0 && !drawn {
+				t.Errorf("last %s, %s: every bar is flat:\n%s", w.name, chart, svg)
+			}
+		}
+	}
+	queue := regexp.MustCompile(`<span class="queue" data-queue="busy"[^>]*>`).FindString(body)
+	if queue == "" || attr(queue, "data-visible") != 100 || attr(queue, "data-total") != 100 {
+		t.Errorf("busy's queue: %q, want the 100 runs' messages no worker read", queue)
 	}
 }

@@ -89,3 +89,174 @@ func (s *Store) SearchRuns(ctx context.Context, q string, limit int) (SearchResu
 	slices.SortStableFunc(res.Runs, func(a, b Run) int { return b.StartedAt.Compare(a.StartedAt) })
 	return res, nil
 }
+
+// StatsWindow is a period the flows' statistics cover, cut into buckets for a chart.
+type StatsWindow struct {
+	Name    string // "hour", "day"
+	Span    time.Duration
+	Buckets int
+}
+
+// StatsWindows are the periods FlowStats covers: the last hour in 5-minute buckets, the
+// last day in hours.
+var StatsWindows = []StatsWindow{{"hour", time.Hour, 12}, {"day", 24 * time.Hour, 24}}
+
+// RunStats counts runs started in a period: how many, how many of them completed, failed,
+// or still run, and the median and 95th percentile of the completed ones' durations.
+type RunStats struct {
+	Started, Completed, Failed, Running int
+	P50, P95                            time.Duration // 0 when none completed
+	Start                               time.Time     // a bucket's start
+}
+
+// WindowStats are one flow's runs over one window: all of it, and bucket by bucket (oldest
+// first).
+type WindowStats struct {
+	Window  StatsWindow
+	Total   RunStats
+	Buckets []RunStats
+}
+
+// FlowStats reads, per flow, the runs started over each of StatsWindows (by started_at,
+// through schema.RunsIndex): totals and buckets. Flows without runs have empty buckets.
+func (s *Store) FlowStats(ctx context.Context) (map[string][]WindowStats, time.Time, error) {
+	out := map[string][]WindowStats{}
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `select clock_timestamp()`).Scan(&now); err != nil {
+		return nil, now, err
+	}
+	for wi, w := range StatsWindows {
+		bucket := w.Span / time.Duration(w.Buckets)
+		rows, err := s.pool.Query(ctx, `
+			select flow_slug, coalesce(b, -1), count(*),
+			       count(*) filter (where status = 'completed'), count(*) filter (where status = 'failed'),
+			       coalesce(percentile_cont(0.5) within group (order by secs) filter (where status = 'completed'), 0),
+			       coalesce(percentile_cont(0.95) within group (order by secs) filter (where status = 'completed'), 0)
+			from (select r.flow_slug, r.status, extract(epoch from r.completed_at - r.started_at) as secs,
+			             least(greatest(floor(extract(epoch from $1::timestamptz - r.started_at) / $3)::int, 0), $4 - 1) as b
+			      from pgflow.runs r
+			      where r.started_at > $1::timestamptz - $2 * interval '1 second') x
+			group by grouping sets ((flow_slug), (flow_slug, b))`,
+			now, w.Span.Seconds(), bucket.Seconds(), w.Buckets)
+		if err != nil {
+			return nil, now, err
+		}
+		for rows.Next() {
+			var flow string
+			var b int
+			var st RunStats
+			var p50, p95 float64
+			if err := rows.Scan(&flow, &b, &st.Started, &st.Completed, &st.Failed, &p50, &p95); err != nil {
+				rows.Close()
+				return nil, now, err
+			}
+			st.Running = st.Started - st.Completed - st.Failed
+			st.P50, st.P95 = seconds(p50), seconds(p95)
+			ws := out[flow]
+			if ws == nil {
+				ws = emptyStats(now)
+				out[flow] = ws
+			}
+			if b < 0 {
+				ws[wi].Total = st
+			} else {
+				// b counts back from now: bucket 0 is the newest; the chart runs oldest first.
+				i := w.Buckets - 1 - b
+				st.Start = ws[wi].Buckets[i].Start
+				ws[wi].Buckets[i] = st
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, now, err
+		}
+	}
+	return out, now, nil
+}
+
+// EmptyStats are the windows of a flow without runs, measured back from now.
+func EmptyStats(now time.Time) []WindowStats { return emptyStats(now) }
+
+func emptyStats(now time.Time) []WindowStats {
+	ws := make([]WindowStats, len(StatsWindows))
+	for i, w := range StatsWindows {
+		bucket := w.Span / time.Duration(w.Buckets)
+		ws[i] = WindowStats{Window: w, Buckets: make([]RunStats, w.Buckets)}
+		for k := range ws[i].Buckets {
+			ws[i].Buckets[k].Start = now.Add(-time.Duration(w.Buckets-k) * bucket)
+		}
+	}
+	return ws
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// Queue is one pgmq queue of a flow: how many messages it holds, how many of them a worker
+// could read now (the others are being worked on or wait for a retry's delay), and how long
+// the oldest of those has waited.
+type Queue struct {
+	Flow, Name string
+	Missing    bool // the flow has no such queue table (pgmq.q_<name>)
+	Visible    int
+	Total      int
+	Oldest     time.Duration // the oldest visible message's age, 0 when none is visible
+}
+
+// Queues reads the queues of every flow: on pgflow 0.17+ those its steps name (a flow with
+// per-step queues has several), before that the flow's own. Each is a count over its
+// pgmq.q_<name> table.
+func (s *Store) Queues(ctx context.Context) ([]Queue, error) {
+	sql := `select flow_slug, lower(flow_slug) from pgflow.flows order by 1`
+	if s.proto.QueueNames {
+		sql = `select distinct flow_slug, queue_name from pgflow.steps order by 1, 2`
+	}
+	rows, err := s.pool.Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	queues, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Queue, error) {
+		var q Queue
+		err := row.Scan(&q.Flow, &q.Name)
+		return q, err
+	})
+	if err != nil || len(queues) == 0 {
+		return queues, err
+	}
+	names := make([]string, len(queues))
+	for i, q := range queues {
+		names[i] = q.Name
+	}
+	var exists []bool
+	if err := s.pool.QueryRow(ctx, `select array_agg(to_regclass(format('pgmq.%I', 'q_' || n)) is not null order by o)
+		from unnest($1::text[]) with ordinality u(n, o)`, names).Scan(&exists); err != nil {
+		return nil, err
+	}
+	var parts []string
+	for i, q := range queues {
+		if !exists[i] {
+			queues[i].Missing = true
+			continue
+		}
+		// The same columns on our pgmq layer and the real pgmq (schema/sql/pgmq_layer.sql).
+		parts = append(parts, fmt.Sprintf(`select %d, count(*) filter (where vt <= clock_timestamp()), count(*),
+			coalesce(extract(epoch from clock_timestamp() - min(enqueued_at) filter (where vt <= clock_timestamp())), 0) from %s`,
+			i, pgx.Identifier{"pgmq", "q_" + q.Name}.Sanitize()))
+	}
+	if len(parts) == 0 {
+		return queues, nil
+	}
+	rows, err = s.pool.Query(ctx, strings.Join(parts, " union all "))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var i, visible, total int
+		var oldest float64
+		if err := rows.Scan(&i, &visible, &total, &oldest); err != nil {
+			return nil, err
+		}
+		queues[i].Visible, queues[i].Total, queues[i].Oldest = visible, total, seconds(oldest)
+	}
+	return queues, rows.Err()
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/dashtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
@@ -112,4 +113,66 @@ flows:
 			t.Errorf("earlier attempt %d: %+v", i+1, a)
 		}
 	}
+}
+
+// 1,000 runs over the last day, settled through pgflow's functions: each window's totals
+// and buckets count them as a count in Go does, and the queue's depth counts the messages
+// a worker could read now.
+func TestFlowStatsAndQueues(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	runs, now := dashtest.StartStatsRuns(t, db, 1000)
+	s := open(t, db)
+	stats, _, err := s.FlowStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := stats["busy"]
+	if len(ws) != len(store.StatsWindows) {
+		t.Fatalf("windows of busy: %+v", ws)
+	}
+	for _, w := range ws {
+		want := dashtest.WantStats(runs, now, w.Window.Span)
+		got := w.Total
+		if got.Started != want.Started || got.Completed != want.Completed || got.Failed != want.Failed ||
+			absDur(got.P50-want.P50) > time.Millisecond || absDur(got.P95-want.P95) > time.Millisecond {
+			t.Errorf("last %s: %+v, want %+v", w.Window.Name, got, want)
+		}
+		var sum store.RunStats
+		for _, b := range w.Buckets {
+			sum.Started, sum.Completed, sum.Failed = sum.Started+b.Started, sum.Completed+b.Completed, sum.Failed+b.Failed
+		}
+		if len(w.Buckets) != w.Window.Buckets || sum.Started != got.Started || sum.Completed != got.Completed || sum.Failed != got.Failed {
+			t.Errorf("last %s: %d buckets adding up to %+v, want %d adding up to the totals", w.Window.Name, len(w.Buckets), sum, w.Window.Buckets)
+		}
+	}
+	if day := ws[1].Total; day.Started != 1000 || day.Completed != 800 || day.Failed != 100 || day.Running != 100 {
+		t.Errorf("last day: %+v, want 1000 started, 800 completed, 100 failed, 100 running", day)
+	}
+
+	// 100 messages wait; a worker takes 10 of them (hidden for 60 s), and the oldest of the
+	// rest is made 5 minutes old.
+	if _, err := db.Pool.Exec(ctx, `select count(*) from pgmq.read('busy', 60, 10)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `update pgmq.q_busy set enqueued_at = now() - interval '5 minutes'
+		where msg_id = (select min(msg_id) from pgmq.q_busy where vt <= clock_timestamp())`); err != nil {
+		t.Fatal(err)
+	}
+	queues, err := s.Queues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(queues) != 1 || queues[0].Flow != "busy" || queues[0].Visible != 90 || queues[0].Total != 100 ||
+		queues[0].Oldest < 5*time.Minute || queues[0].Oldest > time.Hour {
+		t.Errorf("queues %+v, want busy's with 90 visible of 100, the oldest visible 5 minutes old", queues)
+	}
+}
+
+func absDur(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
 }

@@ -170,6 +170,23 @@ func TestBrowser(t *testing.T) {
 	t.Run("mounted on /ops/ of another server", func(t *testing.T) { mountedOnAPath(t, browser) })
 	t.Run("graph: every edge visible, external steps marked", func(t *testing.T) { graphEdges(t, browser) })
 	t.Run("the header's search box", func(t *testing.T) { searchBox(t, browser) })
+	t.Run("stats of a flow with 1,000 runs", func(t *testing.T) { statsPage(t, browser) })
+}
+
+// statsPage shows the stats of 1,000 runs: every chart is on screen with bars of height.
+func statsPage(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	dashtest.StartStatsRuns(t, db, 1000)
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog()})
+	ctx := tab(t, browser)
+	navigate(t, ctx, srv.URL()+"stats")
+	waitFor(t, ctx, `document.querySelectorAll('#stats-busy svg.chart').length === 8`, 10*time.Second, "busy's eight charts")
+	if n := eval[int](t, ctx, `[...document.querySelectorAll('#stats-busy svg.chart')].filter(svg => {
+		const r = svg.getBoundingClientRect();
+		return r.width > 100 && r.height > 20 && [...svg.querySelectorAll('rect.bar')].some(b => b.getBBox().height > 1); }).length`); n != 8 {
+		t.Errorf("%d of busy's 8 charts are drawn with bars of height", n)
+	}
+	screenshot(t, ctx, "stats")
 }
 
 // searchBox types run ids into the header's search box: 8 characters of one run's id open its
