@@ -336,6 +336,7 @@ func (s *Dashboard) routes() http.Handler {
 	mux.HandleFunc("GET /runs/{id}/steps/{step}/tasks/{index}/json/{field}", s.taskJSON)
 	mux.HandleFunc("GET /search", s.searchPage)
 	mux.HandleFunc("GET /stats", s.statsPage)
+	mux.HandleFunc("GET /failures", s.failuresPage)
 	mux.HandleFunc("GET /flows", s.flowsPage)
 	mux.HandleFunc("GET /workers", s.workersPage)
 	mux.HandleFunc("GET /events/runs", s.runsEvents)

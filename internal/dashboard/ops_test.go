@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -125,5 +126,58 @@ func TestStatsChartAThousandRuns(t *testing.T) {
 	queue := regexp.MustCompile(`<span class="queue" data-queue="busy"[^>]*>`).FindString(body)
 	if queue == "" || attr(queue, "data-visible") != 100 || attr(queue, "data-total") != 100 {
 		t.Errorf("busy's queue: %q, want the 100 runs' messages no worker read", queue)
+	}
+}
+
+// Failed tasks grouped by flow, step and their error's first line: 1,000 runs of which 100
+// failed with one message, and two tasks of another step whose errors differ after their
+// first line, the second the latest.
+func TestFailuresAreGroupedByStepAndFirstLine(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	dashtest.StartStatsRuns(t, db, 1000)
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, `
+flows:
+  - slug: brittle
+    max_attempts: 1
+    steps:
+      - {slug: first, module: {{root}}/modules/testdata/echo.wasm}
+`, nil))
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := db.Pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	runs := []string{"b0000000-0000-4000-8000-000000000001", "b0000000-0000-4000-8000-000000000002"}
+	worker := "b1000000-0000-4000-8000-000000000000"
+	exec(`insert into pgflow.workers (worker_id, queue_name, function_name) values ($1, 'brittle', 'test')`, worker)
+	for i, id := range runs { // one after the other: the second fails last
+		startWithID(t, db, "brittle", id)
+		exec(`select count(*) from `+db.StartTasks(t, `'brittle'`, `array(select msg_id from pgmq.read('brittle', 60, 1))`, `$1::uuid`), worker)
+		exec(`select pgflow.fail_task($1::uuid, 'first', 0, $2)`, id, fmt.Sprintf("connection reset\n  at attempt %d", i+1))
+	}
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool})
+	resp, body := get(t, strings.TrimSuffix(srv.URL(), "/")+"/failures", nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/failures: HTTP %d\n%s", resp.StatusCode, body)
+	}
+	rows := regexp.MustCompile(`(?s)<tr data-flow="(\w+)" data-step="(\w+)" data-tasks="(\d+)" data-runs="(\d+)">(.*?)</tr>`).FindAllStringSubmatch(body, -1)
+	if len(rows) != 2 {
+		t.Fatalf("%d groups, want 2:\n%s", len(rows), body)
+	}
+	if r := rows[0]; r[1] != "busy" || r[2] != "work" || r[3] != "100" || r[4] != "100" || !strings.Contains(r[5], "work: the input was refused") {
+		t.Errorf("the largest group: %q, want busy's work with 100 tasks of 100 runs and its error", r[1:])
+	}
+	r := rows[1]
+	if r[1] != "brittle" || r[2] != "first" || r[3] != "2" || r[4] != "2" || !strings.Contains(r[5], ">connection reset</span>") || strings.Contains(r[5], "at attempt") {
+		t.Errorf("the second group: %q, want brittle's first with 2 tasks, grouped by the first line only", r[1:])
+	}
+	if want := `class="latest" href="/runs/` + runs[1] + `?from=0&amp;step=first#task-first-0"`; !strings.Contains(r[5], want) {
+		t.Errorf("the second group links to %q, want the latest run's task: %s", r[5], want)
+	}
+	if _, body := get(t, strings.TrimSuffix(srv.URL(), "/")+"/failures?window=hour", nil); !strings.Contains(body, "last hour") || strings.Count(body, "<tr data-flow=") != 2 {
+		t.Errorf("the last hour's failures: %s", body)
 	}
 }

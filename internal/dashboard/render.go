@@ -71,7 +71,7 @@ func newPages(basePath string) (*pages, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"runs", "run", "flows", "workers", "search", "stats"} {
+	for _, name := range []string{"runs", "run", "flows", "workers", "search", "stats", "failures"} {
 		t, err := base.Clone()
 		if err != nil {
 			return nil, err

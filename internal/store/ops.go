@@ -260,3 +260,44 @@ func (s *Store) Queues(ctx context.Context) ([]Queue, error) {
 	}
 	return queues, rows.Err()
 }
+
+// FailureGroup is the failed tasks of one step with one error (its first line).
+type FailureGroup struct {
+	Flow, Step string
+	Error      string // the first line of the error, cut to 300 characters
+	Tasks      int    // failed tasks
+	Runs       int    // runs they belong to
+	Last       time.Time
+	LastRun    string // the run of the latest of them
+	LastIndex  int    // and its task index
+}
+
+// Failures groups the tasks that failed in the last window by flow, step and the first line
+// of their error, the largest groups first (at most limit groups).
+func (s *Store) Failures(ctx context.Context, window time.Duration, limit int) ([]FailureGroup, time.Time, error) {
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `select clock_timestamp()`).Scan(&now); err != nil {
+		return nil, now, err
+	}
+	// Failed tasks are found through pgflow's partial index on failed tasks
+	// (idx_step_tasks_failed), then by when they failed.
+	rows, err := s.pool.Query(ctx, `
+		select flow_slug, step_slug, line, count(*), count(distinct run_id), max(failed_at),
+		       (array_agg(run_id::text order by failed_at desc))[1], (array_agg(task_index order by failed_at desc))[1]
+		from (select t.flow_slug, t.step_slug, t.run_id, t.task_index, t.failed_at,
+		             left(split_part(coalesce(t.error_message, ''), E'\n', 1), 300) as line
+		      from pgflow.step_tasks t
+		      where t.status = 'failed' and t.failed_at > $1::timestamptz - $2 * interval '1 second') x
+		group by flow_slug, step_slug, line
+		order by count(*) desc, max(failed_at) desc
+		limit $3`, now, window.Seconds(), limit)
+	if err != nil {
+		return nil, now, err
+	}
+	groups, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (FailureGroup, error) {
+		var g FailureGroup
+		err := row.Scan(&g.Flow, &g.Step, &g.Error, &g.Tasks, &g.Runs, &g.Last, &g.LastRun, &g.LastIndex)
+		return g, err
+	})
+	return groups, now, err
+}

@@ -170,10 +170,11 @@ func TestBrowser(t *testing.T) {
 	t.Run("mounted on /ops/ of another server", func(t *testing.T) { mountedOnAPath(t, browser) })
 	t.Run("graph: every edge visible, external steps marked", func(t *testing.T) { graphEdges(t, browser) })
 	t.Run("the header's search box", func(t *testing.T) { searchBox(t, browser) })
-	t.Run("stats of a flow with 1,000 runs", func(t *testing.T) { statsPage(t, browser) })
+	t.Run("stats and failures of a flow with 1,000 runs", func(t *testing.T) { statsPage(t, browser) })
 }
 
-// statsPage shows the stats of 1,000 runs: every chart is on screen with bars of height.
+// statsPage shows the stats of 1,000 runs: every chart is on screen with bars of height; and
+// their 100 failures in one group, whose latest run is a click away.
 func statsPage(t *testing.T, browser context.Context) {
 	db := pgtest.NewDB(t)
 	dashtest.StartStatsRuns(t, db, 1000)
@@ -187,6 +188,15 @@ func statsPage(t *testing.T, browser context.Context) {
 		t.Errorf("%d of busy's 8 charts are drawn with bars of height", n)
 	}
 	screenshot(t, ctx, "stats")
+
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`header nav a[href="/failures"]`)))
+	waitFor(t, ctx, `document.querySelector('table.failures tr[data-step="work"]')?.dataset.tasks === '100'`, 10*time.Second,
+		"the failures page groups busy's 100 failed tasks")
+	screenshot(t, ctx, "failures")
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`table.failures tr[data-step="work"] a.latest`)))
+	waitFor(t, ctx, `(() => { const r = document.querySelector('#task-work-0');
+		return location.pathname.startsWith('/runs/') && r && r.matches(':target') && r.innerText.includes('the input was refused'); })()`,
+		10*time.Second, "the latest run's failed task, in view")
 }
 
 // searchBox types run ids into the header's search box: 8 characters of one run's id open its
