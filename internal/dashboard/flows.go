@@ -12,6 +12,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/dag"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/live"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
@@ -36,10 +37,11 @@ type flowStepView struct {
 
 type flowView struct {
 	store.Flow
-	Steps  []flowStepView
-	Graph  dag.Graph
-	InFile bool
-	Total  int
+	Steps    []flowStepView
+	Graph    dag.Graph
+	InFile   bool
+	Total    int
+	Schedule *schedule.Status // nil when the flows file gives the flow no schedule
 }
 
 // startForm is the start-a-run form of one flow, filled in again when it was refused.
@@ -86,6 +88,13 @@ func (s *Dashboard) renderFlows(w http.ResponseWriter, r *http.Request, form *st
 			def = file.Flow(f.Slug)
 		}
 		fv.InFile = def != nil
+		// The schedule as `flow list` shows it: the next tick, and the last that started a run.
+		if st, ok, err := schedule.Describe(r.Context(), s.store.Pool(), def, now); err != nil {
+			s.fail(w, r, err)
+			return
+		} else if ok {
+			fv.Schedule = &st
+		}
 		var nodes []dag.Node
 		for _, st := range f.Steps {
 			sv := flowStepView{FlowStep: st}

@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/dashtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 )
 
 // startWithID starts a run of flow with a chosen id, through pgflow's own start_flow.
@@ -179,5 +181,66 @@ flows:
 	}
 	if _, body := get(t, strings.TrimSuffix(srv.URL(), "/")+"/failures?window=hour", nil); !strings.Contains(body, "last hour") || strings.Count(body, "<tr data-flow=") != 2 {
 		t.Errorf("the last hour's failures: %s", body)
+	}
+}
+
+// A flow scheduled every second in Berlin's time zone, served by a real worker until its
+// schedule started a run: the flows page shows the cron, the zone, the next tick and the
+// last one with its run, in the schedule's zone; a flow without a schedule shows none.
+func TestTheFlowsPageShowsSchedules(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	file := workertest.FlowsFile(t, `
+flows:
+  - slug: ticking
+    schedule:
+      cron: "* * * * * *"
+      timezone: Europe/Berlin
+    steps:
+      - {slug: s, module: {{root}}/modules/testdata/echo.wasm}
+  - slug: plain
+    steps:
+      - {slug: s, module: {{root}}/modules/testdata/echo.wasm}
+`, nil)
+	w := workertest.StartWorker(t, db.Pool, file, worker.Config{})
+	var tick time.Time
+	var run string
+	for deadline := time.Now().Add(60 * time.Second); run == ""; time.Sleep(100 * time.Millisecond) {
+		err := db.Pool.QueryRow(ctx, `select tick, run_id::text from pgflow_wasm.schedule_ticks where flow_slug = 'ticking' order by tick desc limit 1`).Scan(&tick, &run)
+		if err != nil && time.Now().After(deadline) {
+			t.Fatalf("no tick recorded: %v", err)
+		}
+	}
+	if err := w.Stop(t); err != nil { // no more ticks: the last one stays the last
+		t.Fatal(err)
+	}
+	if err := db.Pool.QueryRow(ctx, `select tick, run_id::text from pgflow_wasm.schedule_ticks where flow_slug = 'ticking' order by tick desc limit 1`).Scan(&tick, &run); err != nil {
+		t.Fatal(err)
+	}
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Flows: func() *flowfile.File { return file }})
+	_, body := get(t, strings.TrimSuffix(srv.URL(), "/")+"/flows", nil)
+	section := regexp.MustCompile(`(?s)<section class="card flow" id="flow-ticking">.*?</section>`).FindString(body)
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	for _, want := range []string{
+		`<p class="schedule" data-cron="* * * * * *" data-zone="Europe/Berlin">`,
+		`<code>* * * * * * (Europe/Berlin)</code>`,
+		`data-last>` + tick.In(berlin).Format("2006-01-02 15:04:05 MST") + `</time>`,
+		`<a class="last-run" href="/runs/` + run + `"`,
+	} {
+		if !strings.Contains(section, want) {
+			t.Errorf("ticking's card lacks %s:\n%s", want, section)
+		}
+	}
+	next := regexp.MustCompile(`<time datetime="([^"]+)" data-next>`).FindStringSubmatch(section)
+	if next == nil {
+		t.Fatalf("no next tick:\n%s", section)
+	}
+	if at, err := time.Parse(time.RFC3339Nano, next[1]); err != nil || !at.After(tick) {
+		t.Errorf("next tick %s, want one after the last, %s (%v)", next[1], tick, err)
+	}
+	plain := regexp.MustCompile(`(?s)<section class="card flow" id="flow-plain">.*?</section>`).FindString(body)
+	if plain == "" || strings.Contains(plain, `class="schedule"`) {
+		t.Errorf("plain's card: %s", plain)
 	}
 }

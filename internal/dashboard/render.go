@@ -177,6 +177,7 @@ var funcs = template.FuncMap{
 	"seconds":   func(n int) string { return strconv.Itoa(n) + " s" },
 	"percent":   func(a, b int) int { return percent(a, b) },
 	"isodate":   func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+	"zoned":     func(t time.Time) string { return t.Format("2006-01-02 15:04:05 MST") }, // in t's own zone (a schedule's)
 	"upper":     strings.ToUpper,
 	"join":      strings.Join,
 	"orDash":    orDash,

@@ -171,6 +171,51 @@ func TestBrowser(t *testing.T) {
 	t.Run("graph: every edge visible, external steps marked", func(t *testing.T) { graphEdges(t, browser) })
 	t.Run("the header's search box", func(t *testing.T) { searchBox(t, browser) })
 	t.Run("stats and failures of a flow with 1,000 runs", func(t *testing.T) { statsPage(t, browser) })
+	t.Run("a flow's schedule", func(t *testing.T) { scheduleOnTheFlowsPage(t, browser) })
+}
+
+// scheduleOnTheFlowsPage serves a flow scheduled every second until a tick started a run:
+// the flows page shows the schedule, and its last run is a click away.
+func scheduleOnTheFlowsPage(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	file := workertest.FlowsFile(t, `
+flows:
+  - slug: nightly_report
+    schedule:
+      cron: "* * * * * *"
+      timezone: Europe/Berlin
+    steps:
+      - {slug: gather, module: {{root}}/modules/testdata/echo.wasm}
+      - {slug: publish, depends_on: [gather], module: {{root}}/modules/testdata/echo.wasm}
+`, nil)
+	w := workertest.StartWorker(t, db.Pool, file, worker.Config{Signal: worker.SignalNotify})
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog(),
+		Flows: func() *flowfile.File { return file }, Modules: w.ModuleInfo})
+	ctx := tab(t, browser)
+	// Until the first tick's row is there, the page says "none yet"; reload until it is not.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		navigate(t, ctx, srv.URL()+"flows")
+		if eval[bool](t, ctx, `document.querySelector('#flow-nightly_report .schedule a.last-run') !== null`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no last tick on the flows page within 60 s:\n%s", eval[string](t, ctx, `document.body.innerText`))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+	navigate(t, ctx, srv.URL()+"flows")
+	text := eval[string](t, ctx, `document.querySelector('#flow-nightly_report .schedule').innerText`)
+	if !strings.Contains(text, "* * * * * * (Europe/Berlin)") || !strings.Contains(text, "next tick") || !strings.Contains(text, "last tick") {
+		t.Errorf("the schedule line says %q", text)
+	}
+	screenshot(t, ctx, "flows-schedule")
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`#flow-nightly_report .schedule a.last-run`)))
+	waitFor(t, ctx, `location.pathname.startsWith('/runs/') && document.querySelector('dl.facts dd a')?.textContent === 'nightly_report'`,
+		10*time.Second, "the last tick's run page")
 }
 
 // statsPage shows the stats of 1,000 runs: every chart is on screen with bars of height; and
