@@ -244,3 +244,40 @@ flows:
 		t.Errorf("plain's card: %s", plain)
 	}
 }
+
+// A task that failed twice before it completed: its row names both failed attempts, each
+// with its worker and error (pgflow's row keeps only the last error).
+func TestATaskRowShowsItsEarlierAttempts(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	w := workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, `
+flows:
+  - slug: flaky
+    max_attempts: 3
+    base_delay: 0
+    steps:
+      - {slug: f, module: {{root}}/modules/testdata/flaky.wasm}
+`, nil), worker.Config{})
+	id := workertest.StartRun(t, db.Pool, "flaky", `{"succeed_on": 3}`)
+	if r := workertest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "completed" {
+		t.Fatalf("run: %s %s", r.Status, r.Error)
+	}
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool})
+	_, body := get(t, strings.TrimSuffix(srv.URL(), "/")+"/runs/"+id, nil)
+	row := regexp.MustCompile(`(?s)<tr id="task-f-0".*?</tr>`).FindString(body)
+	attempts := regexp.MustCompile(`(?s)<li data-attempt="(\d+)">(.*?)</li>`).FindAllStringSubmatch(row, -1)
+	if len(attempts) != 2 {
+		t.Fatalf("%d earlier attempts in the task's row, want 2:\n%s", len(attempts), row)
+	}
+	workerID := w.WorkerIDs()["flaky"]
+	for i, a := range attempts {
+		n := strconv.Itoa(i + 1)
+		if a[1] != n || !strings.Contains(a[2], "attempt "+n+" · worker") || !strings.Contains(a[2], `title="`+workerID+`">`+workerID[:8]+`</a>`) ||
+			!strings.Contains(a[2], "attempt "+n+" failed") {
+			t.Errorf("earlier attempt %s: %s", n, a[2])
+		}
+	}
+	if strings.Contains(row, "earlier attempt:") {
+		t.Errorf("the last failed attempt's error is shown twice:\n%s", row)
+	}
+}

@@ -165,6 +165,7 @@ var funcs = template.FuncMap{
 	"short":     shortID,
 	"clock":     clock,
 	"took":      took,
+	"tookUntil": func(start *time.Time, end time.Time) string { return took(start, &end, end) },
 	"elapsed":   elapsed,
 	"since":     func(t time.Time) int64 { return t.UnixMilli() },
 	"unixms":    func(t time.Time) int64 { return t.UnixMilli() },

@@ -172,6 +172,39 @@ func TestBrowser(t *testing.T) {
 	t.Run("the header's search box", func(t *testing.T) { searchBox(t, browser) })
 	t.Run("stats and failures of a flow with 1,000 runs", func(t *testing.T) { statsPage(t, browser) })
 	t.Run("a flow's schedule", func(t *testing.T) { scheduleOnTheFlowsPage(t, browser) })
+	t.Run("a task's earlier attempts", func(t *testing.T) { earlierAttempts(t, browser) })
+}
+
+// earlierAttempts runs a step that fails twice and then completes, and one that fails on
+// each of its two attempts: each task's row shows the attempts before its last.
+func earlierAttempts(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, `
+flows:
+  - slug: retrying
+    max_attempts: 3
+    base_delay: 0
+    steps:
+      - {slug: flaky, module: {{root}}/modules/testdata/flaky.wasm}
+      - {slug: doomed, depends_on: [flaky], max_attempts: 2, module: {{root}}/modules/testdata/fail.wasm}
+`, nil), worker.Config{Signal: worker.SignalNotify})
+	id := workertest.StartRun(t, db.Pool, "retrying", `{"succeed_on": 3}`)
+	if r := workertest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "failed" {
+		t.Fatalf("run %s: %s, want failed", id, r.Status)
+	}
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog()})
+	ctx := tab(t, browser)
+	navigate(t, ctx, srv.URL()+"runs/"+id)
+	waitFor(t, ctx, `document.querySelectorAll('#task-flaky-0 .attempts li').length === 2 && document.querySelectorAll('#task-doomed-0 .attempts li').length === 1`,
+		10*time.Second, "flaky's row lists two earlier attempts, doomed's one")
+	if got := eval[[]string](t, ctx, `[...document.querySelectorAll('#task-flaky-0 .attempts li')].map(li => li.innerText)`); len(got) != 2 ||
+		!strings.Contains(got[0], "attempt 1 failed") || !strings.Contains(got[1], "attempt 2 failed") {
+		t.Errorf("flaky's earlier attempts: %q", got)
+	}
+	if got := eval[string](t, ctx, `document.querySelector('#task-doomed-0 .task-error').innerText`); !strings.HasPrefix(got, "attempt 2:") {
+		t.Errorf("doomed's last error reads %q, want it named attempt 2", got)
+	}
+	screenshot(t, ctx, "run-attempts")
 }
 
 // scheduleOnTheFlowsPage serves a flow scheduled every second until a tick started a run:
