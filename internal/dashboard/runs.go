@@ -167,12 +167,15 @@ type runView struct {
 func (s *Dashboard) runPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	run, err := s.store.Preview(ctx, id)
+	// The fingerprint is read before what the page shows: a change between the reads (the
+	// page's queries are no snapshot) then makes the next probe's differ, and the page is
+	// read again, instead of a half-old page carrying the new fingerprint and staying so.
+	fp, _, err := s.store.RunState(ctx, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	fp, _, err := s.store.RunState(ctx, id)
+	run, err := s.store.Preview(ctx, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
