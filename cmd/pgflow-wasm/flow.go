@@ -101,18 +101,14 @@ func flowListCommand() *cli.Command {
 					steps = fmt.Sprintf("%d (%d served elsewhere)", len(fl.Steps), len(fl.Steps)-len(fl.Served()))
 				}
 				sched, next, last, lastRun := "-", "-", "-", "-"
-				if s := fl.Schedule; s != nil {
-					sched = s.Cron
-					if s.Location != time.UTC {
-						sched += " (" + s.Location.String() + ")"
-					}
-					next = s.Next(time.Now()).Format(time.RFC3339)
-					ticks, err := schedule.LastTick(c.Context, pool, fl.Slug)
-					if err != nil {
-						return err
-					}
-					if ticks.Last != nil {
-						last, lastRun = ticks.Last.In(s.Location).Format(time.RFC3339), ticks.LastRunID
+				st, ok, err := schedule.Describe(c.Context, pool, fl, time.Now())
+				if err != nil {
+					return err
+				}
+				if ok {
+					sched, next = st.When(), st.Next.Format(time.RFC3339)
+					if st.Last != nil {
+						last, lastRun = st.Last.Format(time.RFC3339), st.LastRunID
 					}
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", fl.Slug, steps, sched, next, last, lastRun)

@@ -12,6 +12,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/dag"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/live"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
@@ -30,15 +31,17 @@ type moduleView struct {
 
 type flowStepView struct {
 	store.FlowStep
-	Module *moduleView // nil when the flows file does not declare this step
+	Module   *moduleView // nil when the flows file does not declare this step, or it is External
+	External bool        // another worker serves it (flows.yaml `external: true`)
 }
 
 type flowView struct {
 	store.Flow
-	Steps  []flowStepView
-	Graph  dag.Graph
-	InFile bool
-	Total  int
+	Steps    []flowStepView
+	Graph    dag.Graph
+	InFile   bool
+	Total    int
+	Schedule *schedule.Status // nil when the flows file gives the flow no schedule
 }
 
 // startForm is the start-a-run form of one flow, filled in again when it was refused.
@@ -85,11 +88,20 @@ func (s *Dashboard) renderFlows(w http.ResponseWriter, r *http.Request, form *st
 			def = file.Flow(f.Slug)
 		}
 		fv.InFile = def != nil
+		// The schedule as `flow list` shows it: the next tick, and the last that started a run.
+		if st, ok, err := schedule.Describe(r.Context(), s.store.Pool(), def, now); err != nil {
+			s.fail(w, r, err)
+			return
+		} else if ok {
+			fv.Schedule = &st
+		}
 		var nodes []dag.Node
 		for _, st := range f.Steps {
 			sv := flowStepView{FlowStep: st}
 			if def != nil {
-				if sd := def.Step(st.Slug); sd != nil {
+				if sd := def.Step(st.Slug); sd != nil && sd.External {
+					sv.External = true
+				} else if sd != nil {
 					sv.Module = s.moduleOf(file, f.Slug, sd)
 				}
 			}
@@ -98,7 +110,7 @@ func (s *Dashboard) renderFlows(w http.ResponseWriter, r *http.Request, form *st
 			if sv.Module != nil && sv.Module.Loaded && sv.Module.Info.ABIVersion != 0 {
 				label += " · ABI v" + strconv.Itoa(int(sv.Module.Info.ABIVersion))
 			}
-			nodes = append(nodes, dag.Node{Slug: st.Slug, DependsOn: st.DependsOn, Status: "def", Label: label})
+			nodes = append(nodes, dag.Node{Slug: st.Slug, DependsOn: st.DependsOn, Status: "def", Label: label, External: sv.External})
 		}
 		fv.Graph = dag.Layout(nodes)
 		for _, n := range f.Counts {

@@ -71,7 +71,7 @@ func newPages(basePath string) (*pages, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"runs", "run", "flows", "workers"} {
+	for _, name := range []string{"runs", "run", "flows", "workers", "search", "stats", "failures"} {
 		t, err := base.Clone()
 		if err != nil {
 			return nil, err
@@ -95,6 +95,7 @@ type view struct {
 	CSRF    string
 	Asset   string
 	Zone    string
+	Search  string // the header's search box's text
 	Data    any
 	status  int // HTTP status, 200 when 0
 }
@@ -164,6 +165,7 @@ var funcs = template.FuncMap{
 	"short":     shortID,
 	"clock":     clock,
 	"took":      took,
+	"tookUntil": func(start *time.Time, end time.Time) string { return took(start, &end, end) },
 	"elapsed":   elapsed,
 	"since":     func(t time.Time) int64 { return t.UnixMilli() },
 	"unixms":    func(t time.Time) int64 { return t.UnixMilli() },
@@ -176,6 +178,7 @@ var funcs = template.FuncMap{
 	"seconds":   func(n int) string { return strconv.Itoa(n) + " s" },
 	"percent":   func(a, b int) int { return percent(a, b) },
 	"isodate":   func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+	"zoned":     func(t time.Time) string { return t.Format("2006-01-02 15:04:05 MST") }, // in t's own zone (a schedule's)
 	"upper":     strings.ToUpper,
 	"join":      strings.Join,
 	"orDash":    orDash,

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/dag"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/live"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
@@ -166,12 +167,15 @@ type runView struct {
 func (s *Dashboard) runPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	run, err := s.store.Preview(ctx, id)
+	// The fingerprint is read before what the page shows: a change between the reads (the
+	// page's queries are no snapshot) then makes the next probe's differ, and the page is
+	// read again, instead of a half-old page carrying the new fingerprint and staying so.
+	fp, _, err := s.store.RunState(ctx, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	fp, _, err := s.store.RunState(ctx, id)
+	run, err := s.store.Preview(ctx, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -190,6 +194,7 @@ func (s *Dashboard) runPage(w http.ResponseWriter, r *http.Request) {
 	failedOnly := q.Get("only") == "failed"
 	per := s.cfg.TasksPerPage
 	v := runView{Run: run}
+	def := s.flowDef(run.Flow)
 	var nodes []dag.Node
 	for _, st := range steps {
 		sv := stepView{Step: st, Total: st.TaskCount(), Done: st.Counts["completed"], Highlight: -1}
@@ -254,11 +259,32 @@ func (s *Dashboard) runPage(w http.ResponseWriter, r *http.Request) {
 		}
 		v.Steps = append(v.Steps, sv)
 		nodes = append(nodes, dag.Node{Slug: st.Slug, DependsOn: st.DependsOn, Status: st.Status,
-			Label: stepLabel(sv, run.EndedAt() != nil), Href: "#step-" + st.Slug})
+			Label: stepLabel(sv, run.EndedAt() != nil), Href: "#step-" + st.Slug, External: external(def, st.Slug)})
 	}
 	v.Graph = dag.Layout(nodes)
 	s.render(w, r, "run", view{Title: "Run " + shortID(run.ID), Nav: "runs", Live: "/events/runs/" + run.ID,
 		Version: fp, Now: run.Now, Data: v})
+}
+
+// flowDef is a flow as the flows file the worker serves declares it, nil when unknown.
+func (s *Dashboard) flowDef(flow string) *flowfile.Flow {
+	if s.cfg.Flows == nil {
+		return nil
+	}
+	if file := s.cfg.Flows(); file != nil {
+		return file.Flow(flow)
+	}
+	return nil
+}
+
+// external says whether the flows file has another worker serve a step (`external: true`):
+// the database does not know which worker serves what.
+func external(def *flowfile.Flow, step string) bool {
+	if def == nil {
+		return false
+	}
+	sd := def.Step(step)
+	return sd != nil && sd.External
 }
 
 // stepLink is the run page showing one step's tasks as the query says, scrolled to the step.

@@ -102,6 +102,7 @@ func TestTheTokenIsCheckedOnEveryRequestAndStream(t *testing.T) {
 	}
 	base := "http://" + net.JoinHostPort(host, port)
 	paths := []string{"/runs", "/runs/" + id, "/runs/" + id + "/json/input", "/flows", "/workers",
+		"/search?q=0000ffff0000", // finds no run: a page, not a redirect
 		"/events/runs", "/events/runs/" + id, "/events/flows", "/events/workers"}
 	for _, p := range paths {
 		for name, h := range map[string]http.Header{

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 )
 
@@ -98,4 +99,39 @@ func Recorded(ctx context.Context, q interface {
 		return nil, nil
 	}
 	return out, err
+}
+
+// Status is a scheduled flow as `flow list` and the dashboard show it: its schedule, the
+// next tick after a moment, and the last tick a run was started for.
+type Status struct {
+	Flow string
+	Spec *flowfile.Schedule
+	Next time.Time // in the schedule's time zone
+	Ticks
+}
+
+// When is the schedule as written: its cron expression, and its time zone unless UTC.
+func (s Status) When() string {
+	if s.Spec.Location != time.UTC {
+		return s.Spec.Cron + " (" + s.Spec.Location.String() + ")"
+	}
+	return s.Spec.Cron
+}
+
+// Describe reads the status of fl's schedule at now; ok is false when fl has none.
+func Describe(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, fl *flowfile.Flow, now time.Time) (st Status, ok bool, err error) {
+	if fl == nil || fl.Schedule == nil {
+		return Status{}, false, nil
+	}
+	st = Status{Flow: fl.Slug, Spec: fl.Schedule, Next: fl.Schedule.Next(now)}
+	if st.Ticks, err = LastTick(ctx, q, fl.Slug); err != nil {
+		return Status{}, false, err
+	}
+	if st.Last != nil {
+		l := st.Last.In(fl.Schedule.Location)
+		st.Last = &l
+	}
+	return st, true, nil
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 )
 
 // Step is one step of a run: its definition, its state and how many of its tasks are in
@@ -120,7 +122,8 @@ type Task struct {
 	Input  JSON
 	Output JSON
 	// Earlier are the failed attempts before the one pgflow's row describes, oldest first
-	// (from pgflow_wasm.task_attempts: pgflow keeps only the last error); GetTree only.
+	// (from pgflow_wasm.task_attempts: pgflow keeps only the last error); read by GetTree,
+	// Tasks and TasksInStatus.
 	Earlier []Attempt
 }
 
@@ -174,7 +177,7 @@ func (s *Store) tasks(ctx context.Context, id string, step Step, cond string, a,
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Task, error) {
+	tasks, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Task, error) {
 		var k Task
 		var in, out *string
 		var inN, outN *int
@@ -183,6 +186,47 @@ func (s *Store) tasks(ctx context.Context, id string, step Step, cond string, a,
 		k.Input, k.Output = toJSON(in, inN), toJSON(out, outN)
 		return k, err
 	})
+	if err != nil || len(tasks) == 0 {
+		return tasks, err
+	}
+	return tasks, s.pageAttempts(ctx, runID, step.Slug, tasks)
+}
+
+// pageAttempts fills Earlier of a page of one step's tasks from pgflow-wasm's attempt
+// history, as readEarlierAttempts does for a whole run: one look-up of the history's
+// primary key per task.
+func (s *Store) pageAttempts(ctx context.Context, runID, step string, tasks []Task) error {
+	indices := make([]int, len(tasks))
+	byIndex := map[int]*Task{}
+	for i := range tasks {
+		indices[i] = tasks[i].Index
+		byIndex[tasks[i].Index] = &tasks[i]
+	}
+	rows, err := s.pool.Query(ctx, `
+		select a.task_index, a.attempt, coalesce(a.worker_id::text, ''), a.started_at, a.failed_at,
+		       left(coalesce(a.error_message, ''), $4)
+		from pgflow_wasm.task_attempts a
+		join pgflow.step_tasks st on st.run_id = a.run_id and st.step_slug = a.step_slug and st.task_index = a.task_index
+		where a.run_id = $1::uuid and a.step_slug = $2 and a.task_index = any($3::int[]) and a.attempt < st.attempts_count
+		order by a.task_index, a.attempt`, runID, step, indices, CutBytes)
+	if err != nil {
+		if dberr.UndefinedTable(err) {
+			return nil // a database no pgflow-wasm worker has served: no history
+		}
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var idx int
+		var a Attempt
+		if err := rows.Scan(&idx, &a.Attempt, &a.WorkerID, &a.StartedAt, &a.FailedAt, &a.Error); err != nil {
+			return err
+		}
+		if k := byIndex[idx]; k != nil {
+			k.Earlier = append(k.Earlier, a)
+		}
+	}
+	return rows.Err()
 }
 
 // inputExpr is a SQL expression for the input a task's handler receives, rebuilt from the

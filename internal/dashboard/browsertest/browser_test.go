@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,6 +168,277 @@ func TestBrowser(t *testing.T) {
 	t.Run("a map's failed elements", func(t *testing.T) { failedElements(t, browser) })
 	t.Run("the database goes away and comes back", func(t *testing.T) { databaseOutage(t, browser) })
 	t.Run("mounted on /ops/ of another server", func(t *testing.T) { mountedOnAPath(t, browser) })
+	t.Run("graph: every edge visible, external steps marked", func(t *testing.T) { graphEdges(t, browser) })
+	t.Run("the header's search box", func(t *testing.T) { searchBox(t, browser) })
+	t.Run("stats and failures of a flow with 1,000 runs", func(t *testing.T) { statsPage(t, browser) })
+	t.Run("a flow's schedule", func(t *testing.T) { scheduleOnTheFlowsPage(t, browser) })
+	t.Run("a task's earlier attempts", func(t *testing.T) { earlierAttempts(t, browser) })
+}
+
+// earlierAttempts runs a step that fails twice and then completes, and one that fails on
+// each of its two attempts: each task's row shows the attempts before its last.
+func earlierAttempts(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, `
+flows:
+  - slug: retrying
+    max_attempts: 3
+    base_delay: 0
+    steps:
+      - {slug: flaky, module: {{root}}/modules/testdata/flaky.wasm}
+      - {slug: doomed, depends_on: [flaky], max_attempts: 2, module: {{root}}/modules/testdata/fail.wasm}
+`, nil), worker.Config{Signal: worker.SignalNotify})
+	id := workertest.StartRun(t, db.Pool, "retrying", `{"succeed_on": 3}`)
+	if r := workertest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "failed" {
+		t.Fatalf("run %s: %s, want failed", id, r.Status)
+	}
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog()})
+	ctx := tab(t, browser)
+	navigate(t, ctx, srv.URL()+"runs/"+id)
+	waitFor(t, ctx, `document.querySelectorAll('#task-flaky-0 .attempts li').length === 2 && document.querySelectorAll('#task-doomed-0 .attempts li').length === 1`,
+		10*time.Second, "flaky's row lists two earlier attempts, doomed's one")
+	if got := eval[[]string](t, ctx, `[...document.querySelectorAll('#task-flaky-0 .attempts li')].map(li => li.innerText)`); len(got) != 2 ||
+		!strings.Contains(got[0], "attempt 1 failed") || !strings.Contains(got[1], "attempt 2 failed") {
+		t.Errorf("flaky's earlier attempts: %q", got)
+	}
+	if got := eval[string](t, ctx, `document.querySelector('#task-doomed-0 .task-error').innerText`); !strings.HasPrefix(got, "attempt 2:") {
+		t.Errorf("doomed's last error reads %q, want it named attempt 2", got)
+	}
+	screenshot(t, ctx, "run-attempts")
+}
+
+// scheduleOnTheFlowsPage serves a flow scheduled every second until a tick started a run:
+// the flows page shows the schedule, and its last run is a click away.
+func scheduleOnTheFlowsPage(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	file := workertest.FlowsFile(t, `
+flows:
+  - slug: nightly_report
+    schedule:
+      cron: "* * * * * *"
+      timezone: Europe/Berlin
+    steps:
+      - {slug: gather, module: {{root}}/modules/testdata/echo.wasm}
+      - {slug: publish, depends_on: [gather], module: {{root}}/modules/testdata/echo.wasm}
+`, nil)
+	w := workertest.StartWorker(t, db.Pool, file, worker.Config{Signal: worker.SignalNotify})
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog(),
+		Flows: func() *flowfile.File { return file }, Modules: w.ModuleInfo})
+	ctx := tab(t, browser)
+	// Until the first tick's row is there, the page says "none yet"; reload until it is not.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		navigate(t, ctx, srv.URL()+"flows")
+		if eval[bool](t, ctx, `document.querySelector('#flow-nightly_report .schedule a.last-run') !== null`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no last tick on the flows page within 60 s:\n%s", eval[string](t, ctx, `document.body.innerText`))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+	navigate(t, ctx, srv.URL()+"flows")
+	text := eval[string](t, ctx, `document.querySelector('#flow-nightly_report .schedule').innerText`)
+	if !strings.Contains(text, "* * * * * * (Europe/Berlin)") || !strings.Contains(text, "next tick") || !strings.Contains(text, "last tick") {
+		t.Errorf("the schedule line says %q", text)
+	}
+	screenshot(t, ctx, "flows-schedule")
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`#flow-nightly_report .schedule a.last-run`)))
+	waitFor(t, ctx, `location.pathname.startsWith('/runs/') && document.querySelector('dl.facts dd a')?.textContent === 'nightly_report'`,
+		10*time.Second, "the last tick's run page")
+}
+
+// statsPage shows the stats of 1,000 runs: every chart is on screen with bars of height; and
+// their 100 failures in one group, whose latest run is a click away.
+func statsPage(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	dashtest.StartStatsRuns(t, db, 1000)
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog()})
+	ctx := tab(t, browser)
+	navigate(t, ctx, srv.URL()+"stats")
+	waitFor(t, ctx, `document.querySelectorAll('#stats-busy svg.chart').length === 8`, 10*time.Second, "busy's eight charts")
+	if n := eval[int](t, ctx, `[...document.querySelectorAll('#stats-busy svg.chart')].filter(svg => {
+		const r = svg.getBoundingClientRect();
+		return r.width > 100 && r.height > 20 && [...svg.querySelectorAll('rect.bar')].some(b => b.getBBox().height > 1); }).length`); n != 8 {
+		t.Errorf("%d of busy's 8 charts are drawn with bars of height", n)
+	}
+	screenshot(t, ctx, "stats")
+
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`header nav a[href="/failures"]`)))
+	waitFor(t, ctx, `document.querySelector('table.failures tr[data-step="work"]')?.dataset.tasks === '100'`, 10*time.Second,
+		"the failures page groups busy's 100 failed tasks")
+	screenshot(t, ctx, "failures")
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`table.failures tr[data-step="work"] a.latest`)))
+	waitFor(t, ctx, `(() => { const r = document.querySelector('#task-work-0');
+		return location.pathname.startsWith('/runs/') && r && r.matches(':target') && r.innerText.includes('the input was refused'); })()`,
+		10*time.Second, "the latest run's failed task, in view")
+}
+
+// searchBox types run ids into the header's search box: 8 characters of one run's id open its
+// page, the beginning of several ids lists them.
+func searchBox(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, testFlowsYAML, nil))
+	ids := []string{"c0ffee00-1111-4000-8000-000000000001", "c0ffee00-2222-4000-8000-000000000002", "c0ffee01-3333-4000-8000-000000000003"}
+	for _, id := range ids { // pgflow's own start_flow, with chosen ids
+		if _, err := db.Pool.Exec(context.Background(), `select pgflow.start_flow(flow_slug => 'echo_out', input => '{}'::jsonb, run_id => $1::uuid)`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog()})
+	ctx := tab(t, browser)
+	navigate(t, ctx, srv.URL()+"flows")
+	search := func(text string) {
+		t.Helper()
+		within(t, ctx, 30*time.Second, chromedp.SetValue(chromedp.CSS(`header form.search input[name=q]`), text))
+		within(t, ctx, 30*time.Second, chromedp.Submit(chromedp.CSS(`header form.search input[name=q]`)))
+	}
+	search("C0FFEE01")
+	waitFor(t, ctx, `location.pathname === '/runs/`+ids[2]+`' && document.querySelector('h1 .id')?.textContent === '`+ids[2]+`'`,
+		10*time.Second, "8 characters of one run's id open that run's page")
+	search("c0ffee00")
+	waitFor(t, ctx, `location.pathname === '/search' && document.querySelectorAll('table.runs tr[data-run]').length === 2`,
+		10*time.Second, "the beginning of two runs' ids lists both")
+	if got := eval[[]string](t, ctx, `[...document.querySelectorAll('table.runs tr[data-run]')].map(r => r.dataset.run).sort()`); !slices.Equal(got, ids[:2]) {
+		t.Errorf("listed %v, want %v", got, ids[:2])
+	}
+	screenshot(t, ctx, "search")
+}
+
+// graphFlowsYAML has a fan-in (join after four steps) with edges that skip one and two
+// columns past the boxes between, and a flow of 30 steps (a map first) whose edges skip up to
+// five columns.
+var graphFlowsYAML = `
+flows:
+  - slug: fan_in
+    steps:
+      - {slug: start, module: {{root}}/modules/testdata/echo.wasm}
+      - {slug: left, depends_on: [start], module: {{root}}/modules/testdata/echo.wasm}
+      - {slug: right, depends_on: [start], module: {{root}}/modules/testdata/echo.wasm}
+      - {slug: middle, depends_on: [left], module: {{root}}/modules/testdata/echo.wasm}
+      - {slug: join, depends_on: [start, left, right, middle], module: {{root}}/modules/testdata/echo.wasm}
+  - slug: thirty
+    steps:
+      - {slug: s00, type: map, module: {{root}}/modules/testdata/echo.wasm}
+` + thirtySteps()
+
+// thirtySteps are s01..s29: each after the one before and the one three back; every fifth
+// after the five before it.
+func thirtySteps() string {
+	var b strings.Builder
+	for i := 1; i < 30; i++ {
+		deps := []string{fmt.Sprintf("s%02d", i-1)}
+		switch {
+		case i%5 == 0:
+			deps = nil
+			for j := i - 5; j < i; j++ {
+				deps = append(deps, fmt.Sprintf("s%02d", j))
+			}
+		case i >= 3:
+			deps = append(deps, fmt.Sprintf("s%02d", i-3))
+		}
+		fmt.Fprintf(&b, "      - {slug: s%02d, depends_on: [%s], module: {{root}}/modules/testdata/echo.wasm}\n", i, strings.Join(deps, ", "))
+	}
+	return b.String()
+}
+
+// graphGeometry reads the run page's graph and checks every edge on the SVG's own geometry
+// (the browser's path lengths and points, not the server's numbers): it starts on its
+// source box's right side, ends just before its target box's left side (the arrowhead fills
+// the gap), and no point of it lies inside any box. It returns the edges as "from>to" and
+// the problems found.
+const graphGeometry = `(() => {
+	const svg = document.querySelector('.graph svg'), boxes = {}, edges = [], problems = [];
+	for (const g of svg.querySelectorAll('g.node')) {
+		const r = g.querySelector('rect');
+		boxes[g.dataset.step] = {x: r.x.baseVal.value, y: r.y.baseVal.value, w: r.width.baseVal.value, h: r.height.baseVal.value};
+	}
+	const inside = (q, r) => q.x > r.x + 0.5 && q.x < r.x + r.w - 0.5 && q.y > r.y + 0.5 && q.y < r.y + r.h - 0.5;
+	for (const p of svg.querySelectorAll('path.edge')) {
+		const from = p.dataset.from, to = p.dataset.to, a = boxes[from], b = boxes[to], name = from + '>' + to;
+		edges.push(name);
+		if (!a || !b) { problems.push(name + ': no box at an end'); continue; }
+		if (getComputedStyle(p).stroke === 'none' || getComputedStyle(p).visibility !== 'visible') problems.push(name + ': not drawn');
+		const len = p.getTotalLength(), s = p.getPointAtLength(0), e = p.getPointAtLength(len);
+		if (Math.abs(s.x - (a.x + a.w)) > 1 || s.y <= a.y || s.y >= a.y + a.h) problems.push(name + ': starts at ' + s.x + ',' + s.y + ', not on ' + from + "'s right side");
+		if (e.x > b.x || e.x < b.x - 8 || e.y <= b.y || e.y >= b.y + b.h) problems.push(name + ': ends at ' + e.x + ',' + e.y + ', not at ' + to + "'s left side");
+		for (let l = 0; l <= len; l += 0.5) {
+			const q = p.getPointAtLength(l);
+			for (const [slug, r] of Object.entries(boxes)) {
+				if (inside(q, r)) { problems.push(name + ' passes through ' + slug + ' at ' + q.x.toFixed(1) + ',' + q.y.toFixed(1)); l = len + 1; break; }
+			}
+		}
+	}
+	return {edges: edges.sort(), problems: problems};
+})()`
+
+type geometry struct {
+	Edges    []string `json:"edges"`
+	Problems []string `json:"problems"`
+}
+
+// graphEdges opens the run pages of graphFlowsYAML's flows: every dependency is one edge,
+// drawn clear of every box, and the step the flows file marks external says so.
+func graphEdges(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	file := workertest.FlowsFile(t, graphFlowsYAML, nil)
+	w := workertest.StartWorker(t, db.Pool, file, worker.Config{Signal: worker.SignalNotify})
+	id := workertest.StartRun(t, db.Pool, "fan_in", `{}`)
+	if r := workertest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "completed" {
+		t.Fatalf("run %s: %s %s", id, r.Status, r.Error)
+	}
+	if err := w.Stop(t); err != nil {
+		t.Fatal(err)
+	}
+	thirty := workertest.StartRun(t, db.Pool, "thirty", `[1, 2, 3]`) // no worker: it stays started
+	// The flows file the dashboard is told of has pgflow's own worker serve right (pgflow
+	// 0.8.1 cannot compile a split flow: the database's flow is the one without it).
+	shown := workertest.FlowsFile(t, strings.Replace(graphFlowsYAML,
+		"{slug: right, depends_on: [start], module: {{root}}/modules/testdata/echo.wasm}",
+		"{slug: right, depends_on: [start], external: true}", 1), nil)
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog(),
+		Flows: func() *flowfile.File { return shown }})
+	ctx := tab(t, browser)
+	base := strings.TrimSuffix(srv.URL(), "/")
+
+	for _, c := range []struct {
+		run  string
+		file *flowfile.Flow
+	}{{id, file.Flow("fan_in")}, {thirty, file.Flow("thirty")}} {
+		navigate(t, ctx, base+"/runs/"+c.run)
+		waitFor(t, ctx, fmt.Sprintf(`document.querySelectorAll('.graph g.node').length === %d`, len(c.file.Steps)),
+			10*time.Second, "the graph of "+c.file.Slug+" shows its steps")
+		var want []string
+		for _, st := range c.file.Steps {
+			for _, d := range st.DependsOn {
+				want = append(want, d+">"+st.Slug)
+			}
+		}
+		slices.Sort(want)
+		g := eval[geometry](t, ctx, graphGeometry)
+		if !slices.Equal(g.Edges, want) {
+			t.Errorf("%s: the graph's edges %v, want one per dependency %v", c.file.Slug, g.Edges, want)
+		}
+		for _, p := range g.Problems {
+			t.Errorf("%s: %s", c.file.Slug, p)
+		}
+		if c.run == id {
+			screenshot(t, ctx, "run-graph")
+		}
+	}
+
+	navigate(t, ctx, base+"/runs/"+id)
+	waitFor(t, ctx, `document.querySelectorAll('.graph g.node.st-completed').length === 5`, 10*time.Second, "the fan-in's steps are completed")
+	if got := eval[[]string](t, ctx, `[...document.querySelectorAll('.graph g.node.external')].map(g => g.dataset.step)`); !slices.Equal(got, []string{"right"}) {
+		t.Errorf("steps marked external on the graph: %v, want [right]", got)
+	}
+	if !eval[bool](t, ctx, `(() => { const g = document.querySelector('.graph g.node.external');
+		return g.querySelector('.node-external').textContent === 'external' && getComputedStyle(g.querySelector('rect')).strokeDasharray !== 'none'; })()`) {
+		t.Error("the external step's box is not dashed and labelled external")
+	}
 }
 
 // mountedOnAPath serves the dashboard on /ops/ of another server (dashboard.New and its

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,4 +121,130 @@ func StartManyFail(t testing.TB, db *pgtest.DB, n int, failing []int) string {
 		t.Fatalf("run %s: %s, want failed", id, r.Status)
 	}
 	return id
+}
+
+// StatsFlows is the flow of StartStatsRuns: one step, one attempt.
+const StatsFlows = `
+flows:
+  - slug: busy
+    max_attempts: 1
+    steps:
+      - {slug: work, module: {{root}}/modules/testdata/echo.wasm}
+`
+
+// StatsRun is one run of StartStatsRuns as the database holds it.
+type StatsRun struct {
+	Status    string
+	StartedAt time.Time
+	Took      time.Duration // completed runs only
+}
+
+// StartStatsRuns starts n runs of StatsFlows in one statement through pgflow's start_flow
+// and settles them through pgflow's own functions, as a worker would: of the first nine
+// tenths of the queue's messages (read and started) eight in nine complete and one in nine
+// fails; the rest stay queued. Then, because the statistics are about the past, the runs'
+// times are moved back (the only write to pgflow's tables): the first tenth of the runs
+// started within the last 50 minutes, the others between 70 minutes and 23 hours ago, far
+// from the edges of the last hour and the last day, and a completed run took 1 to 10
+// seconds. It returns the runs (by run id) and the database's time after the move.
+func StartStatsRuns(t testing.TB, db *pgtest.DB, n int) ([]StatsRun, time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, StatsFlows, nil))
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := db.Pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec(`select count(*) from (select pgflow.start_flow('busy', '{}'::jsonb) from generate_series(1, $1)) s`, n)
+	worker := uuidv4.New()
+	exec(`insert into pgflow.workers (worker_id, queue_name, function_name) values ($1, 'busy', 'dashtest')`, worker)
+	read := n * 9 / 10
+	var started int
+	if err := db.Pool.QueryRow(ctx, `select count(*) from `+db.StartTasks(t, `'busy'`,
+		`array(select msg_id from pgmq.read('busy', 60, $1))`, `$2::uuid`), read, worker).Scan(&started); err != nil {
+		t.Fatal(err)
+	}
+	if started != read {
+		t.Fatalf("started %d of %d tasks", started, read)
+	}
+	exec(`select count(*) from (select run_id, row_number() over (order by run_id) as i from pgflow.step_tasks
+		where flow_slug = 'busy' and status = 'started') s, lateral pgflow.complete_task(s.run_id, 'work', 0, '{}'::jsonb)
+		where s.i % 9 <> 0`)
+	exec(`select count(*) from (select run_id from pgflow.step_tasks where flow_slug = 'busy' and status = 'started') s,
+		lateral pgflow.fail_task(s.run_id, 'work', 0, 'work: the input was refused')`)
+	exec(`with r as (select run_id, row_number() over (order by run_id) - 1 as k from pgflow.runs where flow_slug = 'busy'),
+		t as (select run_id, k, clock_timestamp() - case when k < $1 then make_interval(secs => 5 + k * 3000.0 / $1)
+		                                              else make_interval(secs => 4200 + (k - $1) * 78000.0 / ($2 - $1)) end as at
+		      from r)
+		update pgflow.runs u set started_at = t.at,
+			completed_at = case when u.status = 'completed' then t.at + make_interval(secs => 1 + t.k % 10) end,
+			failed_at = case when u.status = 'failed' then t.at + interval '1 second' end
+		from t where u.run_id = t.run_id`, n/10, n)
+	rows, err := db.Pool.Query(ctx, `select status, started_at, coalesce(completed_at - started_at, '0'::interval)
+		from pgflow.runs where flow_slug = 'busy' order by run_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var runs []StatsRun
+	for rows.Next() {
+		var r StatsRun
+		if err := rows.Scan(&r.Status, &r.StartedAt, &r.Took); err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var now time.Time
+	if err := db.Pool.QueryRow(ctx, `select clock_timestamp()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	return runs, now
+}
+
+// StatsWant is what the statistics of runs should say over the period before now.
+type StatsWant struct {
+	Started, Completed, Failed int
+	P50, P95                   time.Duration
+}
+
+// WantStats counts runs started within span before now, and the median and 95th percentile
+// of the completed ones' durations (interpolated between ranks, as PostgreSQL's
+// percentile_cont does).
+func WantStats(runs []StatsRun, now time.Time, span time.Duration) StatsWant {
+	var w StatsWant
+	var took []time.Duration
+	for _, r := range runs {
+		if !r.StartedAt.After(now.Add(-span)) {
+			continue
+		}
+		w.Started++
+		switch r.Status {
+		case "completed":
+			w.Completed++
+			took = append(took, r.Took)
+		case "failed":
+			w.Failed++
+		}
+	}
+	slices.Sort(took)
+	w.P50, w.P95 = percentile(took, 0.5), percentile(took, 0.95)
+	return w
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	pos := p * float64(len(sorted)-1)
+	lo := int(pos)
+	if lo+1 >= len(sorted) {
+		return sorted[lo]
+	}
+	frac := pos - float64(lo)
+	return sorted[lo] + time.Duration(frac*float64(sorted[lo+1]-sorted[lo]))
 }

@@ -1,0 +1,56 @@
+package dashboard
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
+)
+
+// failureWindows are the periods the failures page offers, by their query value.
+var failureWindows = []struct {
+	Name  string
+	Label string
+	Span  time.Duration
+}{{"hour", "last hour", time.Hour}, {"day", "last day", 24 * time.Hour}, {"week", "last 7 days", 7 * 24 * time.Hour}}
+
+// maxFailureGroups caps the groups the failures page lists.
+const maxFailureGroups = 200
+
+type failuresView struct {
+	Window  string // failureWindows' Name
+	Windows []string
+	Label   string
+	Groups  []failureGroupView
+}
+
+type failureGroupView struct {
+	store.FailureGroup
+	Href string // the latest failed task's row on its run page
+}
+
+// failuresPage groups recently failed tasks by flow, step and the first line of their error:
+// what breaks, how often, and the latest run it broke.
+func (s *Dashboard) failuresPage(w http.ResponseWriter, r *http.Request) {
+	v := failuresView{Window: "day", Label: "last day"} // unless the query names another
+	span := 24 * time.Hour
+	for _, fw := range failureWindows {
+		v.Windows = append(v.Windows, fw.Name)
+		if fw.Name == r.URL.Query().Get("window") {
+			v.Window, v.Label, span = fw.Name, fw.Label, fw.Span
+		}
+	}
+	groups, now, err := s.store.Failures(r.Context(), span, maxFailureGroups)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var parts []string
+	for _, g := range groups {
+		v.Groups = append(v.Groups, failureGroupView{FailureGroup: g, Href: elementLink(g.LastRun, g.Step, g.LastIndex)})
+		parts = append(parts, g.Flow, g.Step, g.Error, strconv.Itoa(g.Tasks), g.LastRun)
+	}
+	// No live stream: the page is a report, read again on a reload.
+	s.render(w, r, "failures", view{Title: "Failures", Nav: "failures", Version: store.Digest(parts...), Now: now, Data: v})
+}

@@ -1,0 +1,48 @@
+package dashboard
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
+)
+
+// searchLimit is how many runs the search page lists.
+const searchLimit = 50
+
+// searchView is the search page: the runs whose id begins with (or contains) the text.
+type searchView struct {
+	Query  string
+	Runs   []store.Run
+	More   bool
+	Prefix bool
+	Error  string // the text is no part of a run id
+}
+
+// searchPage finds runs by their id or part of it (the header's search box). One run found
+// is one the operator meant: its page opens at once.
+func (s *Dashboard) searchPage(w http.ResponseWriter, r *http.Request) {
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	v := searchView{Query: q}
+	var now time.Time
+	res, err := s.store.SearchRuns(r.Context(), q, searchLimit)
+	switch {
+	case errors.Is(err, store.ErrBadSearch):
+		v.Error = strings.TrimPrefix(err.Error(), store.ErrBadSearch.Error()+": ")
+		if now, err = s.store.Now(r.Context()); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	case err != nil:
+		s.fail(w, r, err)
+		return
+	case len(res.Runs) == 1 && !res.More:
+		http.Redirect(w, r, s.path("/runs/"+res.Runs[0].ID), http.StatusSeeOther)
+		return
+	default:
+		v.Runs, v.More, v.Prefix, now = res.Runs, res.More, res.Prefix, res.Now
+	}
+	s.render(w, r, "search", view{Title: "Find a run", Nav: "runs", Now: now, Search: q, Data: v})
+}

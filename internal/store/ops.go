@@ -1,0 +1,303 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// MinSearch is the fewest hex digits SearchRuns looks for.
+const MinSearch = 4
+
+// ErrBadSearch is SearchRuns refusing its text: not part of a run id, or too short.
+var ErrBadSearch = errors.New("not a run id search")
+
+// SearchResult is what SearchRuns found: runs whose id begins with the text (Prefix) or,
+// when none does, contains it.
+type SearchResult struct {
+	Runs   []Run // newest first
+	More   bool  // more runs match than were read
+	Prefix bool  // the runs' ids begin with the text (else they contain it)
+	Now    time.Time
+}
+
+// runIDBounds turns the beginning of a run id as typed (any case, with or without its
+// hyphens) into the lowest and highest uuids that begin with it: a uuid's order is its
+// bytes' order, which is its hex text's order, so the runs whose id begins with it are a
+// range of pgflow's primary key.
+func runIDBounds(q string) (hex, lo, hi string, ok bool) {
+	hex = strings.ToLower(strings.ReplaceAll(strings.TrimSpace(q), "-", ""))
+	if len(hex) == 0 || len(hex) > 32 {
+		return "", "", "", false
+	}
+	for i := 0; i < len(hex); i++ {
+		if c := hex[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return "", "", "", false
+		}
+	}
+	lo, _ = ParseID(hex + strings.Repeat("0", 32-len(hex)))
+	hi, _ = ParseID(hex + strings.Repeat("f", 32-len(hex)))
+	return hex, lo, hi, true
+}
+
+// SearchRuns finds runs by their id or part of it: the runs whose id begins with q (a range
+// scan of pgflow's primary key on runs.run_id) or, when none does, whose id contains it
+// (a scan of every run id). At most limit runs are read.
+func (s *Store) SearchRuns(ctx context.Context, q string, limit int) (SearchResult, error) {
+	hex, lo, hi, ok := runIDBounds(q)
+	if !ok {
+		return SearchResult{}, fmt.Errorf("%w: %q is not part of a run id (run ids are uuids such as 0b7c4a52-2f6e-4d8a-9a1b-7c8d9e0f1a2b)", ErrBadSearch, q)
+	}
+	if len(hex) < MinSearch {
+		return SearchResult{}, fmt.Errorf("%w: type at least %d characters of the run id", ErrBadSearch, MinSearch)
+	}
+	now, err := s.Now(ctx)
+	if err != nil {
+		return SearchResult{}, err
+	}
+	res := SearchResult{Now: now, Prefix: true}
+	read := func(cond string, args ...any) error {
+		rows, err := s.pool.Query(ctx, `select `+runCols(300, "")+` from pgflow.runs r where `+cond+
+			fmt.Sprintf(` limit %d`, limit+1), args...)
+		if err != nil {
+			return err
+		}
+		res.Runs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
+			var r Run
+			err := scanRun(row, &r)
+			return r, err
+		})
+		return err
+	}
+	if err := read(`r.run_id between $1::uuid and $2::uuid order by r.run_id`, lo, hi); err != nil {
+		return res, err
+	}
+	if len(res.Runs) == 0 && len(hex) < 32 {
+		res.Prefix = false
+		if err := read(`replace(r.run_id::text, '-', '') like '%' || $1 || '%' order by r.started_at desc`, hex); err != nil {
+			return res, err
+		}
+	}
+	if len(res.Runs) > limit {
+		res.Runs, res.More = res.Runs[:limit], true
+	}
+	slices.SortStableFunc(res.Runs, func(a, b Run) int { return b.StartedAt.Compare(a.StartedAt) })
+	return res, nil
+}
+
+// StatsWindow is a period the flows' statistics cover, cut into buckets for a chart.
+type StatsWindow struct {
+	Name    string // "hour", "day"
+	Span    time.Duration
+	Buckets int
+}
+
+// StatsWindows are the periods FlowStats covers: the last hour in 5-minute buckets, the
+// last day in hours.
+var StatsWindows = []StatsWindow{{"hour", time.Hour, 12}, {"day", 24 * time.Hour, 24}}
+
+// RunStats counts runs started in a period: how many, how many of them completed, failed,
+// or still run, and the median and 95th percentile of the completed ones' durations.
+type RunStats struct {
+	Started, Completed, Failed, Running int
+	P50, P95                            time.Duration // 0 when none completed
+	Start                               time.Time     // a bucket's start
+}
+
+// WindowStats are one flow's runs over one window: all of it, and bucket by bucket (oldest
+// first).
+type WindowStats struct {
+	Window  StatsWindow
+	Total   RunStats
+	Buckets []RunStats
+}
+
+// FlowStats reads, per flow, the runs started over each of StatsWindows (by started_at,
+// through schema.RunsIndex): totals and buckets. Flows without runs have empty buckets.
+func (s *Store) FlowStats(ctx context.Context) (map[string][]WindowStats, time.Time, error) {
+	out := map[string][]WindowStats{}
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `select clock_timestamp()`).Scan(&now); err != nil {
+		return nil, now, err
+	}
+	for wi, w := range StatsWindows {
+		bucket := w.Span / time.Duration(w.Buckets)
+		rows, err := s.pool.Query(ctx, `
+			select flow_slug, coalesce(b, -1), count(*),
+			       count(*) filter (where status = 'completed'), count(*) filter (where status = 'failed'),
+			       coalesce(percentile_cont(0.5) within group (order by secs) filter (where status = 'completed'), 0),
+			       coalesce(percentile_cont(0.95) within group (order by secs) filter (where status = 'completed'), 0)
+			from (select r.flow_slug, r.status, extract(epoch from r.completed_at - r.started_at) as secs,
+			             least(greatest(floor(extract(epoch from $1::timestamptz - r.started_at) / $3)::int, 0), $4 - 1) as b
+			      from pgflow.runs r
+			      where r.started_at > $1::timestamptz - $2 * interval '1 second') x
+			group by grouping sets ((flow_slug), (flow_slug, b))`,
+			now, w.Span.Seconds(), bucket.Seconds(), w.Buckets)
+		if err != nil {
+			return nil, now, err
+		}
+		for rows.Next() {
+			var flow string
+			var b int
+			var st RunStats
+			var p50, p95 float64
+			if err := rows.Scan(&flow, &b, &st.Started, &st.Completed, &st.Failed, &p50, &p95); err != nil {
+				rows.Close()
+				return nil, now, err
+			}
+			st.Running = st.Started - st.Completed - st.Failed
+			st.P50, st.P95 = seconds(p50), seconds(p95)
+			ws := out[flow]
+			if ws == nil {
+				ws = emptyStats(now)
+				out[flow] = ws
+			}
+			if b < 0 {
+				ws[wi].Total = st
+			} else {
+				// b counts back from now: bucket 0 is the newest; the chart runs oldest first.
+				i := w.Buckets - 1 - b
+				st.Start = ws[wi].Buckets[i].Start
+				ws[wi].Buckets[i] = st
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, now, err
+		}
+	}
+	return out, now, nil
+}
+
+// EmptyStats are the windows of a flow without runs, measured back from now.
+func EmptyStats(now time.Time) []WindowStats { return emptyStats(now) }
+
+func emptyStats(now time.Time) []WindowStats {
+	ws := make([]WindowStats, len(StatsWindows))
+	for i, w := range StatsWindows {
+		bucket := w.Span / time.Duration(w.Buckets)
+		ws[i] = WindowStats{Window: w, Buckets: make([]RunStats, w.Buckets)}
+		for k := range ws[i].Buckets {
+			ws[i].Buckets[k].Start = now.Add(-time.Duration(w.Buckets-k) * bucket)
+		}
+	}
+	return ws
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// Queue is one pgmq queue of a flow: how many messages it holds, how many of them a worker
+// could read now (the others are being worked on or wait for a retry's delay), and how long
+// the oldest of those has waited.
+type Queue struct {
+	Flow, Name string
+	Missing    bool // the flow has no such queue table (pgmq.q_<name>)
+	Visible    int
+	Total      int
+	Oldest     time.Duration // the oldest visible message's age, 0 when none is visible
+}
+
+// Queues reads the queues of every flow: on pgflow 0.17+ those its steps name (a flow with
+// per-step queues has several), before that the flow's own. Each is a count over its
+// pgmq.q_<name> table.
+func (s *Store) Queues(ctx context.Context) ([]Queue, error) {
+	sql := `select flow_slug, lower(flow_slug) from pgflow.flows order by 1`
+	if s.proto.QueueNames {
+		sql = `select distinct flow_slug, queue_name from pgflow.steps order by 1, 2`
+	}
+	rows, err := s.pool.Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	queues, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Queue, error) {
+		var q Queue
+		err := row.Scan(&q.Flow, &q.Name)
+		return q, err
+	})
+	if err != nil || len(queues) == 0 {
+		return queues, err
+	}
+	names := make([]string, len(queues))
+	for i, q := range queues {
+		names[i] = q.Name
+	}
+	var exists []bool
+	if err := s.pool.QueryRow(ctx, `select array_agg(to_regclass(format('pgmq.%I', 'q_' || n)) is not null order by o)
+		from unnest($1::text[]) with ordinality u(n, o)`, names).Scan(&exists); err != nil {
+		return nil, err
+	}
+	var parts []string
+	for i, q := range queues {
+		if !exists[i] {
+			queues[i].Missing = true
+			continue
+		}
+		// The same columns on our pgmq layer and the real pgmq (schema/sql/pgmq_layer.sql).
+		parts = append(parts, fmt.Sprintf(`select %d, count(*) filter (where vt <= clock_timestamp()), count(*),
+			coalesce(extract(epoch from clock_timestamp() - min(enqueued_at) filter (where vt <= clock_timestamp())), 0) from %s`,
+			i, pgx.Identifier{"pgmq", "q_" + q.Name}.Sanitize()))
+	}
+	if len(parts) == 0 {
+		return queues, nil
+	}
+	rows, err = s.pool.Query(ctx, strings.Join(parts, " union all "))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var i, visible, total int
+		var oldest float64
+		if err := rows.Scan(&i, &visible, &total, &oldest); err != nil {
+			return nil, err
+		}
+		queues[i].Visible, queues[i].Total, queues[i].Oldest = visible, total, seconds(oldest)
+	}
+	return queues, rows.Err()
+}
+
+// FailureGroup is the failed tasks of one step with one error (its first line).
+type FailureGroup struct {
+	Flow, Step string
+	Error      string // the first line of the error, cut to 300 characters
+	Tasks      int    // failed tasks
+	Runs       int    // runs they belong to
+	Last       time.Time
+	LastRun    string // the run of the latest of them
+	LastIndex  int    // and its task index
+}
+
+// Failures groups the tasks that failed in the last window by flow, step and the first line
+// of their error, the largest groups first (at most limit groups).
+func (s *Store) Failures(ctx context.Context, window time.Duration, limit int) ([]FailureGroup, time.Time, error) {
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `select clock_timestamp()`).Scan(&now); err != nil {
+		return nil, now, err
+	}
+	// Failed tasks are found through pgflow's partial index on failed tasks
+	// (idx_step_tasks_failed), then by when they failed.
+	rows, err := s.pool.Query(ctx, `
+		select flow_slug, step_slug, line, count(*), count(distinct run_id), max(failed_at),
+		       (array_agg(run_id::text order by failed_at desc))[1], (array_agg(task_index order by failed_at desc))[1]
+		from (select t.flow_slug, t.step_slug, t.run_id, t.task_index, t.failed_at,
+		             left(split_part(coalesce(t.error_message, ''), E'\n', 1), 300) as line
+		      from pgflow.step_tasks t
+		      where t.status = 'failed' and t.failed_at > $1::timestamptz - $2 * interval '1 second') x
+		group by flow_slug, step_slug, line
+		order by count(*) desc, max(failed_at) desc
+		limit $3`, now, window.Seconds(), limit)
+	if err != nil {
+		return nil, now, err
+	}
+	groups, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (FailureGroup, error) {
+		var g FailureGroup
+		err := row.Scan(&g.Flow, &g.Step, &g.Error, &g.Tasks, &g.Runs, &g.Last, &g.LastRun, &g.LastIndex)
+		return g, err
+	})
+	return groups, now, err
+}
