@@ -87,6 +87,13 @@ test-faults: deps modules build
 	FAULT_SECONDS=60 SOAK_SECONDS=300 $(GO) test -tags '$(TAGS)' -count=1 -timeout 30m -v \
 		-run 'TestADiskFullUnderLoadCostsNoRun|TestNoConnectionsLeftCostsNoRun|TestAFailoverToAStandbyLosesNoRun|TestSoakKillAndCrashLoseNothingAndWriteEachOutcomeOnce' ./cmd/pgflow-wasm/
 
+# The schedule test in the issue's form: three workers on "* * * * *" for 5 minutes, one
+# killed with SIGKILL halfway; exactly one run per tick. `make test` runs it a tick a second.
+.PHONY: test-schedule
+test-schedule: deps modules build
+	PGFLOW_WASM_SCHEDULE_MINUTES=5 $(GO) test -tags '$(TAGS)' -count=1 -timeout 15m -v \
+		-run TestAScheduleStartsOneRunPerTickAcrossWorkers ./cmd/pgflow-wasm/
+
 # The database suites once more on a server that offers the real pgmq 1.5.1 (test data kept
 # beside the repository in ../shared, never copied into it): a cluster of its own, given to
 # the tests as an outside server (TEST_DATABASE_URL), stopped afterwards.
