@@ -31,7 +31,7 @@ modules: examples testmodules sandbox-testdata
 # meaning depends on its plan passes on fresh clones (internal/testkit/pgtest/plan.go).
 # The worker's machinery: every package that reads or writes pgflow's tables while serving.
 WORKER_SUITES := ./internal/worker/... ./internal/poller/... ./internal/completer/... ./internal/recovery/... ./internal/compile/... ./internal/taskwrite/... ./internal/liveness/...
-PLAN_SUITES := $(WORKER_SUITES) ./cmd/... ./internal/store/... ./internal/testkit/pgtest/...
+PLAN_SUITES := $(WORKER_SUITES) ./internal/store/... ./internal/testkit/pgtest/...
 
 # The instrumenter is single-threaded code that compiles every module the repository builds
 # twice: under the race detector that took 3-5 minutes of the CI's 2 cores and found nothing
@@ -46,7 +46,7 @@ test: deps modules
 	@# builds do not load the machine under other packages' timing tests (internal/scaffold/project_test.go).
 	PGFLOW_WASM_TEST_PROJECTS=1 $(GO) test -tags '$(TAGS)' -timeout 15m -run TestNewProjectsBuildTestAndRun ./internal/scaffold/
 	@# Aged statistics alone on the worker's machinery; aged and no index scans on everything
-	@# that reads or writes pgflow's tables, the commands' end-to-end tests included.
+	@# that reads or writes pgflow's tables (the commands' end-to-end tests drive the same code).
 	PGTEST_PLAN=aged $(GO) test -tags '$(TAGS)' -timeout 15m $(WORKER_SUITES) ./internal/store/...
 	PGTEST_PLAN=aged,noindex $(GO) test -tags '$(TAGS)' -timeout 15m $(PLAN_SUITES)
 	$(MAKE) test-image test-chart
@@ -107,7 +107,7 @@ test-schedule: deps modules build
 REAL_PGMQ ?= ../shared/pgmq/1.5.1
 REAL_PGMQ_CLUSTER ?= .pgdata-real-pgmq
 # ./deploy/: the chart's KEDA query on the real pgmq's tables too.
-DB_SUITES := ./schema/... $(WORKER_SUITES) ./cmd/... ./internal/store/... ./internal/testkit/pgtest/... ./deploy/
+DB_SUITES := ./schema/... $(WORKER_SUITES) ./internal/store/... ./internal/testkit/pgtest/... ./deploy/
 .PHONY: test-real-pgmq
 test-real-pgmq: build
 	@if [ ! -f $(REAL_PGMQ)/pgmq.control ]; then \
