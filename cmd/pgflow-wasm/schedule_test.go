@@ -85,7 +85,7 @@ flows:
 		t.Errorf("flow list: exit %d, want the last tick %s:\n%s%s", code, prev.UTC().Format(time.RFC3339), out, errOut)
 	}
 	out, errOut, code = runBinary(t, nil, "db", "status", "--database-url", db.URL, "--flows", flows)
-	if code != 0 || !regexp.MustCompile(`schedules:\s+ticking  "\* \* \* \* \* \*" \(UTC\)  next \S+  last `+regexp.QuoteMeta(prev.UTC().Format(time.RFC3339))+
+	if code != 0 || !regexp.MustCompile(`schedules:\s+ticking  `+regexp.QuoteMeta(strconv.Quote(cron))+` \(UTC\)  next \S+  last `+regexp.QuoteMeta(prev.UTC().Format(time.RFC3339))+
 		` \(run [0-9a-f-]{36}\)  \d+ in the last day`).MatchString(out) {
 		t.Errorf("db status: exit %d, want the schedule with its next and last tick:\n%s%s", code, out, errOut)
 	}
