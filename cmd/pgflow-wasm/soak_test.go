@@ -115,10 +115,10 @@ flows:
 		defer wg.Done()
 		for i := 0; time.Now().Before(stopAt); i++ {
 			time.Sleep(100 * time.Millisecond)
-			// Every tenth map run has one long element, about 0.3 s of work alone (ten times that
+			// Every tenth map run has one long element, about 0.1 s of work alone (ten times that
 			// on a machine busy with other test packages, still well inside its 10 s timeout).
 			_, err := db.Pool.Exec(ctx, `select pgflow.start_flow('soak_map', (select jsonb_agg(jsonb_build_object('iterations',
-					  case when $1::int % 10 = 0 and k = 0 then 600000000 else 30000 end, 'i', $1::int * 4 + k)) from generate_series(0, 3) k)),
+					  case when $1::int % 10 = 0 and k = 0 then 200000000 else 30000 end, 'i', $1::int * 4 + k)) from generate_series(0, 3) k)),
 				pgflow.start_flow('soak_chain', jsonb_build_object('iterations', 30000, 'i', $1::int))`, i)
 			switch {
 			case err == nil:
@@ -140,7 +140,7 @@ flows:
 		// One of the long map elements, started moments ago: it still runs at the kill.
 		if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.step_tasks st join pgflow.runs r on r.run_id = st.run_id
 			where st.status = 'started' and st.last_worker_id = any($1::text[]::uuid[]) and st.step_slug = 'each'
-			  and (r.input -> st.task_index ->> 'iterations')::bigint > 1000000 and st.started_at > now() - interval '200 milliseconds'`,
+			  and (r.input -> st.task_index ->> 'iterations')::bigint > 1000000 and st.started_at > now() - interval '100 milliseconds'`,
 			victim).Scan(&running); err != nil {
 			t.Fatal(err)
 		}
