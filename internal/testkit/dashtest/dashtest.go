@@ -73,6 +73,10 @@ const ManyFailError = "input.run.iterations must be a non-negative integer"
 // meanwhile never, so which elements fail would hang on its batching.
 func StartManyFail(t testing.TB, db *pgtest.DB, n int, failing []int) string {
 	t.Helper()
+	if db.Protocol(t).Lifecycle && len(failing) > 1 {
+		t.Skipf("pgflow %s cancels a failed run's other tasks, so a map ends with one failed element, not %d",
+			db.Protocol(t).Version, len(failing))
+	}
 	ctx := context.Background()
 	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, ManyFailFlows, nil))
 	elements := make([]string, n)
