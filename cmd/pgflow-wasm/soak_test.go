@@ -49,19 +49,22 @@ func TestSoakKillAndCrashLoseNothingAndWriteEachOutcomeOnce(t *testing.T) {
 	db := cluster.NewDB(t)
 	ctx := context.Background()
 	oracle := module(t, "modules/testdata/oracle.wasm")
+	// A 5 s timeout: a pgmq.read whose reply the crash lost hides its messages for the
+	// step's timeout + 2 s (nobody knows their ids to show them again), and the runs open at
+	// the crash must finish within 10 s of it.
 	flows := writeFile(t, "flows.yaml", fmt.Sprintf(`
 flows:
   - slug: soak_map
     max_attempts: 10
     base_delay: 0
-    timeout: 10
+    timeout: 5
     steps:
       - {slug: each, type: map, module: %[1]q}
       - {slug: total, depends_on: [each], module: %[1]q}
   - slug: soak_chain
     max_attempts: 10
     base_delay: 0
-    timeout: 10
+    timeout: 5
     steps:
       - {slug: a, module: %[1]q}
       - {slug: b, depends_on: [a], module: %[1]q}
@@ -116,7 +119,7 @@ flows:
 		for i := 0; time.Now().Before(stopAt); i++ {
 			time.Sleep(100 * time.Millisecond)
 			// Every tenth map run has one long element, about 0.1 s of work alone (ten times that
-			// on a machine busy with other test packages, still well inside its 10 s timeout).
+			// on a machine busy with other test packages, still well inside its 5 s timeout).
 			_, err := db.Pool.Exec(ctx, `select pgflow.start_flow('soak_map', (select jsonb_agg(jsonb_build_object('iterations',
 					  case when $1::int % 10 = 0 and k = 0 then 200000000 else 30000 end, 'i', $1::int * 4 + k)) from generate_series(0, 3) k)),
 				pgflow.start_flow('soak_chain', jsonb_build_object('iterations', 30000, 'i', $1::int))`, i)
