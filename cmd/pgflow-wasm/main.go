@@ -24,8 +24,8 @@ func newApp() *cli.App {
 		Name:  "pgflow-wasm",
 		Usage: "run pgflow workflow steps as sandboxed WebAssembly modules on any PostgreSQL",
 		Description: "pgflow-wasm is a worker for pgflow, the Postgres-native DAG workflow engine.\n" +
-			"Declare flows in flows.yaml, point each step at a .wasm handler, then:\n\n" +
-			"   pgflow-wasm new rust hello # a project for your own handler (rust, tinygo, go, assemblyscript, c)\n" +
+			"Declare flows in flows.yaml, point each step at a handler (.wasm, .ts or .js), then:\n\n" +
+			"   pgflow-wasm new rust hello # a project for your own handler (rust, tinygo, go, assemblyscript, c, typescript)\n" +
 			"   pgflow-wasm db install     # pgmq + pgflow schema on your database\n" +
 			"   pgflow-wasm validate       # check flows.yaml and every module\n" +
 			"   pgflow-wasm serve          # compile the flows and run their tasks\n" +
