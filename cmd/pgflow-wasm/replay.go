@@ -99,13 +99,19 @@ func reportReplay(c *cli.Context, res *replay.Result) error {
 		fmt.Fprintf(w, ", last error:\n  %s", t.Error)
 	}
 	fmt.Fprintf(w, "\nreplaying with %s (timeout %s), writing nothing back\n", res.Module, res.Timeout)
+	if c.Bool("no-http") {
+		fmt.Fprintln(w, "(--no-http: the step's HTTP capability is taken away, its requests fail)")
+	}
 	for _, l := range res.Run.Logs {
 		fmt.Fprintf(w, "[%s] %s\n", levelName(l.Level), l.Message)
 	}
 	if res.Err != nil {
 		msg := fmt.Sprintf("handler failed after %s: %s", res.Run.Duration.Round(time.Microsecond), res.Err)
-		if res.Reproduced() {
+		switch {
+		case res.Reproduced():
 			msg += "\n(the failure reproduces)"
+		case t.Error != "":
+			msg += "\n(it fails differently from the task's last attempt)"
 		}
 		return cli.Exit(msg, 1)
 	}

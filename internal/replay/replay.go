@@ -15,6 +15,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -56,9 +58,22 @@ type Result struct {
 	Err error
 }
 
-// Reproduced reports whether the replay failed as the task last did: a failed task whose
-// replay failed too (the messages may differ in what changes from run to run).
-func (r *Result) Reproduced() bool { return r.Task.Error != "" && r.Err != nil }
+// Reproduced reports whether the replay failed as the task last did: the first lines of
+// the two errors are the same but for the folders of the paths they name (the worker may
+// have been given flows.yaml by another path; a stack's later lines name a rebuilt module's).
+func (r *Result) Reproduced() bool {
+	return r.Task.Error != "" && r.Err != nil && firstLine(r.Task.Error) == firstLine(r.Err.Error())
+}
+
+// folders matches the folders of a path in a message: "/srv/app/flows.yaml:3" -> "flows.yaml:3".
+var folders = regexp.MustCompile(`(?:[^\s("']*/)+`)
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return folders.ReplaceAllString(strings.TrimSpace(s), "")
+}
 
 // Task is a task ready to run: as the database recorded it, with its input and context as
 // the worker built them.
