@@ -195,7 +195,9 @@ func (r *runner) openServer(ctx context.Context) error {
 	url := r.cfg.DatabaseURL
 	if url == "" {
 		c, err := localpg.New(localpg.Config{Dir: r.cfg.ClusterDir,
-			Settings: map[string]string{"max_connections": "100", "shared_buffers": "256MB"}})
+			Settings: map[string]string{"max_connections": "100", "shared_buffers": "256MB",
+				// A commit's time, for where a chain's hop goes (hops.go).
+				"track_commit_timestamp": "on"}})
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 )
 
 // Contender is one way of processing pgflow tasks that the benchmark measures.
@@ -97,8 +99,9 @@ type process struct {
 }
 
 // launch starts a contender against dbURL serving flow (described by flowsFile for the
-// pgflow-wasm worker) and returns once it is ready to take tasks.
-func (r *runner) launch(ctx context.Context, c Contender, dbURL, flow, flowsFile string) (*process, error) {
+// pgflow-wasm worker) and returns once it is ready to take tasks. A pgflow-wasm worker
+// writes its task trace to tracePath unless it is "".
+func (r *runner) launch(ctx context.Context, c Contender, dbURL, flow, flowsFile, tracePath string) (*process, error) {
 	logFile, err := os.CreateTemp(r.tmp, strings.ReplaceAll(c.Name, "/", "-")+"-*.log")
 	if err != nil {
 		return nil, err
@@ -130,6 +133,9 @@ func (r *runner) launch(ctx context.Context, c Contender, dbURL, flow, flowsFile
 			bin = c.Binary
 		}
 		cmd = exec.Command(bin, args...)
+		if tracePath != "" {
+			cmd.Env = append(os.Environ(), worker.TaskTraceEnv+"="+tracePath)
+		}
 	default:
 		return nil, fmt.Errorf("unknown contender kind %q", c.Kind)
 	}

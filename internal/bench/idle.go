@@ -39,7 +39,7 @@ func (r *runner) measureIdleInto(ctx context.Context, idle *Idle) error {
 	defer drop()
 	pool.Close() // only the worker may use the database while it is watched
 	dbName := databaseName(url)
-	p, err := r.launch(ctx, Contender{Name: "idle", Kind: KindWorker, Engine: idle.Engine, Signal: idle.Signal}, url, "", flowsPath)
+	p, err := r.launch(ctx, Contender{Name: "idle", Kind: KindWorker, Engine: idle.Engine, Signal: idle.Signal}, url, "", flowsPath, "")
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -28,6 +29,7 @@ type Result struct {
 	RatioToFloor float64 // TasksPerSec / the floor's, same shape and fsync; 0 when unknown
 	Latency      Percentiles
 	Hop          Percentiles // chain only: one step's completion to the next step's start
+	HopParts     []HopPart   // chain only: where a hop's time goes (hops.go)
 	WorkerCPU    time.Duration
 	DBCPU        time.Duration // -1 when the server is not local
 	PeakRSS      int64
@@ -142,6 +144,9 @@ func (rep *Report) WriteText(w io.Writer) {
 					r.Latency.P50, r.Latency.P95, r.Latency.P99, hopCols, r.CPUPer1000(), dbCol(r.DBCPUPer1000()), share(r), r.PeakRSS>>20)
 			}
 			tw.Flush()
+			if shape == ShapeChain {
+				rep.writeHopParts(w, fsync)
+			}
 		}
 	}
 	if i := rep.Idle; i != nil {
@@ -181,4 +186,58 @@ func firstLine(s string) string {
 		line = line[:160] + "..."
 	}
 	return line
+}
+
+// writeHopParts writes where the chain's hops went: one row per leg, one column per
+// contender, "p50 (p95)" in milliseconds.
+func (rep *Report) writeHopParts(w io.Writer, fsync string) {
+	var rs []Result
+	var legs []string
+	seen := map[string]bool{}
+	for _, r := range rep.Results {
+		if r.Fsync != fsync || r.Shape != ShapeChain || r.Err != "" || len(r.HopParts) == 0 {
+			continue
+		}
+		rs = append(rs, r)
+		for _, p := range r.HopParts {
+			if !seen[p.Name] {
+				seen[p.Name] = true
+				legs = append(legs, p.Name)
+			}
+		}
+	}
+	if len(rs) == 0 {
+		return
+	}
+	order := []string{LegWaitToWrite, LegCompletion, LegCommitToldAt, LegToldToWoke, LegWokeToRead, LegCommitToRead,
+		LegReadToStart, LegStartToGot, LegGotToRun, LegHandlerToRun, LegTimerWoke, LegFollowed}
+	slices.SortStableFunc(legs, func(a, b string) int { return slices.Index(order, a) - slices.Index(order, b) })
+	fmt.Fprintf(w, "\nwhere a hop goes (fsync %s), ms, p50 (p95); a hop is `completed_at -> commit` + `commit -> read` + `read -> start_tasks`:\n\n", fsync)
+	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', tabwriter.Debug)
+	fmt.Fprintf(tw, "| leg")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "\t %s", r.Contender)
+	}
+	fmt.Fprintf(tw, "\t\n|---%s\t\n", strings.Repeat("\t---", len(rs)))
+	fmt.Fprintf(tw, "| hop (completed_at -> started_at)")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "\t %.1f (%.1f)", r.Hop.P50, r.Hop.P95)
+	}
+	fmt.Fprintf(tw, "\t\n")
+	for _, leg := range legs {
+		fmt.Fprintf(tw, "| %s", leg)
+		for _, r := range rs {
+			i := slices.IndexFunc(r.HopParts, func(p HopPart) bool { return p.Name == leg })
+			switch {
+			case i < 0:
+				fmt.Fprintf(tw, "\t ")
+			case leg == LegTimerWoke || leg == LegFollowed:
+				fmt.Fprintf(tw, "\t %.0f%% of %d", r.HopParts[i].P50, r.HopParts[i].N)
+			default:
+				fmt.Fprintf(tw, "\t %.2f (%.2f)", r.HopParts[i].P50, r.HopParts[i].P95)
+			}
+		}
+		fmt.Fprintf(tw, "\t\n")
+	}
+	tw.Flush()
 }

@@ -107,7 +107,12 @@ func (r *runner) measureInto(ctx context.Context, c Contender, shape string, res
 	if _, err := r.admin.Exec(ctx, "checkpoint"); err != nil {
 		return err
 	}
-	p, err := r.launch(ctx, c, url, flow, flowsPath)
+	// On a chain, pgflow-wasm writes its task trace: where each hop's time goes (hops.go).
+	tracePath := ""
+	if shape == ShapeChain && c.Kind == KindWorker {
+		tracePath = filepath.Join(r.tmp, fmt.Sprintf("trace-%d.jsonl", time.Now().UnixNano()))
+	}
+	p, err := r.launch(ctx, c, url, flow, flowsPath, tracePath)
 	if err != nil {
 		return err
 	}
@@ -166,6 +171,12 @@ func (r *runner) measureInto(ctx context.Context, c Contender, shape string, res
 	}
 	if err := p.stop(); err != nil {
 		return fmt.Errorf("%s did not stop cleanly: %v; log: %s", c.Name, err, tailFile(p.logPath))
+	}
+	if shape == ShapeChain {
+		// After the stop: the trace's last lines are written.
+		if res.HopParts, err = hopBreakdown(ctx, pool, flow, tracePath); err != nil {
+			return fmt.Errorf("hop breakdown: %w", err)
+		}
 	}
 	return nil
 }

@@ -58,6 +58,9 @@ type Written struct {
 	// StepStatus and RunStatus are read after a call that left the task "failed": with
 	// pgflow 0.14's when_exhausted a failed task may skip its step and leave the run going.
 	StepStatus, RunStatus string
+	// WriteBegan is when the transaction that wrote the outcome was sent, Committed when its
+	// commit came back (the worker's task trace; zero when not written by the completer).
+	WriteBegan, Committed time.Time
 	// Err is set when the outcome could not be written at all (e.g. shutting down while the
 	// database is unreachable); the task then stays started until recovery requeues it.
 	Err error
@@ -426,12 +429,15 @@ func (c *Completer) writeBatch(ctx context.Context, batch []Outcome) ([]Written,
 	b := &pgx.Batch{}
 	taskwrite.Queue(b, kind, calls, results, taskwrite.Options{AttemptHistory: c.cfg.AttemptHistory})
 	// One round trip and, since a batch ends with a single Sync, one implicit transaction.
+	began := time.Now()
 	if err := c.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
+	committed := time.Now()
 	written := make([]Written, len(batch))
 	for i, r := range results {
-		written[i] = Written{Outcome: batch[i], Stale: r.Stale, Status: r.Status, Attempts: r.Attempts, ErrorMessage: r.ErrorMessage}
+		written[i] = Written{Outcome: batch[i], Stale: r.Stale, Status: r.Status, Attempts: r.Attempts, ErrorMessage: r.ErrorMessage,
+			WriteBegan: began, Committed: committed}
 	}
 	c.explainStale(ctx, written)
 	c.readFailedStates(ctx, written)

@@ -101,7 +101,9 @@ func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) txEn
 	if w.cfg.Hooks.TaskStarted != nil {
 		runCtx = withHookValues(ctx, hookCtx)
 	}
+	w.trace.handler(&t, false)
 	res, err := st.module.Run(runCtx, task)
+	w.trace.handler(&t, true)
 	for _, l := range res.Logs {
 		log.log(guestLevel(l.Level), l.Message, "source", "handler")
 	}
@@ -281,6 +283,7 @@ func (w *Worker) onWritten(written []completer.Written) {
 	now := time.Now()
 	for _, wr := range written {
 		t := wr.Task
+		w.trace.written(&wr)
 		w.known.remove(&t)
 		if wr.Err == nil && !wr.Stale {
 			w.known.wrote(&t, now)

@@ -27,12 +27,15 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 		return idle.Next()
 	}
 	for {
+		cause := "wake"
 		select {
 		case <-ctx.Done():
 			return
 		case <-q.wake:
 		case <-timer.C:
+			cause = "timer"
 		}
+		woke := time.Now()
 		if fs.deprecated.Load() {
 			return
 		}
@@ -52,6 +55,12 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 		fs.fetching.Add(1)
 		tasks, err := q.fetcher.Fetch(ctx, n)
 		w.unreserve(fs, n-len(tasks))
+		if w.trace != nil {
+			fetched := time.Now()
+			for i := range tasks {
+				w.trace.fetched(&tasks[i], cause, woke, began, fetched)
+			}
+		}
 		for _, t := range tasks {
 			w.launch(fs, t)
 		}

@@ -200,7 +200,8 @@ type Worker struct {
 	history bool
 	// sqlPools are the handlers' SQL pools by sql.database_env ("": the pgflow database).
 	sqlPools map[string]*pgxpool.Pool
-	prunedAt time.Time // the recovery loop's last prune of the history
+	prunedAt time.Time  // the recovery loop's last prune of the history
+	trace    *taskTrace // TaskTraceEnv's recorder; nil records nothing
 }
 
 // flowState is one served flow.
@@ -292,6 +293,12 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 		w.byFlow[fl.Slug] = fs
 		w.byWorker[fs.workerID] = fs
 	}
+	trace, err := openTaskTrace()
+	if err != nil {
+		w.closeModules(ctx)
+		return nil, err
+	}
+	w.trace = trace
 	w.done = completer.New(cfg.Pool, completer.Config{MaxBatch: cfg.CompletionBatch, Writers: cfg.CompletionWriters,
 		OnWritten: w.onWritten, Log: w.log, OnError: func(err error) { w.dbError("write outcomes", err) }})
 	return w, nil
@@ -344,6 +351,7 @@ func (w *Worker) Stop() { w.stopOnce.Do(func() { close(w.stop) }) }
 // loop per flow.
 func (w *Worker) Run(ctx context.Context) error {
 	defer w.closeModules(context.WithoutCancel(ctx))
+	defer w.trace.close()
 	proto, err := checkSchema(ctx, w.cfg.Pool)
 	if err != nil {
 		return err
