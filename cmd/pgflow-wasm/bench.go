@@ -38,7 +38,8 @@ func benchCommand() *cli.Command {
 				Usage: "pgflow's migrations folder the benchmark databases are built from (default: the pinned @pgflow/core 0.8.1 from npm)"},
 			&cli.BoolFlag{Name: "quick", Usage: "a tenth of the default counts and no idle measurement"},
 			&cli.StringFlag{Name: "only", Usage: "comma-separated contender names or patterns (floor, reference, wazero/c/notify, wazero/*/polling...)"},
-			&cli.StringFlag{Name: "shapes", Value: "one_step,map,chain", Usage: "which shapes to run"},
+			&cli.StringFlag{Name: "shapes", Value: "one_step,map,chain", Usage: "which shapes to run (and workers: N worker processes on one database, --worker-counts)"},
+			&cli.StringFlag{Name: "worker-counts", Value: "1,2,4,8,16", Usage: "the workers shape: how many worker processes, each count in turn"},
 			&cli.StringFlag{Name: "fsync", Value: "on,off", Usage: "durability settings to measure under (a local cluster only)"},
 			&cli.IntFlag{Name: "runs", Usage: "one-step runs", DefaultText: "5000, 500 with --quick"},
 			&cli.IntFlag{Name: "map-size", Usage: "elements of the map run", DefaultText: "2000, 200 with --quick"},
@@ -58,14 +59,23 @@ func benchCommand() *cli.Command {
 func runBench(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	var counts []int
+	for _, s := range splitList(c.String("worker-counts")) {
+		var n int
+		if _, err := fmt.Sscan(s, &n); err != nil || n < 1 {
+			return cli.Exit(fmt.Sprintf("--worker-counts: %q is not a positive number", s), 2)
+		}
+		counts = append(counts, n)
+	}
 	cfg := bench.Config{
 		DatabaseURL: c.String("database-url"),
 		CacheDir:    sandbox.DefaultCacheDir(),
 		OneStepRuns: c.Int("runs"), MapSize: c.Int("map-size"), ChainRuns: c.Int("chain-runs"),
 		FloorLoops: c.Int("floor-loops"), IdleSeconds: c.Int("idle-seconds"),
 		Fsync: splitList(c.String("fsync")), Shapes: splitList(c.String("shapes")),
-		WorkerArgs: c.StringSlice("worker-arg"),
-		Migrations: c.String("migrations"),
+		WorkerArgs:   c.StringSlice("worker-arg"),
+		WorkerCounts: counts,
+		Migrations:   c.String("migrations"),
 	}
 	if c.Bool("quick") {
 		cfg.OneStepRuns = orDefault(cfg.OneStepRuns, 500)

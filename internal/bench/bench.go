@@ -36,19 +36,20 @@ type Config struct {
 	CacheDir   string // compiled-module cache of the workers
 	Migrations string // pgflow's migrations [node_modules/@pgflow/core/dist/supabase/migrations]
 
-	OneStepRuns     int // shape a: one-step runs, started before the contender [5000]
-	MapSize         int // shape b: elements of the single map run [2000]
-	ChainRuns       int // shape c: runs of the chain [500]
-	ChainLength     int // [10]
-	ChainInFlight   int // chain runs kept in flight (closed loop) [10]
-	LatencyRuns     int // one-step runs timed one by one after shape a, in a closed loop [300]
-	LatencyInFlight int // [8]
-	FloorLoops      int // parallel loops of the floor [4]
-	IdleSeconds     int // how long the idle worker is watched; 0 skips it [60]
+	OneStepRuns     int   // shape a: one-step runs, started before the contender [5000]
+	MapSize         int   // shape b: elements of the single map run [2000]
+	ChainRuns       int   // shape c: runs of the chain [500]
+	ChainLength     int   // [10]
+	ChainInFlight   int   // chain runs kept in flight (closed loop) [10]
+	LatencyRuns     int   // one-step runs timed one by one after shape a, in a closed loop [300]
+	LatencyInFlight int   // [8]
+	FloorLoops      int   // parallel loops of the floor [4]
+	WorkerCounts    []int // the workers shape: how many worker processes [1, 2, 4, 8, 16]
+	IdleSeconds     int   // how long the idle worker is watched; 0 skips it [60]
 
 	Fsync      []string    // ["on", "off"]; "asis" measures the server as it is configured
 	Contenders []Contender // [DefaultContenders()]
-	Shapes     []string    // ["one_step", "map", "chain"]
+	Shapes     []string    // ["one_step", "map", "chain"]; "workers" too on request
 	WorkerArgs []string    // extra flags for `pgflow-wasm serve` (e.g. --concurrency 16)
 
 	Log io.Writer // progress lines [os.Stderr]
@@ -76,6 +77,9 @@ func (c *Config) defaults() error {
 	}
 	if len(c.Contenders) == 0 {
 		c.Contenders = DefaultContenders()
+	}
+	if len(c.WorkerCounts) == 0 {
+		c.WorkerCounts = []int{1, 2, 4, 8, 16}
 	}
 	if len(c.Shapes) == 0 {
 		c.Shapes = []string{ShapeOneStep, ShapeMap, ShapeChain}
@@ -158,6 +162,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				if ctx.Err() != nil {
 					return rep, ctx.Err()
 				}
+				if shape == ShapeWorkers {
+					if c.Kind != KindWorker {
+						continue
+					}
+					for _, n := range cfg.WorkerCounts {
+						res := r.measureWorkers(ctx, c, fsync, n)
+						rep.Results = append(rep.Results, res)
+						r.logf("%-6s fsync=%-3s %-26s %s", shape, fsync, res.Contender, res.summary())
+					}
+					continue
+				}
 				res := r.measure(ctx, c, shape, fsync)
 				rep.Results = append(rep.Results, res)
 				r.logf("%-6s fsync=%-3s %-26s %s", shape, fsync, c.Name, res.summary())
@@ -195,7 +210,9 @@ func (r *runner) openServer(ctx context.Context) error {
 	url := r.cfg.DatabaseURL
 	if url == "" {
 		c, err := localpg.New(localpg.Config{Dir: r.cfg.ClusterDir,
-			Settings: map[string]string{"max_connections": "100", "shared_buffers": "256MB",
+			Settings: map[string]string{"shared_buffers": "256MB",
+				// 16 workers of the workers shape hold up to 11 connections each.
+				"max_connections": "300",
 				// A commit's time, for where a chain's hop goes (hops.go).
 				"track_commit_timestamp": "on"}})
 		if err != nil {
@@ -316,6 +333,7 @@ func (r *runner) newDatabase(ctx context.Context, name string) (string, *pgxpool
 		return "", nil, err
 	}
 	cfg.MaxConns = 16
+	cfg.ConnConfig.RuntimeParams["application_name"] = harnessApp
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	return url, pool, err
 }

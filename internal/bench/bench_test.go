@@ -68,6 +68,9 @@ func TestQuickBenchMeasuresEveryShape(t *testing.T) {
 		if r.Shape == bench.ShapeChain && r.Hop.N != 6*2 {
 			t.Errorf("%s: %d hops measured, want 6 runs x 2 hops", r.Contender, r.Hop.N)
 		}
+		if r.Shape == bench.ShapeChain && r.Kind == bench.KindWorker && !hasLeg(r.HopParts, bench.LegHandlerToRun, 6*2) {
+			t.Errorf("%s: the worker's task trace gave no %q for every hop: %+v", r.Contender, bench.LegHandlerToRun, r.HopParts)
+		}
 		if r.Kind != bench.KindFloor && r.RatioToFloor <= 0 {
 			t.Errorf("%s on %s: no ratio to the floor", r.Contender, r.Shape)
 		}
@@ -81,6 +84,65 @@ func TestQuickBenchMeasuresEveryShape(t *testing.T) {
 	}
 	if testing.Verbose() {
 		fmt.Fprintln(os.Stderr, text.String())
+	}
+}
+
+func hasLeg(parts []bench.HopPart, name string, n int) bool {
+	for _, p := range parts {
+		if p.Name == name {
+			return p.N == n
+		}
+	}
+	return false
+}
+
+// The workers shape runs N worker processes on one database and says what they did.
+func TestWorkersShapeRunsSeveralWorkersOnOneDatabase(t *testing.T) {
+	t.Parallel()
+	root, err := localpg.RepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := testbin.Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(pgtest.NewDB(t).URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/postgres"
+	var log bytes.Buffer
+	rep, err := bench.Run(context.Background(), bench.Config{
+		DatabaseURL: u.String(), Binary: bin, RepoRoot: root, CacheDir: t.TempDir(),
+		OneStepRuns: 30, ChainRuns: 4, ChainLength: 3, ChainInFlight: 2, Fsync: []string{"asis"},
+		Shapes: []string{bench.ShapeWorkers}, WorkerCounts: []int{1, 2},
+		Contenders: []bench.Contender{{Name: "floor", Kind: bench.KindFloor},
+			{Name: "wazero/c/notify", Kind: bench.KindWorker, Lang: "c", Engine: "wazero", Signal: "notify"}},
+		Log: &log,
+	})
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, log.String())
+	}
+	if len(rep.Results) != 2 {
+		t.Fatalf("got %d results, want one per worker count (the floor takes no part)", len(rep.Results))
+	}
+	for i, r := range rep.Results {
+		if r.Err != "" {
+			t.Errorf("%s: %s", r.Contender, r.Err)
+			continue
+		}
+		if r.Workers == nil || r.Workers.Workers != i+1 || r.TasksPerSec <= 0 || r.Latency.N != 4 || r.Workers.Connections < i+1 {
+			t.Errorf("%s: incomplete figures %+v %+v", r.Contender, r, r.Workers)
+		}
+		if !hasLeg(r.HopParts, bench.LegHandlerToRun, 4*2) {
+			t.Errorf("%s: the workers' task traces gave no %q for every hop: %+v", r.Contender, bench.LegHandlerToRun, r.HopParts)
+		}
+	}
+	var text bytes.Buffer
+	rep.WriteText(&text)
+	if !strings.Contains(text.String(), "| wazero/c/notify x2") {
+		t.Errorf("report lacks the two workers' row:\n%s", text.String())
 	}
 }
 

@@ -62,9 +62,9 @@ type traceLine struct {
 	Committed    int64  `json:"commit"`
 }
 
-// hopBreakdown measures the legs of every hop of a chain flow. tracePath is the worker's task
-// trace ("" for contenders without one).
-func hopBreakdown(ctx context.Context, pool *pgxpool.Pool, flow, tracePath string) ([]HopPart, error) {
+// hopBreakdown measures the legs of every hop of a chain flow. tracePaths are the workers'
+// task traces (none, or "", for contenders without one).
+func hopBreakdown(ctx context.Context, pool *pgxpool.Pool, flow string, tracePaths ...string) ([]HopPart, error) {
 	var commitTS string
 	if err := pool.QueryRow(ctx, `show track_commit_timestamp`).Scan(&commitTS); err != nil {
 		return nil, err
@@ -99,8 +99,11 @@ func hopBreakdown(ctx context.Context, pool *pgxpool.Pool, flow, tracePath strin
 		return nil, err
 	}
 	trace := map[[2]string]traceLine{}
-	if tracePath != "" {
-		if trace, err = readTrace(tracePath); err != nil {
+	for _, path := range tracePaths {
+		if path == "" {
+			continue
+		}
+		if err := readTrace(path, trace); err != nil {
 			return nil, err
 		}
 	}
@@ -159,13 +162,13 @@ func hopBreakdown(ctx context.Context, pool *pgxpool.Pool, flow, tracePath strin
 	return out, nil
 }
 
-func readTrace(path string) (map[[2]string]traceLine, error) {
+// readTrace adds the lines of one task trace to out.
+func readTrace(path string, out map[[2]string]traceLine) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
-	out := map[[2]string]traceLine{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		var l traceLine
@@ -173,7 +176,7 @@ func readTrace(path string) (map[[2]string]traceLine, error) {
 			out[[2]string{l.Run, l.Step}] = l
 		}
 	}
-	return out, sc.Err()
+	return sc.Err()
 }
 
 // quantile is the q-quantile of v, interpolated as percentile_cont does; it sorts v.

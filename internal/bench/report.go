@@ -30,10 +30,14 @@ type Result struct {
 	Latency      Percentiles
 	Hop          Percentiles // chain only: one step's completion to the next step's start
 	HopParts     []HopPart   // chain only: where a hop's time goes (hops.go)
-	WorkerCPU    time.Duration
-	DBCPU        time.Duration // -1 when the server is not local
-	PeakRSS      int64
-	Err          string
+	// Workers is set on the workers shape (workers.go): how many processes, lock waits,
+	// connections. Its other columns: throughput and CPU of the one-step runs, Hop and
+	// Latency of the chain.
+	Workers   *WorkersResult `json:",omitempty"`
+	WorkerCPU time.Duration
+	DBCPU     time.Duration // -1 when the server is not local
+	PeakRSS   int64
+	Err       string
 }
 
 // CPUPer1000 is the contender's CPU seconds per 1,000 tasks.
@@ -120,6 +124,10 @@ func (rep *Report) WriteText(w io.Writer) {
 	}
 	for _, fsync := range rep.Config.Fsync {
 		for _, shape := range rep.Config.Shapes {
+			if shape == ShapeWorkers {
+				rep.writeWorkers(w, fsync)
+				continue
+			}
 			fmt.Fprintf(w, "\n### fsync %s: %s\n\n", fsync, titles[shape])
 			tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', tabwriter.Debug)
 			hop := ""
@@ -238,6 +246,38 @@ func (rep *Report) writeHopParts(w io.Writer, fsync string) {
 			}
 		}
 		fmt.Fprintf(tw, "\t\n")
+	}
+	tw.Flush()
+}
+
+// writeWorkers writes the workers shape: one row per worker count.
+func (rep *Report) writeWorkers(w io.Writer, fsync string) {
+	fmt.Fprintf(w, "\n### fsync %s: N worker processes on one database (%d one-step runs, shown to the workers once all are ready; then %d runs of the %d-step chain, %d in flight; hop: handler end -> next handler start)\n\n",
+		fsync, rep.Config.OneStepRuns, rep.Config.ChainRuns, rep.Config.ChainLength, rep.Config.ChainInFlight)
+	best := 0.0
+	for _, r := range rep.Results {
+		if r.Fsync == fsync && r.Shape == ShapeWorkers && r.Err == "" {
+			best = max(best, r.TasksPerSec)
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', tabwriter.Debug)
+	fmt.Fprintf(tw, "| contender\t tasks/s\t x best\t hop p50 ms\t hop p95 ms\t chain p50 ms\t db cpu s/1k tasks\t cpu s/1k tasks\t lock waiters (mean)\t samples with a lock wait\t most waited lock\t connections (per worker)\t peak rss MB\t\n")
+	fmt.Fprintf(tw, "|---%s\t\n", strings.Repeat("\t---", 12))
+	for _, r := range rep.Results {
+		if r.Fsync != fsync || r.Shape != ShapeWorkers {
+			continue
+		}
+		if r.Err != "" || r.Workers == nil {
+			fmt.Fprintf(tw, "| %s\t error: %s\t\n", r.Contender, firstLine(r.Err))
+			continue
+		}
+		x := r.Workers
+		hop := Percentiles{P50: -1, P95: -1}
+		if i := slices.IndexFunc(r.HopParts, func(p HopPart) bool { return p.Name == LegHandlerToRun }); i >= 0 {
+			hop.P50, hop.P95 = r.HopParts[i].P50, r.HopParts[i].P95
+		}
+		fmt.Fprintf(tw, "| %s\t %.0f\t %.2f\t %.1f\t %.1f\t %.1f\t %s\t %.3f\t %.2f\t %.0f%%\t %s\t %d (%.1f)\t %d\t\n", r.Contender, r.TasksPerSec, r.TasksPerSec/best,
+			hop.P50, hop.P95, r.Latency.P50, dbCol(r.DBCPUPer1000()), r.CPUPer1000(), x.LockWaits, 100*x.LockWaitShare, x.TopLockWait, x.Connections, x.ConnsPerWorker, r.PeakRSS>>20)
 	}
 	tw.Flush()
 }
