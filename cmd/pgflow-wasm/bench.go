@@ -45,6 +45,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "map-size", Usage: "elements of the map run", DefaultText: "2000, 200 with --quick"},
 			&cli.IntFlag{Name: "chain-runs", Usage: "runs of the 10-step chain", DefaultText: "500, 50 with --quick"},
 			&cli.IntFlag{Name: "floor-loops", Usage: "parallel loops of the floor", DefaultText: "4"},
+			&cli.BoolFlag{Name: "statements", Usage: "list each measurement's costliest statements from pg_stat_statements (the private cluster preloads it)"},
 			&cli.IntFlag{Name: "idle-seconds", Value: 60, Usage: "watch an idle worker this long (0 skips it)"},
 			&cli.StringSliceFlag{Name: "worker-arg", Usage: "an extra `FLAG` for every pgflow-wasm serve the benchmark starts (repeatable), e.g. --worker-arg=--concurrency=16"},
 			&cli.StringSliceFlag{Name: "variant", Usage: "an extra pgflow-wasm contender, `NAME:TOKENS` (lang=, engine=, signal=, binary=PATH, serve flags), e.g. 'unbatched:--completion-batch=1' (repeatable)"},
@@ -75,6 +76,7 @@ func runBench(c *cli.Context) error {
 		Fsync: splitList(c.String("fsync")), Shapes: splitList(c.String("shapes")),
 		WorkerArgs:   c.StringSlice("worker-arg"),
 		WorkerCounts: counts,
+		Statements:   c.Bool("statements"),
 		Migrations:   c.String("migrations"),
 	}
 	if c.Bool("quick") {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -51,6 +52,10 @@ type Config struct {
 	Contenders []Contender // [DefaultContenders()]
 	Shapes     []string    // ["one_step", "map", "chain"]; "workers" too on request
 	WorkerArgs []string    // extra flags for `pgflow-wasm serve` (e.g. --concurrency 16)
+	// Statements lists each measurement's costliest statements from pg_stat_statements
+	// (track = all: the statements inside pgflow's functions too). The private cluster then
+	// preloads the extension; an outside server must have it loaded.
+	Statements bool
 
 	Log io.Writer // progress lines [os.Stderr]
 }
@@ -122,15 +127,20 @@ type runner struct {
 	cluster  *localpg.Cluster
 	started  bool
 	template string
+	id       string // in the names of this run's databases
 	logf     func(format string, args ...any)
 }
+
+var runs atomic.Int64 // runs started by this process
 
 // Run measures every contender on every shape under every fsync setting.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: cfg}
+	// Databases are named after the process and the run: runs of one process (tests in
+	// parallel) never share one.
+	r := &runner{cfg: cfg, id: fmt.Sprintf("%d_%d", os.Getpid(), runs.Add(1))}
 	r.logf = func(format string, args ...any) {
 		fmt.Fprintf(cfg.Log, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}
@@ -209,12 +219,17 @@ func (r *runner) releaseServer() {
 func (r *runner) openServer(ctx context.Context) error {
 	url := r.cfg.DatabaseURL
 	if url == "" {
-		c, err := localpg.New(localpg.Config{Dir: r.cfg.ClusterDir,
-			Settings: map[string]string{"shared_buffers": "256MB",
-				// 16 workers of the workers shape hold up to 11 connections each.
-				"max_connections": "300",
-				// A commit's time, for where a chain's hop goes (hops.go).
-				"track_commit_timestamp": "on"}})
+		settings := map[string]string{"shared_buffers": "256MB",
+			// 16 workers of the workers shape hold up to 11 connections each.
+			"max_connections": "300",
+			// A commit's time, for where a chain's hop goes (hops.go).
+			"track_commit_timestamp": "on"}
+		if r.cfg.Statements {
+			settings["shared_preload_libraries"] = "'pg_stat_statements'"
+			settings["pg_stat_statements.track"] = "all"
+			settings["pg_stat_statements.max"] = "10000"
+		}
+		c, err := localpg.New(localpg.Config{Dir: r.cfg.ClusterDir, Settings: settings})
 		if err != nil {
 			return err
 		}
@@ -256,7 +271,7 @@ func passwordParam(pw string) string {
 
 // buildTemplate installs pgmq, realtime.send and pgflow once into a template database.
 func (r *runner) buildTemplate(ctx context.Context) error {
-	r.template = fmt.Sprintf("pgflow_bench_template_%d", os.Getpid())
+	r.template = "pgflow_bench_template_" + r.id
 	if err := r.createDatabase(ctx, r.template, ""); err != nil {
 		return err
 	}
@@ -341,7 +356,7 @@ func (r *runner) newDatabase(ctx context.Context, name string) (string, *pgxpool
 // compiledDatabase clones the template into a database named prefix_<pid>, compiles the
 // flows into it, and returns its URL, a pool and a function that drops it.
 func (r *runner) compiledDatabase(ctx context.Context, prefix string, file *flowfile.File) (string, *pgxpool.Pool, func(), error) {
-	name := fmt.Sprintf("%s_%d", prefix, os.Getpid())
+	name := prefix + "_" + r.id
 	url, pool, err := r.newDatabase(ctx, name)
 	if err != nil {
 		return "", nil, nil, err

@@ -30,6 +30,10 @@ type Result struct {
 	Latency      Percentiles
 	Hop          Percentiles // chain only: one step's completion to the next step's start
 	HopParts     []HopPart   // chain only: where a hop's time goes (hops.go)
+	// Statements are the costliest statements of the measurement (Config.Statements);
+	// StatementsErr says why they could not be read.
+	Statements    []Statement `json:",omitempty"`
+	StatementsErr string      `json:",omitempty"`
 	// Workers is set on the workers shape (workers.go): how many processes, lock waits,
 	// connections. Its other columns: throughput and CPU of the one-step runs, Hop and
 	// Latency of the chain.
@@ -157,6 +161,7 @@ func (rep *Report) WriteText(w io.Writer) {
 			}
 		}
 	}
+	rep.writeStatements(w)
 	if i := rep.Idle; i != nil {
 		fmt.Fprintf(w, "\n### idle worker (%s, %s, the example flows.yaml: %d flows, %d with max_concurrency)\n\n", i.Engine, i.Signal, i.Flows, i.LimitedFlows)
 		if i.Err != "" {

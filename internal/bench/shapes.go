@@ -112,6 +112,11 @@ func (r *runner) measureInto(ctx context.Context, c Contender, shape string, res
 	if shape == ShapeChain && c.Kind == KindWorker {
 		tracePath = filepath.Join(r.tmp, fmt.Sprintf("trace-%d.jsonl", time.Now().UnixNano()))
 	}
+	if r.cfg.Statements {
+		if err := r.resetStatements(ctx); err != nil {
+			res.StatementsErr = err.Error()
+		}
+	}
 	p, err := r.launch(ctx, c, url, flow, flowsPath, tracePath)
 	if err != nil {
 		return err
@@ -139,6 +144,12 @@ func (r *runner) measureInto(ctx context.Context, c Contender, shape string, res
 	}
 	cpu1, _ := procstat.CPU(p.pid())
 	db1 := r.dbCPU()
+	if r.cfg.Statements && res.StatementsErr == "" {
+		// Before one-step's latency phase: the statements of the tasks counted.
+		if res.Statements, err = r.readStatements(ctx, databaseName(url), tasks); err != nil {
+			res.StatementsErr = err.Error()
+		}
+	}
 	res.PeakRSS, _ = procstat.PeakRSS(p.pid())
 	res.Tasks = tasks
 	res.WorkerCPU = cpu1 - cpu0
