@@ -44,7 +44,9 @@ func TestSearchRunsByPrefixOrPart(t *testing.T) {
 	runIDs := func(res store.SearchResult) []string {
 		var out []string
 		for _, r := range res.Runs {
-			out = append(out, r.ID)
+			if r.Flow != pgtest.WarmFlow { // an aged database's random run ids may hold the text too
+				out = append(out, r.ID)
+			}
 		}
 		slices.Sort(out)
 		return out
@@ -64,7 +66,7 @@ func TestSearchRunsByPrefixOrPart(t *testing.T) {
 	if res := found("00aa"); res.Prefix || fmt.Sprint(runIDs(res)) != fmt.Sprint(ids[2:]) {
 		t.Errorf("SearchRuns(00aa) = %v (prefix %v), want the run whose id ends in it", runIDs(res), res.Prefix)
 	}
-	if res := found("beef"); len(res.Runs) != 0 {
+	if res := found("beef"); len(runIDs(res)) != 0 {
 		t.Errorf("SearchRuns(beef) = %v, want none", runIDs(res))
 	}
 	if res, err := s.SearchRuns(ctx, "abcdef0", 2); err != nil || len(res.Runs) != 2 || !res.More {
@@ -164,6 +166,7 @@ func TestFlowStatsAndQueues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	queues = slices.DeleteFunc(queues, func(q store.Queue) bool { return q.Flow == pgtest.WarmFlow })
 	if len(queues) != 1 || queues[0].Flow != "busy" || queues[0].Visible != 90 || queues[0].Total != 100 ||
 		queues[0].Oldest < 5*time.Minute || queues[0].Oldest > time.Hour {
 		t.Errorf("queues %+v, want busy's with 90 visible of 100, the oldest visible 5 minutes old", queues)
