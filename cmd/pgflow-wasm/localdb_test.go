@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -27,7 +28,14 @@ func TestLocalDBWorksOutsideACheckout(t *testing.T) {
 	if err != nil {
 		t.Fatalf("localdb up outside a checkout: %v\n%s", err, out)
 	}
-	t.Cleanup(func() { _, _ = run("localdb", "down") })
+	t.Cleanup(func() {
+		_, _ = run("localdb", "down")
+		// A folder postgres cannot reach (the test's temporary home is private to root)
+		// moves the cluster to /tmp: remove it with the test's folders.
+		if m := regexp.MustCompile(`the cluster lives in (/tmp/pgflow-wasm-\S+) instead`).FindStringSubmatch(out); m != nil {
+			_ = os.RemoveAll(m[1])
+		}
+	})
 	url := strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:])
 	conn, err := pgx.Connect(context.Background(), url)
 	if err != nil {
