@@ -182,8 +182,8 @@ func findStep(file *flowfile.File, rec store.TaskRecord, moduleGiven bool) (*flo
 // one its database_env names: the replay never completes it, so Close rolls it back.
 func rolledBackGrant(ctx context.Context, pool *pgxpool.Pool, file *flowfile.File, fl *flowfile.Flow, step *flowfile.Step) (*sqlsession.Grant, func(), error) {
 	sec := step.SQL
-	g := &sqlsession.Grant{Where: step.WhereSQL(file, fl), Role: sec.Role, Transactional: true,
-		StatementTimeout: sec.StatementTimeout, MaxRows: sec.MaxRows, MaxResultBytes: int(sec.MaxResultBytes), DB: pool}
+	g := worker.StepGrant(file, fl, step)
+	g.Transactional, g.DB = true, pool
 	if sec.DatabaseEnv == "" {
 		return g, func() {}, nil
 	}

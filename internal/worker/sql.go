@@ -22,6 +22,14 @@ import (
 // its whole transaction must not take one the fetch or the completer waits for. Each has
 // room for every handler at once, so a statement never waits for a connection.
 
+// StepGrant is step s's sql section as a grant, without its database (DB) or observer: the
+// worker adds its pools, replay the pgflow database it reads from. s.SQL must not be nil.
+func StepGrant(file *flowfile.File, fl *flowfile.Flow, s *flowfile.Step) *sqlsession.Grant {
+	sec := s.SQL
+	return &sqlsession.Grant{Where: s.WhereSQL(file, fl), Role: sec.Role, Transactional: sec.Transactional,
+		StatementTimeout: sec.StatementTimeout, MaxRows: sec.MaxRows, MaxResultBytes: int(sec.MaxResultBytes)}
+}
+
 // sqlPools opens (lazily: no connection until a statement needs one) the pools the steps'
 // sql sections name, and builds each step's grant.
 func (w *Worker) sqlGrant(file *flowfile.File, fl *flowfile.Flow, s *flowfile.Step) *sqlsession.Grant {
@@ -29,8 +37,7 @@ func (w *Worker) sqlGrant(file *flowfile.File, fl *flowfile.Flow, s *flowfile.St
 	if sec == nil {
 		return nil
 	}
-	g := &sqlsession.Grant{Where: s.WhereSQL(file, fl), Role: sec.Role, Transactional: sec.Transactional,
-		StatementTimeout: sec.StatementTimeout, MaxRows: sec.MaxRows, MaxResultBytes: int(sec.MaxResultBytes)}
+	g := StepGrant(file, fl, s)
 	if obs := w.cfg.Metrics.SQLObserver(fl.Slug, s.Slug); obs != nil {
 		g.Observer = obs
 	}
