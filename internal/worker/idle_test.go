@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ const idleTransactionsPerFlow = 5.0
 // thousands of times a second: giving back the slots of an empty fetch woke its own loop.
 func TestIdleWorkerTransactionRate(t *testing.T) {
 	if testing.Short() {
-		t.Skip("measures an idle worker for 15 s")
+		t.Skip("measures an idle worker for 20 s")
 	}
 	t.Parallel()
 	cases := []struct {
@@ -106,13 +107,19 @@ flows:
 				return n
 			}
 			// Start-up traffic (registration, first polls and sweeps) settles; backends report
-			// their counters within about 10 s of going idle, so both counts lag alike.
+			// their counters within about 10 s of going idle, and later on a loaded machine, so
+			// a late report of start-up can land in a window. The lower of two windows is the
+			// idle rate: a hot loop costs thousands in every window.
 			time.Sleep(8 * time.Second)
-			before, began := count(), time.Now()
-			time.Sleep(15 * time.Second)
-			after, took := count(), time.Since(began)
-			rate := float64(after-before-1) / took.Seconds() / float64(c.flows)
-			t.Logf("%s: %.2f transactions/s per flow (%d in %s)", c.name, rate, after-before-1, took.Round(time.Millisecond))
+			rate := math.Inf(1)
+			for window := range 2 {
+				before, began := count(), time.Now()
+				time.Sleep(10 * time.Second)
+				after, took := count(), time.Since(began)
+				r := float64(after-before-1) / took.Seconds() / float64(c.flows)
+				t.Logf("%s, window %d: %.2f transactions/s per flow (%d in %s)", c.name, window+1, r, after-before-1, took.Round(time.Millisecond))
+				rate = min(rate, r)
+			}
 			if rate > idleTransactionsPerFlow {
 				t.Errorf("idle worker: %.1f transactions/s per flow, want at most %.0f", rate, idleTransactionsPerFlow)
 			}
