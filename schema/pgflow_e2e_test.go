@@ -387,7 +387,7 @@ func TestRealtimeEventsFollowARun(t *testing.T) {
 		defer listener.Close(f.ctx)
 		runID := "0b3f0d6e-7a9d-4c1e-9e59-53c0e2b61a42"
 		channel := schema.RunChannel(runID)
-		if _, err := listener.Exec(f.ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		if err := schema.ListenEvents(f.ctx, listener, channel); err != nil {
 			t.Fatal(err)
 		}
 		big := `"` + strings.Repeat("x", 20000) + `"`

@@ -2,10 +2,12 @@ package schema
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // RealtimeKind says whose realtime.send a database has.
@@ -26,7 +28,10 @@ type Realtime struct {
 func (r Realtime) String() string {
 	switch r.Kind {
 	case RealtimeOurs:
-		return fmt.Sprintf("realtime.send (pgflow-wasm's, version %s: NOTIFY on channel pgflow:run:<run_id>)", r.Version)
+		if r.Version == "1" {
+			return "realtime.send (pgflow-wasm's, version 1: NOTIFY on channel pgflow:run:<run_id>, for every event; db install updates it)"
+		}
+		return fmt.Sprintf("realtime.send (pgflow-wasm's, version %s: NOTIFY on channel pgflow:run:<run_id> while someone listens)", r.Version)
 	case RealtimeForeign:
 		return "realtime.send (not pgflow-wasm's, e.g. Supabase Realtime)"
 	}
@@ -35,6 +40,51 @@ func (r Realtime) String() string {
 
 // RunChannel is the NOTIFY channel our realtime.send uses for a run's events.
 func RunChannel(runID string) string { return "pgflow:run:" + runID }
+
+// Execer is a connection that runs statements: *pgx.Conn, *pgxpool.Conn, a pool.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// ListenEvents LISTENs on a realtime.send channel and registers the session as its
+// listener: our realtime.send (version 2 on) NOTIFYs only registered channels, so a bare
+// LISTEN hears nothing. Where realtime.send is not ours, or older, it is a plain LISTEN.
+// Read what the channel is about after it returns: events of transactions that were
+// already committing may not be sent.
+func ListenEvents(ctx context.Context, conn Execer, channel string) error {
+	_, err := conn.Exec(ctx, `select realtime.pgflow_wasm_listen($1)`, channel)
+	if err == nil || !noListenerRegistry(err) {
+		return err
+	}
+	_, err = conn.Exec(ctx, "listen "+pgx.Identifier{channel}.Sanitize())
+	return err
+}
+
+// UnlistenEvents stops listening on channel, or on every channel when it is "".
+func UnlistenEvents(ctx context.Context, conn Execer, channel string) error {
+	var err error
+	if channel == "" {
+		_, err = conn.Exec(ctx, `select realtime.pgflow_wasm_unlisten()`)
+	} else {
+		_, err = conn.Exec(ctx, `select realtime.pgflow_wasm_unlisten($1)`, channel)
+	}
+	if err == nil || !noListenerRegistry(err) {
+		return err
+	}
+	if channel == "" {
+		_, err = conn.Exec(ctx, "unlisten *")
+	} else {
+		_, err = conn.Exec(ctx, "unlisten "+pgx.Identifier{channel}.Sanitize())
+	}
+	return err
+}
+
+// noListenerRegistry reports an error saying the database has no listener registry: no
+// schema realtime, or a realtime.send that is not ours or older than version 2.
+func noListenerRegistry(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "42883" || pgErr.Code == "3F000")
+}
 
 func readRealtime(ctx context.Context, conn *pgx.Conn) (Realtime, error) {
 	var exists bool

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // ErrFlowNotFound is returned when starting a flow the database does not know.
@@ -75,11 +76,11 @@ func (s *Store) listenAndWait(ctx context.Context, id string, recheck time.Durat
 		return nil, err
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "listen "+pgx.Identifier{Topic(id)}.Sanitize()); err != nil {
+	if err := schema.ListenEvents(ctx, conn, Topic(id)); err != nil {
 		return nil, err
 	}
 	// Leave the pooled connection clean for its next user.
-	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "unlisten *") }()
+	defer func() { _ = schema.UnlistenEvents(context.WithoutCancel(ctx), conn, "") }()
 	if then != nil {
 		if err := then(); err != nil {
 			return nil, err
@@ -131,7 +132,7 @@ func isFinalEvent(payload string) bool {
 }
 
 // Topic is the channel (and realtime topic) of a run's events.
-func Topic(runID string) string { return "pgflow:run:" + runID }
+func Topic(runID string) string { return schema.RunChannel(runID) }
 
 func abbreviate(s string, n int) string {
 	if len(s) <= n {

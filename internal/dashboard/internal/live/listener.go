@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // Listener is the one LISTEN connection, reconnected with backoff when it drops.
@@ -193,7 +195,7 @@ func (l *Listener) sync(ctx context.Context, conn *pgx.Conn, listening map[strin
 	l.mu.Unlock()
 	for _, ch := range want {
 		if !listening[ch] {
-			if _, err := conn.Exec(ctx, "listen "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			if err := schema.ListenEvents(ctx, conn, ch); err != nil {
 				return err
 			}
 			listening[ch] = true
@@ -201,7 +203,7 @@ func (l *Listener) sync(ctx context.Context, conn *pgx.Conn, listening map[strin
 	}
 	for ch := range listening {
 		if !slices.Contains(want, ch) {
-			if _, err := conn.Exec(ctx, "unlisten "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			if err := schema.UnlistenEvents(ctx, conn, ch); err != nil {
 				return err
 			}
 			delete(listening, ch)
