@@ -112,11 +112,7 @@ func (r *runner) measureInto(ctx context.Context, c Contender, shape string, res
 	if shape == ShapeChain && c.Kind == KindWorker {
 		tracePath = filepath.Join(r.tmp, fmt.Sprintf("trace-%d.jsonl", time.Now().UnixNano()))
 	}
-	if r.cfg.Statements {
-		if err := r.resetStatements(ctx); err != nil {
-			res.StatementsErr = err.Error()
-		}
-	}
+	r.startStatements(ctx, res)
 	p, err := r.launch(ctx, c, url, flow, flowsPath, tracePath)
 	if err != nil {
 		return err
@@ -144,12 +140,8 @@ func (r *runner) measureInto(ctx context.Context, c Contender, shape string, res
 	}
 	cpu1, _ := procstat.CPU(p.pid())
 	db1 := r.dbCPU()
-	if r.cfg.Statements && res.StatementsErr == "" {
-		// Before one-step's latency phase: the statements of the tasks counted.
-		if res.Statements, err = r.readStatements(ctx, databaseName(url), tasks); err != nil {
-			res.StatementsErr = err.Error()
-		}
-	}
+	// Before one-step's latency phase: the statements of the tasks counted.
+	r.endStatements(ctx, url, tasks, res)
 	res.PeakRSS, _ = procstat.PeakRSS(p.pid())
 	res.Tasks = tasks
 	res.WorkerCPU = cpu1 - cpu0

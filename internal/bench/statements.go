@@ -38,6 +38,28 @@ func (r *runner) resetStatements(ctx context.Context) error {
 	return err
 }
 
+// startStatements resets pg_stat_statements for a measurement when Config.Statements asks
+// for it, noting in res why it cannot.
+func (r *runner) startStatements(ctx context.Context, res *Result) {
+	if !r.cfg.Statements {
+		return
+	}
+	if err := r.resetStatements(ctx); err != nil {
+		res.StatementsErr = err.Error()
+	}
+}
+
+// endStatements lists the statements of the measurement startStatements began into res.
+func (r *runner) endStatements(ctx context.Context, url string, tasks int, res *Result) {
+	if !r.cfg.Statements || res.StatementsErr != "" {
+		return
+	}
+	var err error
+	if res.Statements, err = r.readStatements(ctx, databaseName(url), tasks); err != nil {
+		res.StatementsErr = err.Error()
+	}
+}
+
 // readStatements lists the costliest statements run in database db since the reset.
 func (r *runner) readStatements(ctx context.Context, db string, tasks int) ([]Statement, error) {
 	rows, err := r.admin.Query(ctx, `

@@ -117,12 +117,8 @@ func (r *runner) measureWorkersInto(ctx context.Context, c Contender, n int, res
 		}
 		procs = append(procs, p)
 	}
-	if r.cfg.Statements {
-		// After the workers' start-up: the statements of the one-step phase, idle loops included.
-		if err := r.resetStatements(ctx); err != nil {
-			res.StatementsErr = err.Error()
-		}
-	}
+	// After the workers' start-up: the statements of the one-step phase, idle loops included.
+	r.startStatements(ctx, res)
 	sampler := startActivitySampler(ctx, pool, databaseName(url))
 	cpu0 := workersCPU(procs)
 	db0 := r.dbCPU()
@@ -144,11 +140,7 @@ func (r *runner) measureWorkersInto(ctx context.Context, c Contender, n int, res
 	}
 	cpu1 := workersCPU(procs)
 	db1 := r.dbCPU()
-	if r.cfg.Statements && res.StatementsErr == "" {
-		if res.Statements, err = r.readStatements(ctx, databaseName(url), tasks); err != nil {
-			res.StatementsErr = err.Error()
-		}
-	}
+	r.endStatements(ctx, url, tasks, res)
 	res.Tasks = tasks
 	res.WorkerCPU = cpu1 - cpu0
 	res.DBCPU = -1
