@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
@@ -205,7 +206,13 @@ func prefill(ctx context.Context, pool *pgxpool.Pool, flow, input string, n int)
 		}
 		left -= chunk
 	}
-	return nil
+	// A live database's autovacuum would have analysed tables that just grew by thousands of
+	// rows; a fresh benchmark database has not, and pgflow 0.8.1's start_tasks may then plan
+	// a walk over every queued task per call, or not, by the timing of autovacuum
+	// (docs/benchmarks.md "Many workers, profiled"). Every contender meets analysed tables.
+	queue := pgx.Identifier{"pgmq", "q_" + flow}.Sanitize()
+	_, err := pool.Exec(ctx, `analyze pgflow.runs, pgflow.step_states, pgflow.step_tasks, `+queue)
+	return err
 }
 
 func mapInput(n int) string {

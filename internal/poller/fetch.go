@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -53,6 +54,8 @@ type Fetcher struct {
 	flowInput  bool
 	mapStep    func(step string) bool
 	inputs     *runInputCache
+	// readSQL reads messages: $1 queue, $2 visibility seconds, $3 how many (queueRead).
+	readSQL string
 	// unstarted are messages a fetch read but could not start (the database went away):
 	// shown again by the next fetch. Only the fetch loop of this flow touches it.
 	unstarted []int64
@@ -115,6 +118,51 @@ func (f *Fetcher) Queue() string { return f.queue }
 // fetchTimeout bounds one fetch, which its caller's context does not interrupt (Fetch).
 const fetchTimeout = 30 * time.Second
 
+// asyncCommit opens both of a fetch's transactions (the read, and start_tasks with its
+// lookups): their commits do not wait for the WAL flush. Losing one in a database crash
+// loses no work: the message is visible again and the task queued, so the task runs again
+// (a worker killed mid-task costs the same), and the outcome of the attempt that was lost is
+// refused by the guarded write. Outcomes commit synchronously, and the WAL is a sequence: an
+// outcome that is durable makes the fetch before it durable too. A fetch then costs no flush,
+// and a chain's step starts one flush sooner (docs/RATIONALE.md "Fetches commit
+// asynchronously").
+const asyncCommit = `select set_config('synchronous_commit', 'off', true)`
+
+// pgmqRead is pgmq's own read: the first visible messages by msg_id.
+const pgmqRead = `select msg_id, message from pgmq.read($1, $2, $3)`
+
+// queueRead returns the statement a fetch reads a queue with. pgmq.read walks the queue by
+// msg_id past every message that is hidden (being run) or deleted and not yet vacuumed, so
+// each read costs as much as all the tasks in flight on the queue: with 16 workers of 32
+// slots each, 2,500 buffers per read. Where the queue table has pgmq's index on vt (pgmq
+// 1.x and our layer both create it), the messages are read by visibility instead: the scan
+// starts at the longest-visible message and never meets a hidden or archived one (those
+// have a vt in the future). It changes what pgmq.read changes (vt, read_ct) and nothing else;
+// any other layout gets pgmq.read (docs/RATIONALE.md "Reading a queue by visibility").
+func queueRead(ctx context.Context, pool *pgxpool.Pool, queue string) string {
+	var ok bool
+	err := pool.QueryRow(ctx, `
+		select exists (
+		  select 1 from pg_catalog.pg_index i
+		  join pg_catalog.pg_class c on c.oid = i.indrelid
+		  join pg_catalog.pg_namespace n on n.oid = c.relnamespace and n.nspname = 'pgmq'
+		  join pg_catalog.pg_attribute a on a.attrelid = c.oid and a.attnum = i.indkey[0]
+		  where c.relname = 'q_' || lower($1) and c.relkind = 'r' and a.attname = 'vt' and i.indpred is null)`, queue).Scan(&ok)
+	if err != nil || !ok {
+		return pgmqRead
+	}
+	table := pgx.Identifier{"pgmq", "q_" + strings.ToLower(queue)}.Sanitize()
+	// now() bounds the index scan (pgmq's clock_timestamp() cannot): it is this
+	// transaction's start, a moment earlier. $1 is unused but kept, so both statements take
+	// the same arguments.
+	return `with picked as (
+	  select msg_id from ` + table + ` where vt <= now() and $1::text is not null
+	  order by vt limit $3 for update skip locked)
+	update ` + table + ` m set vt = clock_timestamp() + make_interval(secs => $2), read_ct = m.read_ct + 1
+	from picked where m.msg_id = picked.msg_id
+	returning m.msg_id, m.message`
+}
+
 // message is the body pgflow puts in every queue message.
 type message struct {
 	RunID    string `json:"run_id"`
@@ -143,24 +191,37 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 	if err := f.showUnstarted(ctx); err != nil {
 		return nil, fmt.Errorf("showing messages of a failed start again (%s): %w", f.queue, err)
 	}
-	rows, err := f.pool.Query(ctx, `select msg_id, message from pgmq.read($1, $2, $3)`, f.queue, f.readVT, qty)
-	if err != nil {
+	type read struct {
+		id   int64
+		body []byte
+	}
+	var got []read
+	b := &pgx.Batch{}
+	b.Queue(asyncCommit).Exec(func(pgconn.CommandTag) error { return nil })
+	if f.readSQL == "" {
+		f.readSQL = queueRead(ctx, f.pool, f.queue)
+	}
+	b.Queue(f.readSQL, f.queue, f.readVT, qty).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var r read
+			if err := rows.Scan(&r.id, &r.body); err != nil {
+				return err
+			}
+			got = append(got, r)
+		}
+		return rows.Err()
+	})
+	if err := f.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("pgmq.read(%s): %w", f.queue, err)
 	}
 	var ids, vtIDs []int64
 	var offsets []int32
 	var missing []string // runs whose input is not cached
 	seenRun := map[string]bool{}
-	for rows.Next() {
-		var id int64
-		var body []byte
-		if err := rows.Scan(&id, &body); err != nil {
-			rows.Close()
-			return nil, err
-		}
+	for _, r := range got {
+		id := r.id
 		var m message
-		if err := json.Unmarshal(body, &m); err != nil {
-			rows.Close()
+		if err := json.Unmarshal(r.body, &m); err != nil {
 			return nil, fmt.Errorf("queue %s message %d is not a pgflow task message: %w", f.queue, id, err)
 		}
 		ids = append(ids, id)
@@ -172,10 +233,6 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 			missing = append(missing, m.RunID)
 		}
 		seenRun[m.RunID] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("pgmq.read(%s): %w", f.queue, err)
 	}
 	if len(ids) == 0 {
 		return nil, nil
@@ -216,6 +273,7 @@ func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32
 		flowInput = "flow_input"
 	}
 	b := &pgx.Batch{}
+	b.Queue(asyncCommit).Exec(func(pgconn.CommandTag) error { return nil })
 	claim, args := `pgflow.start_tasks($1, $2::bigint[], $3::text::uuid)`, []any{f.flow, ids, f.workerID}
 	switch {
 	case f.proto.queueNames && f.step != "":

@@ -158,3 +158,60 @@ func TestBackoffStaysWithinBoundsAndResets(t *testing.T) {
 		t.Errorf("first wait after Reset = %s, want within 3 x Min", d)
 	}
 }
+
+func TestFetchReadsTheLongestVisibleMessagesFirst(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	worker := setup(t, db)
+	ctx := context.Background()
+	if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('f', '["a", "b", "c", "d"]')`); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	if err := db.Pool.QueryRow(ctx, `select array_agg(msg_id order by msg_id) from pgmq.q_f`).Scan(&ids); err != nil {
+		t.Fatal(err)
+	}
+	// The first message is being run (hidden), the last has been visible longest.
+	if _, err := db.Pool.Exec(ctx, `update pgmq.q_f set vt = clock_timestamp() + case msg_id
+		  when $1 then interval '1 hour' when $4 then interval '-1 minute' else interval '-10 seconds' end
+		where msg_id = any(array[$1, $2, $3, $4]::bigint[])`, ids[0], ids[1], ids[2], ids[3]); err != nil {
+		t.Fatal(err)
+	}
+	got, err := fetcher(t, db, worker).Fetch(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].TaskIndex == 0 || got[1].TaskIndex == 0 {
+		t.Fatalf("fetched %+v; want 2 tasks, never the hidden element 0", got)
+	}
+	if got[1].TaskIndex != 3 {
+		t.Errorf("fetched elements %d and %d; want the longest-visible element 3 among them", got[0].TaskIndex, got[1].TaskIndex)
+	}
+	var readCt int
+	if err := db.Pool.QueryRow(ctx, `select read_ct from pgmq.q_f where msg_id = $1`, got[1].MsgID).Scan(&readCt); err != nil {
+		t.Fatal(err)
+	}
+	if readCt != 1 {
+		t.Errorf("read_ct = %d after one read, want 1 (as pgmq.read counts)", readCt)
+	}
+
+	// Without pgmq's index on vt the fetcher reads with pgmq.read: the remaining visible one.
+	if _, err := db.Pool.Exec(ctx, `drop index pgmq.q_f_vt_idx`); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := fetcher(t, db, worker).Fetch(ctx, 10)
+	if err != nil || len(rest) != 1 || rest[0].TaskIndex == 0 {
+		t.Fatalf("fetch through pgmq.read = %+v, %v; want the one visible element left", rest, err)
+	}
+
+	// The fetch's asynchronous commit stays inside its transactions.
+	for range 4 {
+		var setting string
+		if err := db.Pool.QueryRow(ctx, `show synchronous_commit`).Scan(&setting); err != nil {
+			t.Fatal(err)
+		}
+		if setting != "on" {
+			t.Fatalf("a pooled connection's synchronous_commit = %s after fetches, want on", setting)
+		}
+	}
+}
