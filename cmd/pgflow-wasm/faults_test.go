@@ -201,7 +201,10 @@ flows:
 			time.Sleep(100 * time.Millisecond)
 		}
 		if status != "completed" {
-			t.Errorf("run %s is %s after the disk filled (want completed)\n%s", id, status, tail(readFile(t, w.log), 4000))
+			var why string
+			_ = db.Pool.QueryRow(ctx, `select coalesce(string_agg(step_slug || ': ' || coalesce(error_message, '(none)'), '; '), '')
+				from pgflow.step_tasks where run_id = $1::uuid and status = 'failed'`, id).Scan(&why)
+			t.Errorf("run %s is %s after the disk filled (want completed); failed tasks: %s\n%s", id, status, why, tail(readFile(t, w.log), 4000))
 			break
 		}
 		if end.After(lastEnd) {

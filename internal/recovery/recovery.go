@@ -64,6 +64,12 @@ type Config struct {
 	// none of their liveness locks shows in pg_locks (a transaction-mode pooler between
 	// worker and server), locks prove nothing here and only heartbeats count.
 	Self []string
+	// Holding says whether the sweeping worker still holds a task: runs it, or keeps its
+	// outcome until the database takes it. Such a task is never recovered by this sweeper,
+	// however long ago it started: during a database outage of a minute the outcome of a
+	// task started just before waits longer than its timeout plus the margin, and failing
+	// the task would spend an attempt over the outage. nil holds nothing.
+	Holding func(runID, stepSlug string, taskIndex int) bool
 }
 
 // Recovered is one task the sweep handed back.
@@ -271,6 +277,9 @@ func (s *Sweeper) SweepOwn(ctx context.Context) ([]Recovered, []Started, error) 
 
 	var out []Recovered
 	for _, r := range candidates {
+		if cfg.Holding != nil && cfg.Holding(r.RunID, r.StepSlug, r.TaskIndex) {
+			continue
+		}
 		r.Reason = fmt.Sprintf("Task stalled: %s; returned to pgflow by pgflow-wasm recovery", r.Reason)
 		call := taskwrite.Call{RunID: r.RunID, StepSlug: r.StepSlug, TaskIndex: r.TaskIndex, Attempt: r.Attempt, Arg: r.Reason}
 		res, err := taskwrite.FailOne(ctx, s.pool, call, taskwrite.Options{AttemptHistory: cfg.AttemptHistory})

@@ -157,6 +157,31 @@ func TestTwoSweepersAtOnceFailEachTaskOnce(t *testing.T) {
 	}
 }
 
+func TestATaskWhoseOutcomeTheSweeperHoldsIsNeverRecovered(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	// The sweeper's own task, started longer ago than its timeout plus the margin: its
+	// handler finished, but the database refused the outcome for a minute (a full disk).
+	worker, run := startedTask(t, db, 1, 0)
+	holdLivenessLock(t, db, worker)
+	ageTask(t, db, run, 3*time.Second)
+	held := cfg
+	held.Self = []string{worker}
+	held.Holding = func(r, step string, index int) bool { return r == run && step == "s" && index == 0 }
+	got, err := recovery.NewSweeper(db.Pool, held).Sweep(context.Background())
+	if err != nil || len(got) != 0 {
+		t.Fatalf("sweep = %+v, %v; want the held task left alone", got, err)
+	}
+	if status, attempts, _, _ := taskState(t, db, run); status != "started" || attempts != 1 {
+		t.Errorf("task %s after %d attempts, want still started on attempt 1", status, attempts)
+	}
+	// Once the worker lets go of it (its outcome could not be kept), the timeout rule applies.
+	held.Holding = func(string, string, int) bool { return false }
+	if got, err := recovery.NewSweeper(db.Pool, held).Sweep(context.Background()); err != nil || len(got) != 1 {
+		t.Fatalf("sweep = %+v, %v; want the task recovered once no longer held", got, err)
+	}
+}
+
 func TestASweeperNeverRequeuesItsOwnTasksForAStaleHeartbeat(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)

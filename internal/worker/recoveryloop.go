@@ -13,7 +13,8 @@ import (
 func (w *Worker) recoveryLoop(ctx context.Context) {
 	cfg := recovery.Config{WorkerStaleAfter: w.cfg.WorkerStaleAfter, StartedMargin: w.cfg.StalledMargin,
 		LivenessGrace: w.cfg.LivenessGrace, ForeignStaleAfter: max(w.cfg.ForeignStaleAfter, 0), Self: w.workerIDs(),
-		PermanentlyStalled: w.proto.Requeue, AttemptHistory: w.history}
+		PermanentlyStalled: w.proto.Requeue, AttemptHistory: w.history,
+		Holding: func(run, step string, index int) bool { return w.known.has(taskKey{run, step, index}) }}
 	for _, fs := range w.flows {
 		cfg.Flows = append(cfg.Flows, fs.def.Slug)
 	}
