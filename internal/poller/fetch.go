@@ -118,14 +118,11 @@ func (f *Fetcher) Queue() string { return f.queue }
 // fetchTimeout bounds one fetch, which its caller's context does not interrupt (Fetch).
 const fetchTimeout = 30 * time.Second
 
-// asyncCommit opens both of a fetch's transactions (the read, and start_tasks with its
-// lookups): their commits do not wait for the WAL flush. Losing one in a database crash
-// loses no work: the message is visible again and the task queued, so the task runs again
-// (a worker killed mid-task costs the same), and the outcome of the attempt that was lost is
-// refused by the guarded write. Outcomes commit synchronously, and the WAL is a sequence: an
-// outcome that is durable makes the fetch before it durable too. A fetch then costs no flush,
-// and a chain's step starts one flush sooner (docs/RATIONALE.md "Fetches commit
-// asynchronously").
+// asyncCommit opens a fetch's read: its commit does not wait for the WAL flush. Losing it in
+// a database crash loses nothing: the messages are visible again, with their tasks still
+// queued (start_tasks, after it, commits synchronously, and the WAL is a sequence: a start
+// that is durable makes its read durable too). A chain's step starts one flush sooner
+// (docs/RATIONALE.md "A fetch's read commits asynchronously").
 const asyncCommit = `select set_config('synchronous_commit', 'off', true)`
 
 // pgmqRead is pgmq's own read: the first visible messages by msg_id.
@@ -272,8 +269,10 @@ func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32
 	if f.flowInput {
 		flowInput = "flow_input"
 	}
+	// start_tasks commits synchronously: its reply then means the tasks are started for good.
+	// An asynchronous one could be lost in a crash after its reply, with the read before it
+	// kept: the task queued, its message hidden for the step's timeout, and nobody to show it.
 	b := &pgx.Batch{}
-	b.Queue(asyncCommit).Exec(func(pgconn.CommandTag) error { return nil })
 	claim, args := `pgflow.start_tasks($1, $2::bigint[], $3::text::uuid)`, []any{f.flow, ids, f.workerID}
 	switch {
 	case f.proto.queueNames && f.step != "":
