@@ -54,7 +54,8 @@ type Fetcher struct {
 	flowInput  bool
 	mapStep    func(step string) bool
 	inputs     *runInputCache
-	// readSQL reads messages: $1 queue, $2 visibility seconds, $3 how many (queueRead).
+	// readSQL reads messages: $1 queue, $2 visibility seconds, $3 how many (queueRead); ""
+	// until the queue's layout has been looked at.
 	readSQL string
 	// unstarted are messages a fetch read but could not start (the database went away):
 	// shown again by the next fetch. Only the fetch loop of this flow touches it.
@@ -135,8 +136,10 @@ const pgmqRead = `select msg_id, message from pgmq.read($1, $2, $3)`
 // 1.x and our layer both create it), the messages are read by visibility instead: the scan
 // starts at the longest-visible message and never meets a hidden or archived one (those
 // have a vt in the future). It changes what pgmq.read changes (vt, read_ct) and nothing else;
-// any other layout gets pgmq.read (docs/RATIONALE.md "Reading a queue by visibility").
-func queueRead(ctx context.Context, pool *pgxpool.Pool, queue string) string {
+// any other layout gets pgmq.read (docs/RATIONALE.md "A queue is read by visibility").
+// An error of the look itself is returned: the caller reads with pgmq.read this once and
+// looks again next time, rather than keeping the slow read for the fetcher's life.
+func queueRead(ctx context.Context, pool *pgxpool.Pool, queue string) (string, error) {
 	var ok bool
 	err := pool.QueryRow(ctx, `
 		select exists (
@@ -145,8 +148,11 @@ func queueRead(ctx context.Context, pool *pgxpool.Pool, queue string) string {
 		  join pg_catalog.pg_namespace n on n.oid = c.relnamespace and n.nspname = 'pgmq'
 		  join pg_catalog.pg_attribute a on a.attrelid = c.oid and a.attnum = i.indkey[0]
 		  where c.relname = 'q_' || lower($1) and c.relkind = 'r' and a.attname = 'vt' and i.indpred is null)`, queue).Scan(&ok)
-	if err != nil || !ok {
-		return pgmqRead
+	if err != nil {
+		return pgmqRead, err
+	}
+	if !ok {
+		return pgmqRead, nil
 	}
 	table := pgx.Identifier{"pgmq", "q_" + strings.ToLower(queue)}.Sanitize()
 	// now() bounds the index scan (pgmq's clock_timestamp() cannot): it is this
@@ -157,7 +163,7 @@ func queueRead(ctx context.Context, pool *pgxpool.Pool, queue string) string {
 	  order by vt limit $3 for update skip locked)
 	update ` + table + ` m set vt = clock_timestamp() + make_interval(secs => $2), read_ct = m.read_ct + 1
 	from picked where m.msg_id = picked.msg_id
-	returning m.msg_id, m.message`
+	returning m.msg_id, m.message`, nil
 }
 
 // message is the body pgflow puts in every queue message.
@@ -188,6 +194,13 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 	if err := f.showUnstarted(ctx); err != nil {
 		return nil, fmt.Errorf("showing messages of a failed start again (%s): %w", f.queue, err)
 	}
+	readSQL := f.readSQL
+	if readSQL == "" {
+		var err error
+		if readSQL, err = queueRead(ctx, f.pool, f.queue); err == nil {
+			f.readSQL = readSQL
+		}
+	}
 	type read struct {
 		id   int64
 		body []byte
@@ -195,10 +208,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 	var got []read
 	b := &pgx.Batch{}
 	b.Queue(asyncCommit).Exec(func(pgconn.CommandTag) error { return nil })
-	if f.readSQL == "" {
-		f.readSQL = queueRead(ctx, f.pool, f.queue)
-	}
-	b.Queue(f.readSQL, f.queue, f.readVT, qty).Query(func(rows pgx.Rows) error {
+	b.Queue(readSQL, f.queue, f.readVT, qty).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var r read
 			if err := rows.Scan(&r.id, &r.body); err != nil {
@@ -209,21 +219,20 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 		return rows.Err()
 	})
 	if err := f.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("pgmq.read(%s): %w", f.queue, err)
+		return nil, fmt.Errorf("reading queue %s: %w", f.queue, err)
 	}
 	var ids, vtIDs []int64
 	var offsets []int32
 	var missing []string // runs whose input is not cached
 	seenRun := map[string]bool{}
 	for _, r := range got {
-		id := r.id
 		var m message
 		if err := json.Unmarshal(r.body, &m); err != nil {
-			return nil, fmt.Errorf("queue %s message %d is not a pgflow task message: %w", f.queue, id, err)
+			return nil, fmt.Errorf("queue %s message %d is not a pgflow task message: %w", f.queue, r.id, err)
 		}
-		ids = append(ids, id)
+		ids = append(ids, r.id)
 		if vt := f.visibility(m.StepSlug); vt != f.readVT {
-			vtIDs = append(vtIDs, id)
+			vtIDs = append(vtIDs, r.id)
 			offsets = append(offsets, int32(vt))
 		}
 		if !seenRun[m.RunID] && f.inputs.get(m.RunID) == nil {
