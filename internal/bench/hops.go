@@ -22,13 +22,15 @@ type HopPart struct {
 // The legs of a hop, in the order they happen. The first three come from the database and
 // are measured for every contender; the others need the worker's task trace (pgflow-wasm
 // only). A hop (the Hop column) runs from the predecessor's completed_at, which pgflow sets
-// to the start of the transaction that completes it, to the successor's started_at, the
-// start of the transaction of start_tasks.
+// to the start of the transaction that completes it, to the successor's claim: the start of
+// the transaction of start_tasks (started_at), or, where the task trace says when start_tasks
+// was sent (pgflow-wasm, whose read and start_tasks share a transaction that began before
+// the read), that moment.
 const (
 	LegWaitToWrite  = "handler end -> write sent"          // the outcome waits for a writer (before the hop)
 	LegCompletion   = "completed_at -> commit"             // the completion's transaction: its statements and the commit
 	LegCommitToRead = "commit -> read"                     // the successor's message is visible at the commit: until a reader reads it
-	LegReadToStart  = "read -> start_tasks"                // the read's reply, then start_tasks sent
+	LegReadToStart  = "read -> start_tasks"                // the read's reply, then start_tasks sent (the hop's end)
 	LegCommitToldAt = "commit -> worker told"              // the commit's reply reaches the completer
 	LegToldToWoke   = "told -> fetch loop woke"            // the completion rings its flow's fetch loop
 	LegWokeToRead   = "woke -> read"                       // pgmq.read sent and run
@@ -49,12 +51,22 @@ type hopRow struct {
 	startedAt       float64 // next's started_at: start_tasks' transaction began
 }
 
+// claimAt is where the hop h ends: when start_tasks was sent (trace, claim), else when its
+// transaction began.
+func (h hopRow) claimAt(claim int64) float64 {
+	if claim > 0 {
+		return float64(claim)
+	}
+	return h.startedAt
+}
+
 // traceLine is a line of the worker's task trace (worker.TraceLine).
 type traceLine struct {
 	Run          string `json:"run"`
 	Step         string `json:"step"`
 	Cause        string `json:"cause"`
 	Woke         int64  `json:"woke"`
+	Claim        int64  `json:"claim"`
 	Fetched      int64  `json:"fetched"`
 	HandlerStart int64  `json:"hstart"`
 	HandlerEnd   int64  `json:"hend"`
@@ -62,12 +74,12 @@ type traceLine struct {
 	Committed    int64  `json:"commit"`
 }
 
-// hopBreakdown measures the legs of every hop of a chain flow. tracePaths are the workers'
-// task traces (none, or "", for contenders without one).
-func hopBreakdown(ctx context.Context, pool *pgxpool.Pool, flow string, tracePaths ...string) ([]HopPart, error) {
+// hopBreakdown measures every hop of a chain flow (percentiles, in ms) and its legs.
+// tracePaths are the workers' task traces (none, or "", for contenders without one).
+func hopBreakdown(ctx context.Context, pool *pgxpool.Pool, flow string, tracePaths ...string) (Percentiles, []HopPart, error) {
 	var commitTS string
 	if err := pool.QueryRow(ctx, `show track_commit_timestamp`).Scan(&commitTS); err != nil {
-		return nil, err
+		return Percentiles{}, nil, err
 	}
 	committed := "null::float8"
 	if commitTS == "on" {
@@ -89,14 +101,14 @@ func hopBreakdown(ctx context.Context, pool *pgxpool.Pool, flow string, tracePat
 		left join `+archive+` a on a.msg_id = nxt.message_id and a.read_ct = 1
 		where prv.flow_slug = $1 and prv.status = 'completed' and nxt.started_at is not null`, flow)
 	if err != nil {
-		return nil, err
+		return Percentiles{}, nil, err
 	}
 	hops, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (hopRow, error) {
 		var h hopRow
 		return h, r.Scan(&h.run, &h.prev, &h.next, &h.completedAt, &h.committed, &h.read, &h.startedAt)
 	})
 	if err != nil {
-		return nil, err
+		return Percentiles{}, nil, err
 	}
 	trace := map[[2]string]traceLine{}
 	for _, path := range tracePaths {
@@ -104,7 +116,7 @@ func hopBreakdown(ctx context.Context, pool *pgxpool.Pool, flow string, tracePat
 			continue
 		}
 		if err := readTrace(path, trace); err != nil {
-			return nil, err
+			return Percentiles{}, nil, err
 		}
 	}
 	legs := map[string][]float64{}
@@ -114,17 +126,20 @@ func hopBreakdown(ctx context.Context, pool *pgxpool.Pool, flow string, tracePat
 		}
 	}
 	traced, followed := 0, 0
+	var whole []float64
 	for _, h := range hops {
 		add(LegCompletion, h.completedAt, h.committed)
 		p, okP := trace[[2]string{h.run, h.prev}]
 		n, okN := trace[[2]string{h.run, h.next}]
+		claim := h.claimAt(n.Claim)
+		whole = append(whole, (claim-h.completedAt)/1000)
 		if okN && n.Cause == "follow" {
 			// Read and started in the completion's own transaction (pgflow-wasm's follow-up
 			// fetch): started_at is that transaction's start, the read comes before the commit.
 			followed++
 		} else {
 			add(LegCommitToRead, h.committed, h.read)
-			add(LegReadToStart, h.read, h.startedAt)
+			add(LegReadToStart, h.read, claim)
 		}
 		if !okP || !okN {
 			continue
@@ -135,7 +150,7 @@ func hopBreakdown(ctx context.Context, pool *pgxpool.Pool, flow string, tracePat
 		if n.Cause != "follow" {
 			add(LegToldToWoke, float64(p.Committed), float64(n.Woke))
 			add(LegWokeToRead, float64(n.Woke), h.read)
-			add(LegStartToGot, h.startedAt, float64(n.Fetched))
+			add(LegStartToGot, claim, float64(n.Fetched))
 		}
 		add(LegGotToRun, float64(n.Fetched), float64(n.HandlerStart))
 		add(LegHandlerToRun, float64(p.HandlerEnd), float64(n.HandlerStart))
@@ -159,7 +174,11 @@ func hopBreakdown(ctx context.Context, pool *pgxpool.Pool, flow string, tracePat
 	if traced > 0 {
 		out = append(out, HopPart{Name: LegFollowed, N: traced, P50: 100 * float64(followed) / float64(traced)})
 	}
-	return out, nil
+	var hop Percentiles
+	if hop.N = len(whole); hop.N > 0 {
+		hop.P50, hop.P95, hop.P99 = quantile(whole, 0.5), quantile(whole, 0.95), quantile(whole, 0.99)
+	}
+	return hop, out, nil
 }
 
 // readTrace adds the lines of one task trace to out.

@@ -130,9 +130,6 @@ func (r *runner) measureInto(ctx context.Context, c Contender, shape string, res
 		if err := closedLoop(ctx, pool, flow, `{"name": "Ada"}`, r.cfg.ChainRuns, r.cfg.ChainInFlight); err != nil {
 			return err
 		}
-		if res.Hop, err = hopLatency(ctx, pool, flow); err != nil {
-			return err
-		}
 		if res.Latency, err = runLatency(ctx, pool, flow, began); err != nil {
 			return err
 		}
@@ -178,7 +175,7 @@ func (r *runner) measureInto(ctx context.Context, c Contender, shape string, res
 	}
 	if shape == ShapeChain {
 		// After the stop: the trace's last lines are written.
-		if res.HopParts, err = hopBreakdown(ctx, pool, flow, tracePath); err != nil {
+		if res.Hop, res.HopParts, err = hopBreakdown(ctx, pool, flow, tracePath); err != nil {
 			return fmt.Errorf("hop breakdown: %w", err)
 		}
 	}
@@ -319,16 +316,6 @@ func busySeconds(ctx context.Context, pool *pgxpool.Pool, flow string) (float64,
 func runLatency(ctx context.Context, pool *pgxpool.Pool, flow string, since time.Time) (Percentiles, error) {
 	return percentiles(ctx, pool, `select extract(epoch from completed_at - started_at)::float8 * 1000
 		from pgflow.runs where flow_slug = $1 and status = 'completed' and started_at >= $2`, flow, since)
-}
-
-// hopLatency gives percentiles of the step-to-step hop of chains: from one step's
-// completion to the start of the step that depends on it.
-func hopLatency(ctx context.Context, pool *pgxpool.Pool, flow string) (Percentiles, error) {
-	return percentiles(ctx, pool, `select extract(epoch from nxt.started_at - prv.completed_at)::float8 * 1000
-		from pgflow.step_tasks prv
-		join pgflow.deps d on d.flow_slug = prv.flow_slug and d.dep_slug = prv.step_slug
-		join pgflow.step_tasks nxt on nxt.run_id = prv.run_id and nxt.step_slug = d.step_slug
-		where prv.flow_slug = $1 and prv.status = 'completed' and nxt.started_at is not null`, flow)
 }
 
 func percentiles(ctx context.Context, pool *pgxpool.Pool, valuesSQL string, args ...any) (Percentiles, error) {

@@ -162,9 +162,6 @@ func (r *runner) measureWorkersInto(ctx context.Context, c Contender, n int, res
 	if err != nil {
 		return err
 	}
-	if res.Hop, err = hopLatency(ctx, pool, chainFlow); err != nil {
-		return err
-	}
 	if res.Latency, err = runLatency(ctx, pool, chainFlow, began); err != nil {
 		return err
 	}
@@ -188,11 +185,9 @@ func (r *runner) measureWorkersInto(ctx context.Context, c Contender, n int, res
 	}
 	procs = nil
 	// After the stops: every trace's last lines are written.
-	parts, err := hopBreakdown(ctx, pool, chainFlow, traces...)
-	if err != nil {
+	if res.Hop, res.HopParts, err = hopBreakdown(ctx, pool, chainFlow, traces...); err != nil {
 		return fmt.Errorf("hop breakdown: %w", err)
 	}
-	res.HopParts = parts
 	return nil
 }
 

@@ -33,6 +33,9 @@ type Task struct {
 	FlowInput json.RawMessage
 	// StartedAt is when start_tasks returned, for durations and logs.
 	StartedAt time.Time
+	// ClaimSent is when start_tasks was sent, the read already back (the benchmark's hop ends
+	// there: pgflow's started_at is the fetch transaction's start, before the read).
+	ClaimSent time.Time
 	// WorkerID is the pgflow.workers row that started the task (step_tasks.last_worker_id):
 	// with Attempt it names this one attempt, and every outcome write is guarded by both.
 	WorkerID string
@@ -119,11 +122,12 @@ func (f *Fetcher) Queue() string { return f.queue }
 // fetchTimeout bounds one fetch, which its caller's context does not interrupt (Fetch).
 const fetchTimeout = 30 * time.Second
 
-// asyncCommit opens a fetch's read: its commit does not wait for the WAL flush. Losing it in
-// a database crash loses nothing: the messages are visible again, with their tasks still
-// queued (start_tasks, after it, commits synchronously, and the WAL is a sequence: a start
-// that is durable makes its read durable too). A chain's step starts one flush sooner
-// (docs/RATIONALE.md "A fetch's read commits asynchronously").
+// beginAsync opens a fetch's one transaction (the read, then start_tasks): its commit does
+// not wait for the WAL flush. A database crash that loses it loses the read and the start
+// together: the messages are visible again and their tasks queued, and the attempt's outcome
+// is refused by the guarded write. An outcome commits synchronously, and the WAL is a
+// sequence, so a durable outcome makes its start durable. A chain's step starts one flush
+// sooner (docs/RATIONALE.md "A fetch is one asynchronous transaction").
 const asyncCommit = `select set_config('synchronous_commit', 'off', true)`
 
 // pgmqRead is pgmq's own read: the first visible messages by msg_id.
@@ -172,10 +176,10 @@ type message struct {
 	StepSlug string `json:"step_slug"`
 }
 
-// Fetch reads at most qty messages and starts their tasks. It makes two round trips: the
-// read, then start_tasks, set_vt_batch (when some step's visibility differs from the read's),
-// the attempt counts and any run inputs not yet cached, pipelined in one implicit transaction
-// (so a lost connection leaves every task queued).
+// Fetch reads at most qty messages and starts their tasks. It makes two round trips in one
+// transaction: the read, then start_tasks, set_vt_batch (when some step's visibility differs
+// from the read's), the attempt counts, any run inputs not yet cached and the commit,
+// pipelined (so a lost connection leaves every message visible and every task queued).
 // Messages whose task is not queued (already started elsewhere, or its run failed) are
 // skipped silently by start_tasks, so fewer tasks than messages may come back.
 //
@@ -206,7 +210,14 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 		body []byte
 	}
 	var got []read
+	conn, err := f.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading queue %s: %w", f.queue, err)
+	}
+	// A connection released inside a transaction (a failed rollback) is closed by the pool.
+	defer conn.Release()
 	b := &pgx.Batch{}
+	b.Queue(`begin`).Exec(func(pgconn.CommandTag) error { return nil })
 	b.Queue(asyncCommit).Exec(func(pgconn.CommandTag) error { return nil })
 	b.Queue(readSQL, f.queue, f.readVT, qty).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
@@ -218,7 +229,8 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 		}
 		return rows.Err()
 	})
-	if err := f.pool.SendBatch(ctx, b).Close(); err != nil {
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		rollback(conn)
 		return nil, fmt.Errorf("reading queue %s: %w", f.queue, err)
 	}
 	var ids, vtIDs []int64
@@ -228,6 +240,9 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 	for _, r := range got {
 		var m message
 		if err := json.Unmarshal(r.body, &m); err != nil {
+			// Committed, the read keeps the message hidden for readVT seconds: rolled back,
+			// every fetch would read it again at once.
+			_, _ = conn.Exec(ctx, `commit`)
 			return nil, fmt.Errorf("queue %s message %d is not a pgflow task message: %w", f.queue, r.id, err)
 		}
 		ids = append(ids, r.id)
@@ -241,15 +256,28 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 		seenRun[m.RunID] = true
 	}
 	if len(ids) == 0 {
+		if _, err := conn.Exec(ctx, `commit`); err != nil {
+			return nil, fmt.Errorf("reading queue %s: %w", f.queue, err)
+		}
 		return nil, nil
 	}
-	tasks, err := f.start(ctx, ids, vtIDs, offsets, missing)
+	tasks, err := f.start(ctx, conn, ids, vtIDs, offsets, missing)
 	if err != nil {
-		// The read hid these messages for readVT seconds, and no notification will say when
-		// they show again: once the database answers, show those whose task is still queued.
+		rollback(conn)
+		// Rolled back, the read is undone too. Only a commit whose reply was lost may have
+		// hidden these messages for readVT seconds, with no notification to say when they
+		// show again: once the database answers, show those whose task is still queued.
 		f.unstarted = append(f.unstarted, ids...)
 	}
 	return tasks, err
+}
+
+// rollback ends a fetch's failed transaction. Where it cannot (the connection is gone), the
+// pool closes the connection on its release, which ends the transaction too.
+func rollback(conn *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = conn.Exec(ctx, `rollback`)
 }
 
 // showUnstarted makes the messages of failed starts visible again when their tasks are still
@@ -270,7 +298,7 @@ func (f *Fetcher) showUnstarted(ctx context.Context) error {
 	return err
 }
 
-func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32, missingRuns []string) ([]Task, error) {
+func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, ids, vtIDs []int64, offsets []int32, missingRuns []string) ([]Task, error) {
 	var tasks []Task
 	attempts := map[int64]int{}
 	runInputs := map[string][]byte{} // read by this fetch (the cache may drop them meanwhile)
@@ -278,9 +306,6 @@ func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32
 	if f.flowInput {
 		flowInput = "flow_input"
 	}
-	// start_tasks commits synchronously: its reply then means the tasks are started for good.
-	// An asynchronous one could be lost in a crash after its reply, with the read before it
-	// kept: the task queued, its message hidden for the step's timeout, and nobody to show it.
 	b := &pgx.Batch{}
 	claim, args := `pgflow.start_tasks($1, $2::bigint[], $3::text::uuid)`, []any{f.flow, ids, f.workerID}
 	switch {
@@ -340,7 +365,10 @@ func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32
 				return rows.Err()
 			})
 	}
-	if err := f.pool.SendBatch(ctx, b).Close(); err != nil {
+	// The commit, with the read's: both are kept or both are lost.
+	b.Queue(`commit`).Exec(func(pgconn.CommandTag) error { return nil })
+	sent := time.Now()
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("start_tasks(%s, queue %s): %w", f.flow, f.queue, err)
 	}
 	// start_tasks returns a task to every caller racing on its message, though only one
@@ -354,6 +382,7 @@ func (f *Fetcher) start(ctx context.Context, ids, vtIDs []int64, offsets []int32
 		}
 		t.Attempt = n
 		t.WorkerID = f.workerID
+		t.ClaimSent = sent
 		t.FlowInput = runInputs[t.RunID]
 		if t.FlowInput == nil {
 			t.FlowInput = f.inputs.get(t.RunID)

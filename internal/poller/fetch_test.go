@@ -215,3 +215,31 @@ func TestFetchReadsTheLongestVisibleMessagesFirst(t *testing.T) {
 		}
 	}
 }
+
+// A fetch is one transaction: a start that fails undoes its read, so the messages are
+// visible at once (not after the read's visibility) and their tasks still queued.
+func TestAFailedStartLeavesTheMessagesVisible(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	setup(t, db)
+	ctx := context.Background()
+	if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('f', '["a", "b"]')`); err != nil {
+		t.Fatal(err)
+	}
+	// start_tasks refuses a worker that pgflow.workers does not hold (a foreign key).
+	unknown := uuidv4.New()
+	if tasks, err := fetcher(t, db, unknown).Fetch(ctx, 10); err == nil {
+		t.Fatalf("fetch as an unregistered worker started %d tasks; want start_tasks' error", len(tasks))
+	}
+	var visible, readCt, queued int
+	if err := db.Pool.QueryRow(ctx, `select count(*) filter (where vt <= clock_timestamp()), coalesce(sum(read_ct), 0)
+		from pgmq.q_f`).Scan(&visible, &readCt); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.step_tasks where status = 'queued'`).Scan(&queued); err != nil {
+		t.Fatal(err)
+	}
+	if visible != 2 || readCt != 0 || queued != 2 {
+		t.Errorf("after the failed start: %d of 2 messages visible, read_ct total %d, %d tasks queued; want 2, 0, 2 (the read undone)", visible, readCt, queued)
+	}
+}

@@ -30,6 +30,7 @@ type TraceLine struct {
 	Cause        string `json:"cause"`
 	Woke         int64  `json:"woke"`
 	FetchBegan   int64  `json:"fetch"`
+	ClaimSent    int64  `json:"claim"` // start_tasks sent, the read back
 	Fetched      int64  `json:"fetched"`
 	HandlerStart int64  `json:"hstart"`
 	HandlerEnd   int64  `json:"hend"`
@@ -73,7 +74,7 @@ func (tt *taskTrace) fetched(t *poller.Task, cause string, woke, began, fetched 
 	}
 	tt.mu.Lock()
 	l := tt.line(t)
-	l.Cause, l.Woke, l.FetchBegan, l.Fetched = cause, micros(woke), micros(began), micros(fetched)
+	l.Cause, l.Woke, l.FetchBegan, l.ClaimSent, l.Fetched = cause, micros(woke), micros(began), micros(t.ClaimSent), micros(fetched)
 	tt.mu.Unlock()
 }
 
@@ -108,8 +109,8 @@ func (tt *taskTrace) written(wr *completer.Written) {
 	}
 	l.WriteBegan, l.Committed = micros(wr.WriteBegan), micros(wr.Committed)
 	// One write per line (O_APPEND): lines of workers of one process never interleave.
-	_, _ = fmt.Fprintf(tt.f, `{"run":%q,"step":%q,"idx":%d,"attempt":%d,"cause":%q,"woke":%d,"fetch":%d,"fetched":%d,"hstart":%d,"hend":%d,"wbegin":%d,"commit":%d}`+"\n",
-		l.Run, l.Step, l.Index, l.Attempt, l.Cause, l.Woke, l.FetchBegan, l.Fetched, l.HandlerStart, l.HandlerEnd, l.WriteBegan, l.Committed)
+	_, _ = fmt.Fprintf(tt.f, `{"run":%q,"step":%q,"idx":%d,"attempt":%d,"cause":%q,"woke":%d,"fetch":%d,"claim":%d,"fetched":%d,"hstart":%d,"hend":%d,"wbegin":%d,"commit":%d}`+"\n",
+		l.Run, l.Step, l.Index, l.Attempt, l.Cause, l.Woke, l.FetchBegan, l.ClaimSent, l.Fetched, l.HandlerStart, l.HandlerEnd, l.WriteBegan, l.Committed)
 }
 
 func (tt *taskTrace) close() {
