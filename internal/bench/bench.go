@@ -47,6 +47,10 @@ type Config struct {
 	FloorLoops      int   // parallel loops of the floor [4]
 	WorkerCounts    []int // the workers shape: how many worker processes [1, 2, 4, 8, 16]
 	IdleSeconds     int   // how long the idle worker is watched; 0 skips it [60]
+	// Rounds measures every shape's contenders this many times, in turn (floor, A, B, floor,
+	// A, B, ...), so that a slow minute of a shared machine falls on every contender alike;
+	// the report adds the median of each figure and of each round's ratio to the floor [1].
+	Rounds int
 
 	Fsync      []string    // ["on", "off"]; "asis" measures the server as it is configured
 	Contenders []Contender // [DefaultContenders()]
@@ -74,6 +78,7 @@ func (c *Config) defaults() error {
 	def(&c.LatencyRuns, 300)
 	def(&c.LatencyInFlight, 8)
 	def(&c.FloorLoops, 4)
+	def(&c.Rounds, 1)
 	if c.IdleSeconds < 0 {
 		c.IdleSeconds = 0
 	}
@@ -168,24 +173,28 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		for _, shape := range cfg.Shapes {
-			for _, c := range cfg.Contenders {
-				if ctx.Err() != nil {
-					return rep, ctx.Err()
-				}
-				if shape == ShapeWorkers {
-					if c.Kind != KindWorker {
+			for round := 1; round <= cfg.Rounds; round++ {
+				for _, c := range cfg.Contenders {
+					if ctx.Err() != nil {
+						return rep, ctx.Err()
+					}
+					if shape == ShapeWorkers {
+						if c.Kind != KindWorker {
+							continue
+						}
+						for _, n := range cfg.WorkerCounts {
+							res := r.measureWorkers(ctx, c, fsync, n)
+							res.Round = round
+							rep.Results = append(rep.Results, res)
+							r.logf("%-6s fsync=%-3s %-26s %s", shape, fsync, res.name(cfg.Rounds), res.summary())
+						}
 						continue
 					}
-					for _, n := range cfg.WorkerCounts {
-						res := r.measureWorkers(ctx, c, fsync, n)
-						rep.Results = append(rep.Results, res)
-						r.logf("%-6s fsync=%-3s %-26s %s", shape, fsync, res.Contender, res.summary())
-					}
-					continue
+					res := r.measure(ctx, c, shape, fsync)
+					res.Round = round
+					rep.Results = append(rep.Results, res)
+					r.logf("%-6s fsync=%-3s %-26s %s", shape, fsync, res.name(cfg.Rounds), res.summary())
 				}
-				res := r.measure(ctx, c, shape, fsync)
-				rep.Results = append(rep.Results, res)
-				r.logf("%-6s fsync=%-3s %-26s %s", shape, fsync, c.Name, res.summary())
 			}
 		}
 	}

@@ -22,6 +22,7 @@ type Result struct {
 	Kind      string
 	Shape     string
 	Fsync     string
+	Round     int // 1.. (Config.Rounds)
 	Tasks     int
 	// Seconds spans the first task started to the last completed (database clock).
 	Seconds      float64
@@ -42,6 +43,14 @@ type Result struct {
 	DBCPU     time.Duration // -1 when the server is not local
 	PeakRSS   int64
 	Err       string
+}
+
+// name is the contender's name in the report: with more than one round, and the round.
+func (r Result) name(rounds int) string {
+	if rounds > 1 {
+		return fmt.Sprintf("%s #%d", r.Contender, r.Round)
+	}
+	return r.Contender
 }
 
 // CPUPer1000 is the contender's CPU seconds per 1,000 tasks.
@@ -96,17 +105,21 @@ type Report struct {
 }
 
 func (rep *Report) fillRatios() {
-	floor := map[string]float64{}
-	for _, r := range rep.Results {
-		if r.Kind == KindFloor && r.Err == "" {
-			floor[r.Shape+"/"+r.Fsync] = r.TasksPerSec
+	for i, r := range rep.Results {
+		if f, ok := rep.floorOf(r); ok && f.TasksPerSec > 0 {
+			rep.Results[i].RatioToFloor = r.TasksPerSec / f.TasksPerSec
 		}
 	}
-	for i := range rep.Results {
-		if f := floor[rep.Results[i].Shape+"/"+rep.Results[i].Fsync]; f > 0 {
-			rep.Results[i].RatioToFloor = rep.Results[i].TasksPerSec / f
+}
+
+// floorOf is the floor's result of r's shape, fsync setting and round.
+func (rep *Report) floorOf(r Result) (Result, bool) {
+	for _, f := range rep.Results {
+		if f.Kind == KindFloor && f.Err == "" && f.Shape == r.Shape && f.Fsync == r.Fsync && f.Round == r.Round {
+			return f, true
 		}
 	}
+	return Result{}, false
 }
 
 // WriteJSON writes the report as JSON.
@@ -145,17 +158,18 @@ func (rep *Report) WriteText(w io.Writer) {
 					continue
 				}
 				if r.Err != "" {
-					fmt.Fprintf(tw, "| %s\t error: %s\t\n", r.Contender, firstLine(r.Err))
+					fmt.Fprintf(tw, "| %s\t error: %s\t\n", r.name(rep.Config.Rounds), firstLine(r.Err))
 					continue
 				}
 				hopCols := ""
 				if shape == ShapeChain {
 					hopCols = fmt.Sprintf("\t %.1f\t %.1f", r.Hop.P50, r.Hop.P95)
 				}
-				fmt.Fprintf(tw, "| %s\t %.0f\t %s\t %.1f\t %.1f\t %.1f%s\t %.3f\t %s\t %s\t %d\t\n", r.Contender, r.TasksPerSec, ratio(r.RatioToFloor),
+				fmt.Fprintf(tw, "| %s\t %.0f\t %s\t %.1f\t %.1f\t %.1f%s\t %.3f\t %s\t %s\t %d\t\n", r.name(rep.Config.Rounds), r.TasksPerSec, ratio(r.RatioToFloor),
 					r.Latency.P50, r.Latency.P95, r.Latency.P99, hopCols, r.CPUPer1000(), dbCol(r.DBCPUPer1000()), share(r), r.PeakRSS>>20)
 			}
 			tw.Flush()
+			rep.writeRounds(w, fsync, shape)
 			if shape == ShapeChain {
 				rep.writeHopParts(w, fsync)
 			}
@@ -229,10 +243,10 @@ func (rep *Report) writeHopParts(w io.Writer, fsync string) {
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', tabwriter.Debug)
 	fmt.Fprintf(tw, "| leg")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "\t %s", r.Contender)
+		fmt.Fprintf(tw, "\t %s", r.name(rep.Config.Rounds))
 	}
 	fmt.Fprintf(tw, "\t\n|---%s\t\n", strings.Repeat("\t---", len(rs)))
-	fmt.Fprintf(tw, "| hop (completed_at -> started_at)")
+	fmt.Fprintf(tw, "| hop (completed_at -> start_tasks)")
 	for _, r := range rs {
 		fmt.Fprintf(tw, "\t %.1f (%.1f)", r.Hop.P50, r.Hop.P95)
 	}
@@ -273,7 +287,7 @@ func (rep *Report) writeWorkers(w io.Writer, fsync string) {
 			continue
 		}
 		if r.Err != "" || r.Workers == nil {
-			fmt.Fprintf(tw, "| %s\t error: %s\t\n", r.Contender, firstLine(r.Err))
+			fmt.Fprintf(tw, "| %s\t error: %s\t\n", r.name(rep.Config.Rounds), firstLine(r.Err))
 			continue
 		}
 		x := r.Workers
@@ -281,8 +295,63 @@ func (rep *Report) writeWorkers(w io.Writer, fsync string) {
 		if i := slices.IndexFunc(r.HopParts, func(p HopPart) bool { return p.Name == LegHandlerToRun }); i >= 0 {
 			hop.P50, hop.P95 = r.HopParts[i].P50, r.HopParts[i].P95
 		}
-		fmt.Fprintf(tw, "| %s\t %.0f\t %.2f\t %.1f\t %.1f\t %.1f\t %s\t %.3f\t %.2f\t %.0f%%\t %s\t %d (%.1f)\t %d\t\n", r.Contender, r.TasksPerSec, r.TasksPerSec/best,
+		fmt.Fprintf(tw, "| %s\t %.0f\t %.2f\t %.1f\t %.1f\t %.1f\t %s\t %.3f\t %.2f\t %.0f%%\t %s\t %d (%.1f)\t %d\t\n", r.name(rep.Config.Rounds), r.TasksPerSec, r.TasksPerSec/best,
 			hop.P50, hop.P95, r.Latency.P50, dbCol(r.DBCPUPer1000()), r.CPUPer1000(), x.LockWaits, 100*x.LockWaitShare, x.TopLockWait, x.Connections, x.ConnsPerWorker, r.PeakRSS>>20)
+	}
+	tw.Flush()
+}
+
+// writeRounds writes, after several rounds, each contender's median over the rounds: of its
+// throughput, hop and database CPU, and of each round's ratio of them to the floor's in the
+// same round (the figure to quote on a noisy machine).
+func (rep *Report) writeRounds(w io.Writer, fsync, shape string) {
+	if rep.Config.Rounds <= 1 {
+		return
+	}
+	type figures struct{ tps, tpsX, hop, hopX, db, dbX []float64 }
+	var names []string
+	by := map[string]*figures{}
+	for _, r := range rep.Results {
+		if r.Fsync != fsync || r.Shape != shape || r.Err != "" {
+			continue
+		}
+		f := by[r.Contender]
+		if f == nil {
+			f = &figures{}
+			by[r.Contender] = f
+			names = append(names, r.Contender)
+		}
+		f.tps, f.hop = append(f.tps, r.TasksPerSec), append(f.hop, r.Hop.P50)
+		if db := r.DBCPUPer1000(); db >= 0 {
+			f.db = append(f.db, db)
+		}
+		if fl, ok := rep.floorOf(r); ok {
+			f.tpsX = append(f.tpsX, r.TasksPerSec/fl.TasksPerSec)
+			if fl.Hop.P50 > 0 {
+				f.hopX = append(f.hopX, r.Hop.P50/fl.Hop.P50)
+			}
+			if db, fdb := r.DBCPUPer1000(), fl.DBCPUPer1000(); db >= 0 && fdb > 0 {
+				f.dbX = append(f.dbX, db/fdb)
+			}
+		}
+	}
+	med := func(v []float64, format string) string {
+		if len(v) == 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf(format, quantile(slices.Clone(v), 0.5))
+	}
+	fmt.Fprintf(w, "\nmedians of %d rounds (fsync %s, %s); x floor: the median of each round's ratio to the floor's figure in that round:\n\n", rep.Config.Rounds, fsync, shape)
+	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', tabwriter.Debug)
+	fmt.Fprintf(tw, "| contender\t rounds\t tasks/s\t x floor\t hop p50 ms\t hop x floor\t db cpu s/1k tasks\t db cpu x floor\t\n|---%s\t\n", strings.Repeat("\t---", 7))
+	for _, n := range names {
+		f := by[n]
+		hop, hopX := "", ""
+		if shape == ShapeChain {
+			hop, hopX = med(f.hop, "%.1f"), med(f.hopX, "%.2f")
+		}
+		fmt.Fprintf(tw, "| %s\t %d\t %s\t %s\t %s\t %s\t %s\t %s\t\n", n, len(f.tps), med(f.tps, "%.0f"), med(f.tpsX, "%.2f"),
+			hop, hopX, med(f.db, "%.3f"), med(f.dbX, "%.2f"))
 	}
 	tw.Flush()
 }

@@ -98,7 +98,7 @@ func (rep *Report) writeStatements(w io.Writer) {
 		if len(r.Statements) == 0 && r.StatementsErr == "" {
 			continue
 		}
-		fmt.Fprintf(w, "\n#### statements: %s, %s, fsync %s (%d tasks; ms per task = total over tasks)\n\n", r.Contender, r.Shape, r.Fsync, r.Tasks)
+		fmt.Fprintf(w, "\n#### statements: %s, %s, fsync %s (%d tasks; ms per task = total over tasks)\n\n", r.name(rep.Config.Rounds), r.Shape, r.Fsync, r.Tasks)
 		if r.StatementsErr != "" {
 			fmt.Fprintf(w, "not measured: %s\n", r.StatementsErr)
 			continue
