@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // HopPart is one leg of a chain's step-to-step hop, in milliseconds over every hop of the
@@ -85,7 +87,7 @@ func hopBreakdown(ctx context.Context, pool *pgxpool.Pool, flow string, tracePat
 	if commitTS == "on" {
 		committed = "extract(epoch from pg_xact_commit_timestamp(prv.xmin))::float8 * 1e6"
 	}
-	archive := pgx.Identifier{"pgmq", "a_" + flow}.Sanitize()
+	archive := schema.ArchiveTable(flow)
 	// The read's visibility (pgmq.read's vt argument) is the whole seconds between a message's
 	// enqueueing and its vt, for almost every message: a message waits milliseconds.
 	rows, err := pool.Query(ctx, `

@@ -10,12 +10,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/procstat"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // Shapes of work.
@@ -207,7 +207,7 @@ func prefill(ctx context.Context, pool *pgxpool.Pool, flow, input string, n int)
 	// rows; a fresh benchmark database has not, and pgflow 0.8.1's start_tasks may then plan
 	// a walk over every queued task per call, or not, by the timing of autovacuum
 	// (docs/benchmarks.md "Many workers, profiled"). Every contender meets analysed tables.
-	queue := pgx.Identifier{"pgmq", "q_" + flow}.Sanitize()
+	queue := schema.QueueTable(flow)
 	_, err := pool.Exec(ctx, `analyze pgflow.runs, pgflow.step_states, pgflow.step_tasks, `+queue)
 	return err
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/procstat"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // ShapeWorkers runs N pgflow-wasm processes on one database, for each N of
@@ -95,7 +96,7 @@ func (r *runner) measureWorkersInto(ctx context.Context, c Contender, n int, res
 	if err := prefill(ctx, pool, oneFlow, `{"name": "Ada"}`, tasks-1); err != nil {
 		return fmt.Errorf("starting runs: %w", err)
 	}
-	queue := pgx.Identifier{"pgmq", "q_" + oneFlow}.Sanitize()
+	queue := schema.QueueTable(oneFlow)
 	if _, err := pool.Exec(ctx, `update `+queue+` set vt = clock_timestamp() + interval '1 hour'`); err != nil {
 		return err
 	}

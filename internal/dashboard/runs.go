@@ -7,13 +7,13 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/dag"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/live"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // runsView is the runs page.
@@ -123,7 +123,7 @@ func (s *Dashboard) runsProbe(f store.RunFilter) live.Probe {
 // queueChannel is the channel pgmq NOTIFYs on when messages are sent to a flow's queue
 // (once pgmq.enable_notify_insert ran for it, as serve --signal notify does): see
 // docs/database.md, "NOTIFY channels and payloads".
-func queueChannel(flow string) string { return "pgmq.q_" + strings.ToLower(flow) + ".INSERT" }
+func queueChannel(flow string) string { return schema.InsertChannel(flow) }
 
 // stepView is one step on the run page with a page of its tasks.
 type stepView struct {

@@ -10,12 +10,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // Task is one started pgflow task, ready to run.
@@ -151,14 +152,14 @@ func queueRead(ctx context.Context, pool *pgxpool.Pool, queue string) (string, e
 		  join pg_catalog.pg_class c on c.oid = i.indrelid
 		  join pg_catalog.pg_namespace n on n.oid = c.relnamespace and n.nspname = 'pgmq'
 		  join pg_catalog.pg_attribute a on a.attrelid = c.oid and a.attnum = i.indkey[0]
-		  where c.relname = 'q_' || lower($1) and c.relkind = 'r' and a.attname = 'vt' and i.indpred is null)`, queue).Scan(&ok)
+		  where c.relname = $1 and c.relkind = 'r' and a.attname = 'vt' and i.indpred is null)`, schema.QueueTableName(queue)).Scan(&ok)
 	if err != nil {
 		return pgmqRead, err
 	}
 	if !ok {
 		return pgmqRead, nil
 	}
-	table := pgx.Identifier{"pgmq", "q_" + strings.ToLower(queue)}.Sanitize()
+	table := schema.QueueTable(queue)
 	// now() bounds the index scan (pgmq's clock_timestamp() cannot): it is this
 	// transaction's start, a moment earlier. $1 is unused but kept, so both statements take
 	// the same arguments.

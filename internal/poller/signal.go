@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // Wake is a level-triggered doorbell: any number of Rings before a wait count as one.
@@ -104,10 +105,9 @@ func (l *Listener) listenOnce(ctx context.Context, retry *backoff.Backoff) error
 	}
 }
 
-// InsertChannel is the channel inserts into a queue notify on: pgmq 1.8's
-// enable_notify_insert names it after the queue table ("pgmq.q_<queue>.INSERT"), and so do
-// the pgflow-wasm layer and our own trigger (EnableInsertNotify).
-func InsertChannel(queue string) string { return "pgmq.q_" + strings.ToLower(queue) + ".INSERT" }
+// InsertChannel is the channel inserts into a queue notify on (schema.InsertChannel), which
+// EnableInsertNotify's trigger uses too.
+func InsertChannel(queue string) string { return schema.InsertChannel(queue) }
 
 // EnableInsertNotify makes inserts into a queue NOTIFY on InsertChannel(queue) and says how.
 // pgmq 1.8 and the pgflow-wasm layer have pgmq.enable_notify_insert. An older real pgmq

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // MinSearch is the fewest hex digits SearchRuns looks for.
@@ -227,7 +229,7 @@ func (s *Store) Queues(ctx context.Context) ([]Queue, error) {
 		names[i] = q.Name
 	}
 	var exists []bool
-	if err := s.pool.QueryRow(ctx, `select array_agg(to_regclass(format('pgmq.%I', 'q_' || n)) is not null order by o)
+	if err := s.pool.QueryRow(ctx, `select array_agg(to_regclass(format('pgmq.%I', 'q_' || lower(n))) is not null order by o)
 		from unnest($1::text[]) with ordinality u(n, o)`, names).Scan(&exists); err != nil {
 		return nil, err
 	}
@@ -240,7 +242,7 @@ func (s *Store) Queues(ctx context.Context) ([]Queue, error) {
 		// The same columns on our pgmq layer and the real pgmq (schema/sql/pgmq_layer.sql).
 		parts = append(parts, fmt.Sprintf(`select %d, count(*) filter (where vt <= clock_timestamp()), count(*),
 			coalesce(extract(epoch from clock_timestamp() - min(enqueued_at) filter (where vt <= clock_timestamp())), 0) from %s`,
-			i, pgx.Identifier{"pgmq", "q_" + q.Name}.Sanitize()))
+			i, schema.QueueTable(q.Name)))
 	}
 	if len(parts) == 0 {
 		return queues, nil

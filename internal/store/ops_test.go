@@ -179,3 +179,25 @@ func absDur(d time.Duration) time.Duration {
 	}
 	return d
 }
+
+// pgflow allows upper-case letters in a flow's slug; pgmq names the queue's table after it
+// lower-cased. The queue is found and counted, not reported missing.
+func TestTheQueueOfAFlowWithUpperCaseLettersIsCounted(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	for _, q := range []string{`select pgflow.create_flow('MixedCase')`, `select pgflow.add_step('MixedCase', 'a')`,
+		`select pgflow.start_flow('MixedCase', '{}'::jsonb)`, `select pgflow.start_flow('MixedCase', '{}'::jsonb)`} {
+		if _, err := db.Pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	queues, err := open(t, db).Queues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(queues, func(q store.Queue) bool { return q.Flow == "MixedCase" })
+	if i < 0 || queues[i].Missing || queues[i].Visible != 2 || queues[i].Total != 2 {
+		t.Fatalf("queues %+v, want MixedCase's with 2 visible of 2", queues)
+	}
+}
