@@ -236,7 +236,7 @@ func TestAFailedStartLeavesTheMessagesVisible(t *testing.T) {
 		from pgmq.q_f`).Scan(&visible, &readCt); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.step_tasks where status = 'queued'`).Scan(&queued); err != nil {
+	if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.step_tasks where flow_slug = 'f' and status = 'queued'`).Scan(&queued); err != nil {
 		t.Fatal(err)
 	}
 	if visible != 2 || readCt != 0 || queued != 2 {
