@@ -45,6 +45,21 @@ flows:
 		t.Fatal(err)
 	}
 	time.Sleep(after)
+	// A kill that lands in the middle of a fetch leaves that tick's task to the survivors:
+	// visible again at once but with no notification (their next poll, within the notify
+	// fallback), or started by the dead worker (recovery). Let them finish it.
+	settled := time.Now().Add(30 * time.Second)
+	for {
+		var stuck int
+		if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.runs where flow_slug = 'ticking'
+			and status <> 'completed' and started_at < now() - interval '1 second'`).Scan(&stuck); err != nil {
+			t.Fatal(err)
+		}
+		if stuck == 0 || time.Now().After(settled) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	ended := time.Now()
 	for _, w := range workers[1:] {
 		_ = w.cmd.Process.Signal(syscall.SIGTERM)

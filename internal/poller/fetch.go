@@ -123,7 +123,7 @@ func (f *Fetcher) Queue() string { return f.queue }
 // fetchTimeout bounds one fetch, which its caller's context does not interrupt (Fetch).
 const fetchTimeout = 30 * time.Second
 
-// beginAsync opens a fetch's one transaction (the read, then start_tasks): its commit does
+// asyncCommit opens a fetch's one transaction (the read, then start_tasks): its commit does
 // not wait for the WAL flush. A database crash that loses it loses the read and the start
 // together: the messages are visible again and their tasks queued, and the attempt's outcome
 // is refused by the guarded write. An outcome commits synchronously, and the WAL is a
