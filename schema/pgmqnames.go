@@ -25,5 +25,5 @@ func QueueTableName(queue string) string { return "q_" + strings.ToLower(queue) 
 
 // InsertChannel is the channel inserts into a queue NOTIFY on: pgmq 1.8's
 // enable_notify_insert names it after the queue table ("pgmq.q_<queue>.INSERT"), and so do
-// our layer and the worker's own trigger.
+// our layer and the worker's own trigger (docs/database.md, "NOTIFY channels and payloads").
 func InsertChannel(queue string) string { return "pgmq." + QueueTableName(queue) + ".INSERT" }

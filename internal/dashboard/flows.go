@@ -15,6 +15,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // countsWindow is the period the flows page counts runs over.
@@ -178,7 +179,7 @@ func (s *Dashboard) flowsProbe() live.Probe {
 		// their ends only on each run's own; the settled poll catches those.
 		st := live.State{Fingerprint: flowsFingerprint(flows)}
 		for _, f := range flows {
-			st.Channels = append(st.Channels, queueChannel(f.Slug))
+			st.Channels = append(st.Channels, schema.InsertChannel(f.Slug))
 		}
 		return st, nil
 	}

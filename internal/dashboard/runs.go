@@ -112,18 +112,13 @@ func (s *Dashboard) runsProbe(f store.RunFilter) live.Probe {
 			}
 			for _, fl := range flows {
 				if f.Flow == "" || f.Flow == fl {
-					st.Channels = append(st.Channels, queueChannel(fl))
+					st.Channels = append(st.Channels, schema.InsertChannel(fl))
 				}
 			}
 		}
 		return st, nil
 	}
 }
-
-// queueChannel is the channel pgmq NOTIFYs on when messages are sent to a flow's queue
-// (once pgmq.enable_notify_insert ran for it, as serve --signal notify does): see
-// docs/database.md, "NOTIFY channels and payloads".
-func queueChannel(flow string) string { return schema.InsertChannel(flow) }
 
 // stepView is one step on the run page with a page of its tasks.
 type stepView struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/live"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // statsView is the stats page: per flow, its runs over the last hour and day, and its queues.
@@ -90,7 +91,7 @@ func (s *Dashboard) statsProbe() live.Probe {
 			return live.State{}, err
 		}
 		for _, f := range flows {
-			st.Channels = append(st.Channels, queueChannel(f))
+			st.Channels = append(st.Channels, schema.InsertChannel(f))
 		}
 		return st, nil
 	}

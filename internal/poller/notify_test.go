@@ -46,7 +46,7 @@ func TestInsertNotifyOnEveryPgmq(t *testing.T) {
 				t.Fatal(err)
 			}
 			listener := db.Conn(t)
-			if _, err := listener.Exec(ctx, "listen "+pgx.Identifier{poller.InsertChannel("n")}.Sanitize()); err != nil {
+			if _, err := listener.Exec(ctx, "listen "+pgx.Identifier{schema.InsertChannel("n")}.Sanitize()); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := db.Pool.Exec(ctx, `select pgmq.send_batch('n', array['{"a":1}'::jsonb, '{"a":2}'::jsonb])`); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -105,11 +104,7 @@ func (l *Listener) listenOnce(ctx context.Context, retry *backoff.Backoff) error
 	}
 }
 
-// InsertChannel is the channel inserts into a queue notify on (schema.InsertChannel), which
-// EnableInsertNotify's trigger uses too.
-func InsertChannel(queue string) string { return schema.InsertChannel(queue) }
-
-// EnableInsertNotify makes inserts into a queue NOTIFY on InsertChannel(queue) and says how.
+// EnableInsertNotify makes inserts into a queue NOTIFY on schema.InsertChannel(queue) and says how.
 // pgmq 1.8 and the pgflow-wasm layer have pgmq.enable_notify_insert. An older real pgmq
 // (1.5 to 1.7) has not: a statement-level trigger of our own on the queue table does the same
 // (one NOTIFY per inserting statement). It lives in schema pgflow_wasm, goes away with the
@@ -124,11 +119,11 @@ func EnableInsertNotify(ctx context.Context, pool *pgxpool.Pool, queue string) (
 		var native bool
 		var table *string
 		if err := tx.QueryRow(ctx, `select to_regproc('pgmq.enable_notify_insert') is not null,
-			to_regclass(format('pgmq.%I', 'q_' || lower($1)))::text`, queue).Scan(&native, &table); err != nil {
+			to_regclass(format('pgmq.%I', $1::text))::text`, schema.QueueTableName(queue)).Scan(&native, &table); err != nil {
 			return err
 		}
 		if table == nil {
-			return fmt.Errorf("queue %s has no table pgmq.q_%s", queue, strings.ToLower(queue))
+			return fmt.Errorf("queue %s has no table pgmq.%s", queue, schema.QueueTableName(queue))
 		}
 		if native {
 			how = "pgmq.enable_notify_insert"

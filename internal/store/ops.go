@@ -224,13 +224,13 @@ func (s *Store) Queues(ctx context.Context) ([]Queue, error) {
 	if err != nil || len(queues) == 0 {
 		return queues, err
 	}
-	names := make([]string, len(queues))
+	tables := make([]string, len(queues))
 	for i, q := range queues {
-		names[i] = q.Name
+		tables[i] = schema.QueueTableName(q.Name)
 	}
 	var exists []bool
-	if err := s.pool.QueryRow(ctx, `select array_agg(to_regclass(format('pgmq.%I', 'q_' || lower(n))) is not null order by o)
-		from unnest($1::text[]) with ordinality u(n, o)`, names).Scan(&exists); err != nil {
+	if err := s.pool.QueryRow(ctx, `select array_agg(to_regclass(format('pgmq.%I', n)) is not null order by o)
+		from unnest($1::text[]) with ordinality u(n, o)`, tables).Scan(&exists); err != nil {
 		return nil, err
 	}
 	var parts []string

@@ -169,7 +169,7 @@ func (w *Worker) prepareSignal(ctx context.Context) (*poller.Listener, error) {
 			}
 			w.log.Debug("notify: queue inserts notify", "flow", fs.def.Slug, "queue", q.name, "how", how)
 			q.notified = true
-			channels[poller.InsertChannel(q.name)] = q.wake
+			channels[schema.InsertChannel(q.name)] = q.wake
 		}
 	}
 	if len(channels) == 0 {
