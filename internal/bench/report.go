@@ -280,8 +280,8 @@ func (rep *Report) writeWorkers(w io.Writer, fsync string) {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', tabwriter.Debug)
-	fmt.Fprintf(tw, "| contender\t tasks/s\t x best\t hop p50 ms\t hop p95 ms\t chain p50 ms\t db cpu s/1k tasks\t cpu s/1k tasks\t lock waiters (mean)\t samples with a lock wait\t most waited lock\t connections (per worker)\t peak rss MB\t\n")
-	fmt.Fprintf(tw, "|---%s\t\n", strings.Repeat("\t---", 12))
+	fmt.Fprintf(tw, "| contender\t tasks/s\t x best\t hop p50 ms\t hop p95 ms\t chain p50 ms\t db cpu s/1k tasks\t cpu s/1k tasks\t lock waiters (mean)\t samples with a lock wait\t most waited lock\t connections (per worker)\t tasks per fetch\t tasks per write\t peak rss MB\t\n")
+	fmt.Fprintf(tw, "|---%s\t\n", strings.Repeat("\t---", 14))
 	for _, r := range rep.Results {
 		if r.Fsync != fsync || r.Shape != ShapeWorkers {
 			continue
@@ -295,8 +295,9 @@ func (rep *Report) writeWorkers(w io.Writer, fsync string) {
 		if i := slices.IndexFunc(r.HopParts, func(p HopPart) bool { return p.Name == LegHandlerToRun }); i >= 0 {
 			hop.P50, hop.P95 = r.HopParts[i].P50, r.HopParts[i].P95
 		}
-		fmt.Fprintf(tw, "| %s\t %.0f\t %.2f\t %.1f\t %.1f\t %.1f\t %s\t %.3f\t %.2f\t %.0f%%\t %s\t %d (%.1f)\t %d\t\n", r.name(rep.Config.Rounds), r.TasksPerSec, r.TasksPerSec/best,
-			hop.P50, hop.P95, r.Latency.P50, dbCol(r.DBCPUPer1000()), r.CPUPer1000(), x.LockWaits, 100*x.LockWaitShare, x.TopLockWait, x.Connections, x.ConnsPerWorker, r.PeakRSS>>20)
+		fmt.Fprintf(tw, "| %s\t %.0f\t %.2f\t %.1f\t %.1f\t %.1f\t %s\t %.3f\t %.2f\t %.0f%%\t %s\t %d (%.1f)\t %.1f\t %.1f\t %d\t\n", r.name(rep.Config.Rounds), r.TasksPerSec, r.TasksPerSec/best,
+			hop.P50, hop.P95, r.Latency.P50, dbCol(r.DBCPUPer1000()), r.CPUPer1000(), x.LockWaits, 100*x.LockWaitShare, x.TopLockWait, x.Connections, x.ConnsPerWorker,
+			x.TasksPerFetch, x.TasksPerWrite, r.PeakRSS>>20)
 	}
 	tw.Flush()
 }

@@ -42,6 +42,11 @@ type WorkersResult struct {
 	// TopLockWait is the lock the waiting backends waited for most often (wait_event), with
 	// its share of the lock-wait samples.
 	TopLockWait string
+	// TasksPerFetch and TasksPerWrite are the one-step phase's mean tasks per fetch
+	// transaction and per outcome transaction: pgflow stamps every task of one transaction
+	// with its start (started_at, completed_at). Fixed costs per transaction (start_tasks is
+	// planned at every call) are shared by this many tasks.
+	TasksPerFetch, TasksPerWrite float64
 }
 
 // measureWorkers runs the workers shape for one contender and one worker count.
@@ -142,6 +147,14 @@ func (r *runner) measureWorkersInto(ctx context.Context, c Contender, n int, res
 	cpu1 := workersCPU(procs)
 	db1 := r.dbCPU()
 	r.endStatements(ctx, url, tasks, res)
+	if err := pool.QueryRow(ctx, `
+		select coalesce(count(*)::float8 / nullif(count(distinct (last_worker_id, started_at)), 0), 0),
+		       coalesce(count(*)::float8 / nullif(count(distinct completed_at), 0), 0)
+		from pgflow.step_tasks where flow_slug = $1 and status = 'completed'`, oneFlow).
+		Scan(&res.Workers.TasksPerFetch, &res.Workers.TasksPerWrite); err != nil {
+		sampler.stop()
+		return err
+	}
 	res.Tasks = tasks
 	res.WorkerCPU = cpu1 - cpu0
 	res.DBCPU = -1
