@@ -316,6 +316,6 @@ func (c *Client) workerConfig() worker.Config {
 		HeartbeatInterval: cfg.HeartbeatInterval, WorkerStaleAfter: cfg.WorkerStaleAfter, LivenessGrace: cfg.LivenessGrace,
 		RecoveryInterval: cfg.RecoveryInterval, StalledMargin: cfg.StalledMargin, ForeignStaleAfter: cfg.ForeignStaleAfter,
 		DrainTimeout: cfg.DrainTimeout, AttemptHistory: cfg.AttemptHistory,
-		CompletionBatch: cfg.CompletionBatch, CompletionWriters: cfg.CompletionWriters,
+		CompletionBatch: cfg.CompletionBatch, CompletionWriters: cfg.CompletionWriters, FetchLeases: cfg.FetchLeases,
 	}
 }

@@ -89,6 +89,9 @@ type Config struct {
 	AttemptHistory    time.Duration // how long failed attempts are kept; negative keeps none
 	CompletionBatch   int           // outcomes written per transaction
 	CompletionWriters int           // outcome-writing transactions in flight at once
+	// FetchLeases is how many workers read one queue at a time; the others leave it to them
+	// until a holder's handlers are the limit or its queue is empty. 0: every worker reads.
+	FetchLeases int
 }
 
 // DefaultConfig is the configuration a zero Config stands for: every default in one place
@@ -114,5 +117,6 @@ func DefaultConfig() Config {
 		AttemptHistory:    d.AttemptHistory,
 		CompletionBatch:   d.CompletionBatch,
 		CompletionWriters: d.CompletionWriters,
+		FetchLeases:       d.FetchLeases,
 	}
 }

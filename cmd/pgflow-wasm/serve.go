@@ -77,6 +77,9 @@ func serveCommand() *cli.Command {
 			"\ta task's last error; `run` and the dashboard show every attempt); negative keeps none"),
 		intFlag("completion-batch", d.CompletionBatch, "outcomes written per transaction (1 writes each task alone, as pgflow's own workers do)"),
 		intFlag("completion-writers", d.CompletionWriters, "outcome-writing transactions in flight at once"),
+		intFlag("fetch-leases", d.FetchLeases, "how many workers read one queue at a time; the others wait until a reader's handlers\n"+
+			"\tare the limit or its queue is empty. 1 keeps many workers of quick handlers on a small\n"+
+			"\tdatabase as fast as one (docs/deploy.md); 0: every worker reads"),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "metrics-addr", EnvVars: env("metrics-addr"),
 			Usage: "serve /metrics, /livez and /readyz on this address, e.g. :9090"}),
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "update-options", Value: true, EnvVars: env("update-options"),
@@ -121,6 +124,7 @@ func serveConfig(c *cli.Context, log *slog.Logger, reload <-chan os.Signal) (pgf
 		StalledMargin: c.Duration("stalled-margin"), DrainTimeout: c.Duration("drain-timeout"),
 		AttemptHistory:  c.Duration("attempt-history"),
 		CompletionBatch: c.Int("completion-batch"), CompletionWriters: c.Int("completion-writers"),
+		FetchLeases: c.Int("fetch-leases"),
 	}, nil
 }
 

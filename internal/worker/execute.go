@@ -34,7 +34,9 @@ func (w *Worker) launch(fs *flowState, t poller.Task) {
 		if fs.inFlight != nil {
 			defer fs.inFlight.Dec()
 		}
+		began := time.Now()
 		end := w.execute(ctx, fs, t)
+		fs.handlerTime.observe(time.Since(began))
 		w.known.handlerEnded(&t)
 		if why := cancelCause(ctx); why != nil {
 			w.dropCancelled(fs, t, why)

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -40,17 +41,26 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 			return
 		}
 		n := 0
-		if w.done.Pending() < w.cfg.MaxUnwritten { // backpressure: finished work waits to be written
+		backpressure := w.done.Pending() >= w.cfg.MaxUnwritten // finished work waits to be written
+		if !backpressure {
 			n = w.reserve(fs, w.cfg.BatchSize)
 		}
+		// Handler slots all taken for a while: the fetch lease goes to another worker.
+		lookAgain := w.slotsFull(ctx, q, n == 0 && !backpressure, woke)
 		if n == 0 {
 			// Full, or outcomes wait to be written: a freed slot or a write rings the wake.
 			// The timer is only a safety net.
 			q.starved.Store(true)
-			timer.Reset(w.cfg.MaxPollInterval)
+			timer.Reset(cmp.Or(lookAgain, w.cfg.MaxPollInterval))
 			continue
 		}
 		q.starved.Store(false)
+		if ok, retryAt := w.holdsLease(ctx, q, woke); !ok {
+			// Other workers hold this queue's fetch leases and read it.
+			w.unreserve(fs, n)
+			timer.Reset(retryAt.Sub(woke))
+			continue
+		}
 		began := time.Now()
 		fs.fetching.Add(1)
 		tasks, err := q.fetcher.Fetch(ctx, n)
@@ -87,10 +97,13 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 		}
 		w.cfg.Health.SetDatabase(true)
 		dbRetry.Reset()
+		q.fetchTime.observe(time.Since(began))
+		q.busy = len(tasks) > 0
 		if m := w.cfg.Metrics; m != nil {
 			m.ReadLatency.WithLabelValues(fs.def.Slug).Observe(time.Since(began).Seconds())
 		}
 		if len(tasks) == 0 {
+			w.giveBackLease(ctx, q) // an empty queue holds no lease
 			w.metricPoll(fs, "empty")
 			timer.Reset(idleWait())
 			continue

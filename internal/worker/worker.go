@@ -25,8 +25,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetchlease"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/heartbeat"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
@@ -113,6 +115,9 @@ type Config struct {
 	// CompletionWriters is how many write transactions may be in flight at once [2]:
 	// complete_task is heavy, and one transaction at a time keeps one database core busy.
 	CompletionWriters int
+	// FetchLeases is how many workers may read one queue at a time (package fetchlease); a
+	// worker without a lease leaves the queue to those with one. 0: every worker reads [0].
+	FetchLeases int
 }
 
 // WithDefaults returns the config with every unset option at its default (the values in
@@ -183,9 +188,10 @@ type Worker struct {
 	byWorker map[string]*flowState // by pgflow.workers id
 	global   *slots
 	done     *completer.Completer
-	known    taskSet         // tasks launched whose outcome is not written yet (orphans.go)
-	proto    schema.Protocol // the pgflow the database speaks, read at Run
-	running  sync.WaitGroup  // tasks in flight
+	leases   *fetchlease.Leases // nil: every worker reads (Config.FetchLeases)
+	known    taskSet            // tasks launched whose outcome is not written yet (orphans.go)
+	proto    schema.Protocol    // the pgflow the database speaks, read at Run
+	running  sync.WaitGroup     // tasks in flight
 
 	// runCtx is the context handlers run under; it is cancelled only when the drain
 	// deadline passes, never by the first shutdown signal.
@@ -206,9 +212,10 @@ type Worker struct {
 
 // flowState is one served flow.
 type flowState struct {
-	def      *flowfile.Flow
-	workerID string
-	steps    map[string]*stepState // the steps this worker serves (not the external ones)
+	def         *flowfile.Flow
+	workerID    string
+	handlerTime ewma                  // how long its handlers take (fetch leases: leases.go)
+	steps       map[string]*stepState // the steps this worker serves (not the external ones)
 	// queues are the pgmq queues its tasks come from: the flow's queue, or on pgflow 0.17+
 	// the queue of each served step of a flow with per-step queues. Set by Run.
 	queues     []*queueState
@@ -228,6 +235,12 @@ type queueState struct {
 	wake     poller.Wake
 	notified bool // inserts notify (--signal notify): idle, it waits for them
 	starved  atomic.Bool
+	// Fetch lease state, touched only by the queue's own loop (leases.go).
+	fullSince    time.Time       // when the loop last found every handler slot taken, while it still is
+	leaseRetryAt time.Time       // no lease: when to ask again
+	leaseRetry   backoff.Backoff // no lease: the wait before asking again, growing while refused
+	fetchTime    ewma            // how long its fetches take
+	busy         bool            // its last read found tasks: the next needs a lease
 }
 
 // ring makes every fetch loop of the flow look at its queue now.
@@ -299,6 +312,9 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	w.trace = trace
+	if cfg.FetchLeases > 0 {
+		w.leases = fetchlease.New(fetchlease.Config{Pool: cfg.Pool, Slots: cfg.FetchLeases, Log: w.log})
+	}
 	w.done = completer.New(cfg.Pool, completer.Config{MaxBatch: cfg.CompletionBatch, Writers: cfg.CompletionWriters,
 		OnWritten: w.onWritten, Log: w.log, OnError: func(err error) { w.dbError("write outcomes", err) }})
 	return w, nil
@@ -399,6 +415,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.cfg.Health.SetDraining()
 	stopFetching()
 	loops.Wait()
+	if w.leases != nil {
+		w.leases.Close(context.WithoutCancel(ctx)) // other workers read what is left
+	}
 	w.drain()
 	services.Stop()
 	w.log.Info("worker stopped")

@@ -1,0 +1,102 @@
+package worker
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// A loop holding a fetch lease gives it to another worker when its handlers, not the
+// database, are the limit: every handler slot is taken and its handlers take longer than
+// handlerBound times its fetches (their slots will not free before another fetch could run).
+// A worker running quick handlers fills its slots for a moment after each fetch and keeps its
+// lease. fullGiveBack is the same rule for a loop that has no measure yet: slots taken that
+// long.
+const (
+	handlerBound = 2
+	fullGiveBack = 100 * time.Millisecond
+)
+
+// A worker refused a lease asks again after minLeaseRetry, waiting longer (up to
+// maxLeaseRetry) while refused: where handlers are the limit leases are given back after
+// every fetch and are mostly free, so a free slot waits little; where the database is, the
+// holders keep them and the others ask four times a second (a statement of microseconds).
+const (
+	minLeaseRetry = 20 * time.Millisecond
+	maxLeaseRetry = 250 * time.Millisecond
+)
+
+// ewma is a moving average of durations, updated without a lock (a lost update only delays
+// the average a little).
+type ewma struct{ nanos atomic.Int64 }
+
+func (e *ewma) observe(d time.Duration) {
+	old := e.nanos.Load()
+	if old == 0 {
+		e.nanos.Store(int64(d))
+		return
+	}
+	e.nanos.Store(old + (int64(d)-old)/8)
+}
+
+func (e *ewma) get() time.Duration { return time.Duration(e.nanos.Load()) }
+
+// holdsLease reports whether q's loop may read its queue now: fetch leases are off, its last
+// read found the queue empty (an idle queue is read without a lease, so idle polls cost one
+// statement as before; a lease is needed while the queue is busy), it holds one, or it just
+// took one. Without one it says when to ask again. A lease session the database refuses
+// never stops the reading.
+func (w *Worker) holdsLease(ctx context.Context, q *queueState, now time.Time) (bool, time.Time) {
+	if w.leases == nil || !q.busy || w.leases.Held(q.name) {
+		return true, time.Time{}
+	}
+	if now.Before(q.leaseRetryAt) {
+		return false, q.leaseRetryAt
+	}
+	got, err := w.leases.Acquire(ctx, q.name)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Debug("no fetch lease session; reading without a lease", "queue", q.name, "error", err)
+		}
+		return true, time.Time{}
+	}
+	if !got {
+		q.leaseRetry.Min, q.leaseRetry.Max = minLeaseRetry, maxLeaseRetry
+		q.leaseRetryAt = now.Add(q.leaseRetry.Next())
+		return false, q.leaseRetryAt
+	}
+	q.leaseRetry.Reset()
+	return true, time.Time{}
+}
+
+// giveBackLease lets another worker read q's queue.
+func (w *Worker) giveBackLease(ctx context.Context, q *queueState) {
+	if w.leases == nil {
+		return
+	}
+	if err := w.leases.Release(ctx, q.name); err != nil && ctx.Err() == nil {
+		w.log.Debug("giving back a fetch lease failed; the session was dropped, which gives it back", "queue", q.name, "error", err)
+	}
+}
+
+// slotsFull tells the lease whether the loop found every handler slot taken: once they have
+// stayed taken for fullGiveBack the lease goes to another worker. It returns how long the
+// loop should wait before looking again (0: the caller's own wait).
+func (w *Worker) slotsFull(ctx context.Context, q *queueState, full bool, now time.Time) time.Duration {
+	if !full {
+		q.fullSince = time.Time{}
+		return 0
+	}
+	if w.leases == nil || !w.leases.Held(q.name) {
+		return 0
+	}
+	if q.fullSince.IsZero() {
+		q.fullSince = now
+	}
+	handlers, fetches := q.fs.handlerTime.get(), q.fetchTime.get()
+	if held := now.Sub(q.fullSince); held < fullGiveBack && (handlers == 0 || fetches == 0 || handlers < handlerBound*fetches) {
+		return fullGiveBack - held
+	}
+	w.giveBackLease(ctx, q)
+	return 0
+}

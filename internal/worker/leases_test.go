@@ -1,0 +1,138 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetchlease"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
+)
+
+// statusCounts counts a flow's tasks by status.
+func statusCounts(t *testing.T, db *pgtest.DB, flow string) (queued, completed int) {
+	t.Helper()
+	if err := db.Pool.QueryRow(context.Background(), `select count(*) filter (where status = 'queued'),
+		count(*) filter (where status = 'completed') from pgflow.step_tasks where flow_slug = $1`, flow).Scan(&queued, &completed); err != nil {
+		t.Fatal(err)
+	}
+	return queued, completed
+}
+
+func TestAWorkerWithoutALeaseLeavesABusyQueueToTheHolder(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	f := flows(t, `
+flows:
+  - slug: leased
+    steps: [{slug: a, module: "{{echo}}"}]
+`)
+	// The test is the other worker: it holds the queue's only lease.
+	holder := fetchlease.New(fetchlease.Config{Pool: db.Pool, Slots: 1})
+	defer holder.Close(ctx)
+	if got, err := holder.Acquire(ctx, "leased"); err != nil || !got {
+		t.Fatalf("taking the lease: %v, %v", got, err)
+	}
+	w := startWorker(t, db.Pool, f, fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: worker.SignalPolling,
+		FetchLeases: 1, Concurrency: 1, BatchSize: 1}))
+	<-w.Started()
+	for i := range 4 {
+		startRun(t, db.Pool, "leased", fmt.Sprintf(`{"n": %d}`, i))
+	}
+	// An idle queue is read without a lease, so the first read takes one task; the queue is
+	// busy then, and the next read needs the lease the test holds.
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		q, c := statusCounts(t, db, "leased")
+		return c == 1, fmt.Sprintf("%d queued, %d completed", q, c)
+	})
+	time.Sleep(time.Second) // many of the worker's polls (fastConfig: every 20-200 ms)
+	if q, c := statusCounts(t, db, "leased"); q != 3 || c != 1 {
+		t.Fatalf("without a lease the worker read a busy queue: %d queued, %d completed; want 3 and 1", q, c)
+	}
+	if err := holder.Release(ctx, "leased"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		q, c := statusCounts(t, db, "leased")
+		return c == 4, fmt.Sprintf("after the lease was given back: %d queued, %d completed", q, c)
+	})
+}
+
+func TestAHolderWhoseHandlersAreTheLimitLetsAnotherWorkerRead(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	f := flowsFile(t, `
+flows:
+  - slug: slow
+    timeout: 60
+    steps: [{slug: a, module: "{{work}}"}]
+`, map[string]string{"work": "modules/testdata/work.wasm"})
+	// Two workers of one task at a time, and one lease: a holder whose single slot is taken
+	// by a handler much slower than its fetch gives the lease back at once, so the other
+	// worker reads too, instead of waiting for the holder's queue to run dry.
+	cfg := fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: worker.SignalPolling,
+		FetchLeases: 1, Concurrency: 1, BatchSize: 1})
+	a := startWorker(t, db.Pool, f, cfg)
+	b := startWorker(t, db.Pool, f, cfg)
+	<-a.Started()
+	<-b.Started()
+	const runs = 10
+	for range runs {
+		startRun(t, db.Pool, "slow", `{"iterations": 300000000}`) // about 0.15 s each
+	}
+	waitFor(t, 60*time.Second, func() (bool, string) {
+		q, c := statusCounts(t, db, "slow")
+		return c == runs, fmt.Sprintf("%d queued, %d completed", q, c)
+	})
+	rows, err := db.Pool.Query(context.Background(), `select count(*) from pgflow.step_tasks
+		where flow_slug = 'slow' group by last_worker_id order by 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var perWorker []int
+	for rows.Next() {
+		var n int
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		perWorker = append(perWorker, n)
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	// Each worker's first read is an idle queue's, without a lease (one task each); a holder
+	// that kept its lease would have run every other task (9 and 1 when that was tried).
+	if len(perWorker) != 2 || perWorker[0] < 2 {
+		t.Fatalf("tasks per worker %v: the lease did not change hands while handlers were the limit", perWorker)
+	}
+}
+
+func TestAnIdleQueueHoldsNoLease(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	f := flows(t, `
+flows:
+  - slug: idle_lease
+    steps: [{slug: a, module: "{{echo}}"}]
+`)
+	w := startWorker(t, db.Pool, f, fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: worker.SignalPolling, FetchLeases: 1}))
+	<-w.Started()
+	id := startRun(t, db.Pool, "idle_lease", `{}`)
+	if r := waitRun(t, db.Pool, id, 10*time.Second); r.Status != "completed" {
+		t.Fatalf("run %s", r.Status)
+	}
+	// Its queue empty again, the worker gives its lease back at its next read.
+	other := fetchlease.New(fetchlease.Config{Pool: db.Pool, Slots: 1})
+	defer other.Close(ctx)
+	waitFor(t, 5*time.Second, func() (bool, string) {
+		got, err := other.Acquire(ctx, "idle_lease")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, "the idle worker still holds the queue's lease"
+	})
+}
