@@ -118,11 +118,14 @@ func (l *Leases) Release(ctx context.Context, queue string) error {
 	return nil
 }
 
-// Close ends the lease session, which drops every lease this worker holds.
+// Close gives back every lease this worker holds and ends the lease session.
 func (l *Leases) Close(ctx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.conn != nil {
+		// Given back before the close returns: a closing session's backend drops its locks
+		// only when it exits, a moment after the client has gone.
+		_, _ = l.conn.Exec(ctx, `select pg_advisory_unlock_all()`)
 		_ = l.conn.Close(ctx)
 		l.conn = nil
 	}

@@ -3,6 +3,7 @@ package fetchlease_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/fetchlease"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
@@ -75,6 +76,19 @@ func TestAWorkersLeasesEndWithItsSession(t *testing.T) {
 	if _, err := db.Pool.Exec(ctx, `select pg_terminate_backend(pid) from pg_stat_activity
 		where datname = current_database() and application_name = 'pgflow-wasm fetch leases'`); err != nil {
 		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var left int
+		if err := db.Pool.QueryRow(ctx, `select count(*) from pg_stat_activity
+			where datname = current_database() and application_name = 'pgflow-wasm fetch leases'`).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			break // the terminated backend has exited, and its locks with it
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the terminated lease session is still there")
+		}
 	}
 	if !acquire(t, a, "q") {
 		t.Fatal("the lease of a terminated session was not free")

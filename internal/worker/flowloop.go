@@ -98,7 +98,6 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 		w.cfg.Health.SetDatabase(true)
 		dbRetry.Reset()
 		q.fetchTime.observe(time.Since(began))
-		q.busy = len(tasks) > 0
 		if m := w.cfg.Metrics; m != nil {
 			m.ReadLatency.WithLabelValues(fs.def.Slug).Observe(time.Since(began).Seconds())
 		}

@@ -240,7 +240,6 @@ type queueState struct {
 	leaseRetryAt time.Time       // no lease: when to ask again
 	leaseRetry   backoff.Backoff // no lease: the wait before asking again, growing while refused
 	fetchTime    ewma            // how long its fetches take
-	busy         bool            // its last read found tasks: the next needs a lease
 }
 
 // ring makes every fetch loop of the flow look at its queue now.
