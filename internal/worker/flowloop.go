@@ -102,11 +102,15 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 			m.ReadLatency.WithLabelValues(fs.def.Slug).Observe(time.Since(began).Seconds())
 		}
 		if len(tasks) == 0 {
-			w.giveBackLease(ctx, q) // an empty queue holds no lease
 			w.metricPoll(fs, "empty")
-			timer.Reset(idleWait())
+			wait := idleWait()
+			if giveBack := w.queueEmpty(ctx, q, woke); giveBack > 0 { // an idle queue holds no lease
+				wait = min(wait, giveBack)
+			}
+			timer.Reset(wait)
 			continue
 		}
+		q.lastTasksAt = woke
 		w.metricPoll(fs, "tasks")
 		idle.Reset()
 		if len(tasks) == n {

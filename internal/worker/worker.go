@@ -240,6 +240,7 @@ type queueState struct {
 	leaseRetryAt time.Time       // no lease: when to ask again
 	leaseRetry   backoff.Backoff // no lease: the wait before asking again, growing while refused
 	fetchTime    ewma            // how long its fetches take
+	lastTasksAt  time.Time       // when a read last found tasks
 }
 
 // ring makes every fetch loop of the flow look at its queue now.
