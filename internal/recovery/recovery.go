@@ -186,6 +186,11 @@ join pgflow.runs r on r.run_id = st.run_id and r.status = 'started'
 join pgflow.step_states ss on ss.run_id = st.run_id and ss.step_slug = st.step_slug and ss.status = 'started'
 where st.status = 'started' and st.last_worker_id = any($1::text[]::uuid[]) and st.started_at < now() - interval '2 seconds'`
 
+// Suspects reports whether the last sweep saw a pgflow-wasm worker without its liveness lock
+// that is not yet counted as gone: the sweeper should look again once LivenessGrace has
+// passed, not a whole interval later.
+func (s *Sweeper) Suspects() bool { return len(s.missingSince) > 0 }
+
 // Sweep recovers stalled tasks once and returns them. See SweepOwn for the worker's own
 // started tasks, read in the same round trip.
 func (s *Sweeper) Sweep(ctx context.Context) ([]Recovered, error) {

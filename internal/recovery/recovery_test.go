@@ -215,6 +215,9 @@ func TestAWorkerWhoseLivenessLockIsGoneIsDeadWithinTheGrace(t *testing.T) {
 	if got, err := sweeper.Sweep(context.Background()); err != nil || len(got) != 0 {
 		t.Fatalf("sweep while the lock is held = %+v, %v; want nothing recovered", got, err)
 	}
+	if sweeper.Suspects() {
+		t.Fatal("Suspects while every lock is held")
+	}
 	holder.Close(context.Background()) // the worker process dies
 	died := time.Now()
 	var got []recovery.Recovered
@@ -224,6 +227,9 @@ func TestAWorkerWhoseLivenessLockIsGoneIsDeadWithinTheGrace(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(got) == 0 {
+			if !sweeper.Suspects() && time.Since(died) > time.Second {
+				t.Fatal("a sweep that missed the lock does not say it suspects its worker")
+			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}

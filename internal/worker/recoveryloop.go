@@ -9,7 +9,11 @@ import (
 )
 
 // recoveryLoop sweeps for stalled tasks at start (a previous worker may have died moments
-// ago) and then every RecoveryInterval.
+// ago) and then every RecoveryInterval, or sooner, once LivenessGrace has passed, when it saw
+// a worker's liveness lock missing: the second look that tells a dead worker from a
+// reconnecting one then comes a grace after the first, however long the interval. So many
+// workers can sweep rarely (each sweep reads pg_locks and every started task of its flows)
+// and a dead worker's tasks still come back a grace after the first sweep that notices.
 func (w *Worker) recoveryLoop(ctx context.Context) {
 	cfg := recovery.Config{WorkerStaleAfter: w.cfg.WorkerStaleAfter, StartedMargin: w.cfg.StalledMargin,
 		LivenessGrace: w.cfg.LivenessGrace, ForeignStaleAfter: max(w.cfg.ForeignStaleAfter, 0), Self: w.workerIDs(),
@@ -26,10 +30,13 @@ func (w *Worker) recoveryLoop(ctx context.Context) {
 			return
 		case <-time.After(next):
 		}
-		next = w.cfg.RecoveryInterval
 		w.pruneAttemptHistory(ctx)
 		gens, readAt := w.fetchGenerations(), time.Now()
 		got, own, err := sweeper.SweepOwn(ctx)
+		next = w.cfg.RecoveryInterval
+		if sweeper.Suspects() {
+			next = min(next, w.cfg.LivenessGrace)
+		}
 		if err == nil {
 			w.handBackOrphans(ctx, own, gens, readAt)
 		}
