@@ -40,7 +40,6 @@ const (
 	LegGotToRun     = "tasks back -> handler start"        // a goroutine per task, its context, the sandbox's instance
 	LegHandlerToRun = "handler end -> next handler start"  // the whole hop as a user's flow feels it
 	LegTimerWoke    = "fetches woken by the timer (share)" // N: fetches; P50: the share in percent
-	LegFollowed     = "successors fetched in the completion's transaction (share)"
 )
 
 // hopRow is one hop of a chain with the database's timestamps, Unix microseconds (0: not
@@ -127,7 +126,6 @@ func hopBreakdown(ctx context.Context, pool *pgxpool.Pool, flow string, tracePat
 			legs[name] = append(legs[name], (to-from)/1000)
 		}
 	}
-	traced, followed := 0, 0
 	var whole []float64
 	for _, h := range hops {
 		add(LegCompletion, h.completedAt, h.committed)
@@ -135,25 +133,16 @@ func hopBreakdown(ctx context.Context, pool *pgxpool.Pool, flow string, tracePat
 		n, okN := trace[[2]string{h.run, h.next}]
 		claim := h.claimAt(n.Claim)
 		whole = append(whole, (claim-h.completedAt)/1000)
-		if okN && n.Cause == "follow" {
-			// Read and started in the completion's own transaction (pgflow-wasm's follow-up
-			// fetch): started_at is that transaction's start, the read comes before the commit.
-			followed++
-		} else {
-			add(LegCommitToRead, h.committed, h.read)
-			add(LegReadToStart, h.read, claim)
-		}
+		add(LegCommitToRead, h.committed, h.read)
+		add(LegReadToStart, h.read, claim)
 		if !okP || !okN {
 			continue
 		}
-		traced++
 		add(LegWaitToWrite, float64(p.HandlerEnd), float64(p.WriteBegan))
 		add(LegCommitToldAt, h.committed, float64(p.Committed))
-		if n.Cause != "follow" {
-			add(LegToldToWoke, float64(p.Committed), float64(n.Woke))
-			add(LegWokeToRead, float64(n.Woke), h.read)
-			add(LegStartToGot, claim, float64(n.Fetched))
-		}
+		add(LegToldToWoke, float64(p.Committed), float64(n.Woke))
+		add(LegWokeToRead, float64(n.Woke), h.read)
+		add(LegStartToGot, claim, float64(n.Fetched))
 		add(LegGotToRun, float64(n.Fetched), float64(n.HandlerStart))
 		add(LegHandlerToRun, float64(p.HandlerEnd), float64(n.HandlerStart))
 	}
@@ -172,9 +161,6 @@ func hopBreakdown(ctx context.Context, pool *pgxpool.Pool, flow string, tracePat
 			}
 		}
 		out = append(out, HopPart{Name: LegTimerWoke, N: len(trace), P50: 100 * float64(timer) / float64(len(trace))})
-	}
-	if traced > 0 {
-		out = append(out, HopPart{Name: LegFollowed, N: traced, P50: 100 * float64(followed) / float64(traced)})
 	}
 	var hop Percentiles
 	if hop.N = len(whole); hop.N > 0 {

@@ -237,7 +237,7 @@ func (rep *Report) writeHopParts(w io.Writer, fsync string) {
 		return
 	}
 	order := []string{LegWaitToWrite, LegCompletion, LegCommitToldAt, LegToldToWoke, LegWokeToRead, LegCommitToRead,
-		LegReadToStart, LegStartToGot, LegGotToRun, LegHandlerToRun, LegTimerWoke, LegFollowed}
+		LegReadToStart, LegStartToGot, LegGotToRun, LegHandlerToRun, LegTimerWoke}
 	slices.SortStableFunc(legs, func(a, b string) int { return slices.Index(order, a) - slices.Index(order, b) })
 	fmt.Fprintf(w, "\nwhere a hop goes (fsync %s), ms, p50 (p95); a hop is `completed_at -> commit` + `commit -> read` + `read -> start_tasks`:\n\n", fsync)
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', tabwriter.Debug)
@@ -258,7 +258,7 @@ func (rep *Report) writeHopParts(w io.Writer, fsync string) {
 			switch {
 			case i < 0:
 				fmt.Fprintf(tw, "\t ")
-			case leg == LegTimerWoke || leg == LegFollowed:
+			case leg == LegTimerWoke:
 				fmt.Fprintf(tw, "\t %.0f%% of %d", r.HopParts[i].P50, r.HopParts[i].N)
 			default:
 				fmt.Fprintf(tw, "\t %.2f (%.2f)", r.HopParts[i].P50, r.HopParts[i].P95)
