@@ -186,10 +186,20 @@ join pgflow.runs r on r.run_id = st.run_id and r.status = 'started'
 join pgflow.step_states ss on ss.run_id = st.run_id and ss.step_slug = st.step_slug and ss.status = 'started'
 where st.status = 'started' and st.last_worker_id = any($1::text[]::uuid[]) and st.started_at < now() - interval '2 seconds'`
 
-// Suspects reports whether the last sweep saw a pgflow-wasm worker without its liveness lock
-// that is not yet counted as gone: the sweeper should look again once LivenessGrace has
-// passed, not a whole interval later.
-func (s *Sweeper) Suspects() bool { return len(s.missingSince) > 0 }
+// Suspects reports whether a sweep saw a pgflow-wasm worker without its liveness lock less
+// than LivenessGrace ago: the sweeper should look again once the grace has passed, not a
+// whole interval later. A worker missing longer is judged already (its tasks recovered, or
+// left alone for a reason a second look does not change: pgflow 0.14 leaves the tasks of a
+// skipped step started forever), and does not call for an early look.
+func (s *Sweeper) Suspects() bool {
+	now := s.now()
+	for _, since := range s.missingSince {
+		if now.Sub(since) < s.cfg.LivenessGrace {
+			return true
+		}
+	}
+	return false
+}
 
 // Sweep recovers stalled tasks once and returns them. See SweepOwn for the worker's own
 // started tasks, read in the same round trip.

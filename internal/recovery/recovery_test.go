@@ -221,17 +221,19 @@ func TestAWorkerWhoseLivenessLockIsGoneIsDeadWithinTheGrace(t *testing.T) {
 	holder.Close(context.Background()) // the worker process dies
 	died := time.Now()
 	var got []recovery.Recovered
+	suspected := false
 	for len(got) == 0 && time.Since(died) < 10*time.Second {
 		var err error
 		if got, err = sweeper.Sweep(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if len(got) == 0 {
-			if !sweeper.Suspects() && time.Since(died) > time.Second {
-				t.Fatal("a sweep that missed the lock does not say it suspects its worker")
-			}
+			suspected = suspected || sweeper.Suspects()
 			time.Sleep(100 * time.Millisecond)
 		}
+	}
+	if !suspected {
+		t.Error("no sweep between the missed lock and the recovery said it suspects the worker")
 	}
 	if len(got) != 1 || !strings.Contains(got[0].Reason, "no session has held its liveness lock") {
 		t.Fatalf("sweep after the worker died = %+v; want its task recovered as gone", got)
