@@ -97,9 +97,10 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 		}
 		w.cfg.Health.SetDatabase(true)
 		dbRetry.Reset()
-		q.fetchTime.observe(time.Since(began))
+		took := time.Since(began)
+		q.fetchTime.observe(took)
 		if m := w.cfg.Metrics; m != nil {
-			m.ReadLatency.WithLabelValues(fs.def.Slug).Observe(time.Since(began).Seconds())
+			m.ReadLatency.WithLabelValues(fs.def.Slug).Observe(took.Seconds())
 		}
 		if len(tasks) == 0 {
 			w.metricPoll(fs, "empty")
