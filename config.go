@@ -90,7 +90,8 @@ type Config struct {
 	CompletionBatch   int           // outcomes written per transaction
 	CompletionWriters int           // outcome-writing transactions in flight at once
 	// FetchLeases is how many workers read one queue at a time; the others leave it to them
-	// until a holder's handlers are the limit or its queue is empty. 0: every worker reads.
+	// until a holder's handlers are the limit or its queue is empty. 0 is automatic: one, once
+	// two or more live workers serve the queue's flow. Negative: every worker reads.
 	FetchLeases int
 }
 

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -77,9 +78,11 @@ func serveCommand() *cli.Command {
 			"\ta task's last error; `run` and the dashboard show every attempt); negative keeps none"),
 		intFlag("completion-batch", d.CompletionBatch, "outcomes written per transaction (1 writes each task alone, as pgflow's own workers do)"),
 		intFlag("completion-writers", d.CompletionWriters, "outcome-writing transactions in flight at once"),
-		intFlag("fetch-leases", d.FetchLeases, "how many workers read one queue at a time; the others wait until a reader's handlers\n"+
-			"\tare the limit or its queue is empty. 1 keeps many workers of quick handlers on a small\n"+
-			"\tdatabase as fast as one (docs/deploy.md); 0: every worker reads"),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "fetch-leases", Value: "auto", EnvVars: env("fetch-leases"),
+			Usage: "how many workers read one queue at a time; the others wait until a reader's handlers are the\n" +
+				"\tlimit or its queue is empty. auto: one, once two or more live workers serve the queue's flow (so\n" +
+				"\tmany workers of quick handlers on a small database stay as fast as one, docs/deploy.md);\n" +
+				"\ta number: that many, always; off: every worker reads"}),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "metrics-addr", EnvVars: env("metrics-addr"),
 			Usage: "serve /metrics, /livez and /readyz on this address, e.g. :9090"}),
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "update-options", Value: true, EnvVars: env("update-options"),
@@ -110,6 +113,10 @@ func serveConfig(c *cli.Context, log *slog.Logger, reload <-chan os.Signal) (pgf
 	if err != nil {
 		return pgflowwasm.Config{}, err
 	}
+	leases, err := fetchLeases(c.String("fetch-leases"))
+	if err != nil {
+		return pgflowwasm.Config{}, err
+	}
 	return pgflowwasm.Config{
 		FlowsPath: c.String("flows"), WatchInterval: watchInterval(c.Duration("watch-interval")), Reload: reload,
 		KeepDatabaseOptions: !c.Bool("update-options"),
@@ -124,7 +131,7 @@ func serveConfig(c *cli.Context, log *slog.Logger, reload <-chan os.Signal) (pgf
 		StalledMargin: c.Duration("stalled-margin"), DrainTimeout: c.Duration("drain-timeout"),
 		AttemptHistory:  c.Duration("attempt-history"),
 		CompletionBatch: c.Int("completion-batch"), CompletionWriters: c.Int("completion-writers"),
-		FetchLeases: c.Int("fetch-leases"),
+		FetchLeases: leases,
 	}, nil
 }
 
@@ -271,6 +278,21 @@ func watchInterval(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// fetchLeases maps --fetch-leases to Config.FetchLeases: auto 0, off -1, or a count.
+func fetchLeases(v string) (int, error) {
+	switch v {
+	case "auto", "":
+		return 0, nil
+	case "off":
+		return -1, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, cli.Exit(fmt.Sprintf("--fetch-leases %q: want auto, off or a number of leases (1 or more)", v), 2)
+	}
+	return n, nil
 }
 
 // foreignStaleAfter maps the flag's 0 ("never") to the worker's negative.

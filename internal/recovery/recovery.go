@@ -91,6 +91,7 @@ type Sweeper struct {
 	cfg          Config
 	now          func() time.Time
 	missingSince map[string]time.Time
+	readers      map[string]int // own worker id -> live readers of its queue (Readers)
 }
 
 // NewSweeper returns a Sweeper.
@@ -186,6 +187,22 @@ join pgflow.runs r on r.run_id = st.run_id and r.status = 'started'
 join pgflow.step_states ss on ss.run_id = st.run_id and ss.step_slug = st.step_slug and ss.status = 'started'
 where st.status = 'started' and st.last_worker_id = any($1::text[]::uuid[]) and st.started_at < now() - interval '2 seconds'`
 
+// readersSQL counts, for each of the sweeper's own worker rows ($1), the pgflow-wasm workers
+// reading the same queue whose liveness lock is held right now, itself included.
+var readersSQL = `
+with held as materialized (` + liveness.HeldLocksSQL + `)
+select me.worker_id::text,
+       (select count(*)::int from pgflow.workers p
+        where p.queue_name = me.queue_name and p.function_name = '` + liveness.FunctionName + `'
+          and exists (select 1 from held where held.objid = ` + liveness.KeySQL("p.worker_id") + `))
+from pgflow.workers me
+where me.worker_id = any($1::text[]::uuid[])`
+
+// Readers returns, per own worker id (Config.Self), how many live pgflow-wasm workers read
+// that worker row's queue, itself included, as the last sweep counted them. An id missing
+// from the map was not counted: its count is unknown, and 1 is the safe reading.
+func (s *Sweeper) Readers() map[string]int { return s.readers }
+
 // Suspects reports whether a sweep saw a pgflow-wasm worker without its liveness lock less
 // than LivenessGrace ago: the sweeper should look again once the grace has passed, not a
 // whole interval later. A worker missing longer is judged already (its tasks recovered, or
@@ -265,9 +282,26 @@ func (s *Sweeper) SweepOwn(ctx context.Context) ([]Recovered, []Started, error) 
 			return err
 		})
 	}
+	readers := map[string]int{}
+	if len(cfg.Self) > 0 {
+		b.Queue(readersSQL, cfg.Self).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var id string
+				var n int
+				if err := rows.Scan(&id, &n); err != nil {
+					return err
+				}
+				if n >= 1 { // 0: its own lock does not show (a pooler between): unknown
+					readers[id] = n
+				}
+			}
+			return rows.Err()
+		})
+	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, nil, err
 	}
+	s.readers = readers
 	// What this look saw feeds the next sweep: a lock missing now, and still missing a grace
 	// later, is a dead worker.
 	seen := map[string]bool{}

@@ -304,3 +304,37 @@ func TestAnotherKindOfWorkerIsJudgedByItsHeartbeatAlone(t *testing.T) {
 		}
 	})
 }
+
+// Readers counts, per own worker row, the pgflow-wasm workers of the same queue whose
+// liveness lock is held: not a dead one (lock gone), not one of another kind, not one of
+// another queue.
+func TestReadersCountsTheLiveWorkersOfEachOwnQueue(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	row := func(queue, kind string, alive bool) string {
+		id := uuidv4.New()
+		if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name) values ($1::uuid, $2, $3)`,
+			id, queue, kind); err != nil {
+			t.Fatal(err)
+		}
+		if alive {
+			holdLivenessLock(t, db, id)
+		}
+		return id
+	}
+	selfF, selfG := row("f", liveness.FunctionName, true), row("g", liveness.FunctionName, true)
+	row("f", liveness.FunctionName, true)  // a live peer on f
+	row("f", liveness.FunctionName, false) // a dead one
+	row("f", "pgflow-edge-worker", true)   // another kind (holds no liveness lock as a rule)
+	row("h", liveness.FunctionName, true)  // a live worker of another queue
+	c := cfg
+	c.Flows, c.Self = []string{"f", "g"}, []string{selfF, selfG}
+	s := recovery.NewSweeper(db.Pool, c)
+	if _, err := s.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Readers(); got[selfF] != 2 || got[selfG] != 1 || len(got) != 2 {
+		t.Fatalf("readers = %v, want 2 for %s (f) and 1 for %s (g)", got, selfF, selfG)
+	}
+}

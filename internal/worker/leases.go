@@ -49,6 +49,19 @@ func (e *ewma) observe(d time.Duration) {
 
 func (e *ewma) get() time.Duration { return time.Duration(e.nanos.Load()) }
 
+// autoLeaseReaders is how many live workers must read a flow before automatic fetch leases
+// (the default, Config.FetchLeases 0) take hold of its queues. A worker alone takes no lease:
+// it would only add two statements to its idle polls and a connection. Two quick-handler
+// workers already did 0.75-0.80x of one worker's throughput without leases and 0.96-1.03x
+// with one (docs/benchmarks.md "Fetch leases").
+const autoLeaseReaders = 2
+
+// leasing says whether q's reads need a lease: always with a set number of leases, and
+// with automatic ones while the flow has autoLeaseReaders live readers.
+func (w *Worker) leasing(q *queueState) bool {
+	return w.leases != nil && (w.cfg.FetchLeases > 0 || int(q.fs.readers.Load()) >= autoLeaseReaders)
+}
+
 // holdsLease reports whether q's loop may read its queue now: fetch leases are off, it holds
 // one, or it just took one. Without one it says when to ask again. A lease session the
 // database refuses never stops the reading.
@@ -59,7 +72,16 @@ func (e *ewma) get() time.Duration { return time.Duration(e.nanos.Load()) }
 // An idle poll costs two more statements (take and give back), and a notification wakes
 // every worker to ask for the lease instead of to read.
 func (w *Worker) holdsLease(ctx context.Context, q *queueState, now time.Time) (bool, time.Time) {
-	if w.leases == nil || w.leases.Held(q.name) {
+	if w.leases == nil {
+		return true, time.Time{}
+	}
+	if !w.leasing(q) {
+		if w.leases.Held(q.name) {
+			w.giveBackLease(ctx, q) // alone again: no one to leave the queue to
+		}
+		return true, time.Time{}
+	}
+	if w.leases.Held(q.name) {
 		return true, time.Time{}
 	}
 	if now.Before(q.leaseRetryAt) {

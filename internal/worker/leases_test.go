@@ -130,3 +130,49 @@ flows:
 		return got, "the idle worker still holds the queue's lease"
 	})
 }
+
+// By default (FetchLeases 0) a worker alone reads without a lease, and once a second live
+// worker serves the flow, both read only with one.
+func TestLeasesTakeHoldOnTheirOwnOnceASecondWorkerServesTheFlow(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	f := flows(t, `
+flows:
+  - slug: auto_lease
+    steps: [{slug: a, module: "{{echo}}"}]
+`)
+	// The test holds the queue's only lease throughout, as a third worker would.
+	holder := fetchlease.New(fetchlease.Config{Pool: db.Pool, Slots: 1})
+	defer holder.Close(ctx)
+	if got, err := holder.Acquire(ctx, "auto_lease"); err != nil || !got {
+		t.Fatalf("taking the lease: %v, %v", got, err)
+	}
+	cfg := fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: worker.SignalPolling})
+	a := startWorker(t, db.Pool, f, cfg)
+	<-a.Started()
+	id := startRun(t, db.Pool, "auto_lease", `{}`)
+	if r := waitRun(t, db.Pool, id, 10*time.Second); r.Status != "completed" {
+		t.Fatalf("a worker alone waited for a lease: run %s", r.Status)
+	}
+
+	b := startWorker(t, db.Pool, f, cfg)
+	<-b.Started()
+	// Each worker's sweeps (fastConfig: every second, every two with two readers) count
+	// the other.
+	time.Sleep(3 * time.Second)
+	for i := range 3 {
+		startRun(t, db.Pool, "auto_lease", fmt.Sprintf(`{"n": %d}`, i))
+	}
+	time.Sleep(time.Second)
+	if q, _ := statusCounts(t, db, "auto_lease"); q != 3 {
+		t.Fatalf("two workers read without the lease: %d of 3 tasks still queued", q)
+	}
+	if err := holder.Release(ctx, "auto_lease"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		q, c := statusCounts(t, db, "auto_lease")
+		return c == 4, fmt.Sprintf("after the lease was given back: %d queued, %d completed", q, c)
+	})
+}

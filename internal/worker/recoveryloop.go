@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/recovery"
@@ -33,7 +34,10 @@ func (w *Worker) recoveryLoop(ctx context.Context) {
 		w.pruneAttemptHistory(ctx)
 		gens, readAt := w.fetchGenerations(), time.Now()
 		got, own, err := sweeper.SweepOwn(ctx)
-		next = w.cfg.RecoveryInterval
+		if err == nil {
+			w.countReaders(sweeper.Readers())
+		}
+		next = sweepInterval(w.cfg.RecoveryInterval, w.sharedBy())
 		if sweeper.Suspects() {
 			next = min(next, w.cfg.LivenessGrace)
 		}
@@ -58,6 +62,46 @@ func (w *Worker) recoveryLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// maxSpreadInterval is the longest a worker stretches its sweep interval to because other
+// workers sweep the same flows (a --recovery-interval above it is kept as it is). Its own
+// fetches whose reply was lost (orphans.go) are found by its own sweeps only, so they wait
+// up to this long to be handed back.
+const maxSpreadInterval = 30 * time.Second
+
+// sweepInterval is the wait before a worker's next sweep when shared live workers read every
+// one of its flows: each of them sweeps the same tasks, so each sweeps shared times less
+// often and together they still sweep about once a base interval. Every sweep reads pg_locks
+// and every started task of its flows; 16 workers sweeping every 2 s cost 16 leased workers
+// about 15 points of throughput (docs/benchmarks.md "Fetch leases"). Shared waits are spread
+// ±25% so that workers started together do not sweep together.
+func sweepInterval(base time.Duration, shared int) time.Duration {
+	if shared <= 1 {
+		return base
+	}
+	d := min(base*time.Duration(shared), max(base, maxSpreadInterval))
+	return d*3/4 + rand.N(d/2+1)
+}
+
+// countReaders keeps the last sweep's count of each flow's live readers.
+func (w *Worker) countReaders(readers map[string]int) {
+	for _, fs := range w.flows {
+		fs.readers.Store(int32(readers[fs.workerID])) // 0: not counted
+	}
+}
+
+// sharedBy is the fewest live workers reading one of this worker's flows (1 when unknown):
+// how many sweepers share the flow it alone might have to sweep.
+func (w *Worker) sharedBy() int {
+	shared := 0
+	for _, fs := range w.flows {
+		n := max(int(fs.readers.Load()), 1)
+		if shared == 0 || n < shared {
+			shared = n
+		}
+	}
+	return max(shared, 1)
 }
 
 // pruneAttemptHistory deletes failed attempts older than AttemptHistory, at most once a

@@ -116,7 +116,9 @@ type Config struct {
 	// complete_task is heavy, and one transaction at a time keeps one database core busy.
 	CompletionWriters int
 	// FetchLeases is how many workers may read one queue at a time (package fetchlease); a
-	// worker without a lease leaves the queue to those with one. 0: every worker reads [0].
+	// worker without a lease leaves the queue to those with one. 0 is automatic: one lease
+	// per queue once the recovery sweep counts two live workers reading its flow, none while
+	// a worker reads alone [0]. Negative: every worker reads.
 	FetchLeases int
 }
 
@@ -224,6 +226,10 @@ type flowState struct {
 	fetches    atomic.Int64 // fetches ended (orphans.go)
 	deprecated atomic.Bool
 	inFlight   prometheus.Gauge // nil without metrics
+	// readers is how many live pgflow-wasm workers read the flow, this one included, as the
+	// last recovery sweep counted them; 0 until counted. It spreads the sweeps
+	// (recoveryloop.go) and switches automatic fetch leases on (leases.go).
+	readers atomic.Int32
 }
 
 // queueState is one queue a flow's tasks are read from, with its own fetch loop.
@@ -312,8 +318,8 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	w.trace = trace
-	if cfg.FetchLeases > 0 {
-		w.leases = fetchlease.New(fetchlease.Config{Pool: cfg.Pool, Slots: cfg.FetchLeases, Log: w.log})
+	if cfg.FetchLeases >= 0 { // 0: automatic, one lease per queue once another worker reads it (leases.go)
+		w.leases = fetchlease.New(fetchlease.Config{Pool: cfg.Pool, Slots: max(cfg.FetchLeases, 1), Log: w.log})
 	}
 	w.done = completer.New(cfg.Pool, completer.Config{MaxBatch: cfg.CompletionBatch, Writers: cfg.CompletionWriters,
 		OnWritten: w.onWritten, Log: w.log, OnError: func(err error) { w.dbError("write outcomes", err) }})
