@@ -98,7 +98,9 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 		w.cfg.Health.SetDatabase(true)
 		dbRetry.Reset()
 		took := time.Since(began)
-		q.fetchTime.observe(took)
+		if len(tasks) > 0 { // an empty read skips start_tasks: it says little about a fetch's cost
+			q.fetchTime.observe(took)
+		}
 		if m := w.cfg.Metrics; m != nil {
 			m.ReadLatency.WithLabelValues(fs.def.Slug).Observe(took.Seconds())
 		}

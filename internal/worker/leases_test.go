@@ -131,8 +131,9 @@ flows:
 	})
 }
 
-// By default (FetchLeases 0) a worker alone reads without a lease, and once a second live
-// worker serves the flow, both read only with one.
+// By default (FetchLeases 0) a worker alone reads without a lease once its sweeps have
+// counted its peers twice, and keeps no lease session; once a second live worker serves the
+// flow, both read only with a lease.
 func TestLeasesTakeHoldOnTheirOwnOnceASecondWorkerServesTheFlow(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
@@ -155,6 +156,14 @@ flows:
 	if r := waitRun(t, db.Pool, id, 10*time.Second); r.Status != "completed" {
 		t.Fatalf("a worker alone waited for a lease: run %s", r.Status)
 	}
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		var sessions int
+		if err := db.Pool.QueryRow(ctx, `select count(*) from pg_stat_activity
+			where datname = current_database() and application_name = 'pgflow-wasm fetch leases'`).Scan(&sessions); err != nil {
+			t.Fatal(err)
+		}
+		return sessions == 1, fmt.Sprintf("%d lease sessions, want only the test's: a worker alone keeps none", sessions)
+	})
 
 	b := startWorker(t, db.Pool, f, cfg)
 	<-b.Started()

@@ -35,7 +35,7 @@ func (w *Worker) recoveryLoop(ctx context.Context) {
 		gens, readAt := w.fetchGenerations(), time.Now()
 		got, own, err := sweeper.SweepOwn(ctx)
 		if err == nil {
-			w.countReaders(sweeper.Readers())
+			w.countReaders(ctx, sweeper.Readers())
 		}
 		next = sweepInterval(w.cfg.RecoveryInterval, w.sharedBy())
 		if sweeper.Suspects() {
@@ -84,10 +84,17 @@ func sweepInterval(base time.Duration, shared int) time.Duration {
 	return d*3/4 + rand.N(d/2+1)
 }
 
-// countReaders keeps the last sweep's count of each flow's live readers.
-func (w *Worker) countReaders(readers map[string]int) {
+// countReaders keeps the last sweep's count of each flow's live readers. A worker that
+// reads every flow alone ends its lease session (automatic leases open it again when needed).
+func (w *Worker) countReaders(ctx context.Context, readers map[string]int) {
+	shared := false
 	for _, fs := range w.flows {
-		fs.readers.Store(int32(readers[fs.workerID])) // 0: not counted
+		n := readers[fs.workerID] // 0: not counted
+		fs.readers.Store(int32(n))
+		shared = shared || n >= autoLeaseReaders
+	}
+	if w.readerCounts.Add(1) >= 2 && !shared && w.leases != nil && w.cfg.FetchLeases == 0 {
+		w.leases.Close(ctx)
 	}
 }
 

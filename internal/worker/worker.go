@@ -191,9 +191,11 @@ type Worker struct {
 	global   *slots
 	done     *completer.Completer
 	leases   *fetchlease.Leases // nil: every worker reads (Config.FetchLeases)
-	known    taskSet            // tasks launched whose outcome is not written yet (orphans.go)
-	proto    schema.Protocol    // the pgflow the database speaks, read at Run
-	running  sync.WaitGroup     // tasks in flight
+	// readerCounts is how many sweeps have counted the flows' live readers (leases.go).
+	readerCounts atomic.Int32
+	known        taskSet         // tasks launched whose outcome is not written yet (orphans.go)
+	proto        schema.Protocol // the pgflow the database speaks, read at Run
+	running      sync.WaitGroup  // tasks in flight
 
 	// runCtx is the context handlers run under; it is cancelled only when the drain
 	// deadline passes, never by the first shutdown signal.
