@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -36,8 +37,29 @@ func configFlag() cli.Flag {
 // altsrc flags to be settable from the file.
 func withConfigFile(c *cli.Command) *cli.Command {
 	c.Flags = append(c.Flags, configFlag())
-	c.Before = altsrc.InitInputSourceWithContext(c.Flags, altsrc.NewYamlSourceFromFlagFunc("config"))
+	yaml := altsrc.NewYamlSourceFromFlagFunc("config")
+	c.Before = altsrc.InitInputSourceWithContext(c.Flags, func(ctx *cli.Context) (altsrc.InputSourceContext, error) {
+		src, err := yaml(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return numbersAsText{src}, nil
+	})
 	return c
+}
+
+// numbersAsText lets a config file give a number where a flag takes text that may be one
+// (`fetch-leases: 2`, not only `fetch-leases: "2"`): YAML reads 2 as an integer.
+type numbersAsText struct{ altsrc.InputSourceContext }
+
+func (s numbersAsText) String(name string) (string, error) {
+	v, err := s.InputSourceContext.String(name)
+	if err != nil {
+		if n, nerr := s.InputSourceContext.Int(name); nerr == nil {
+			return strconv.Itoa(n), nil
+		}
+	}
+	return v, err
 }
 
 func flowsFlag() cli.Flag {

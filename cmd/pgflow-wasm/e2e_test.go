@@ -492,3 +492,31 @@ flows:
 		t.Errorf("the worker fell back to polling on the real pgmq:\n%s", tail(string(log), 2000))
 	}
 }
+
+// --fetch-leases takes auto, off or a number, from the command line or a config file where
+// YAML reads a bare number as an integer.
+func TestFetchLeasesTakesAutoOffOrANumberFromAnywhere(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "missing.yaml") // serve stops there once the flags are read
+	for _, c := range []struct {
+		args    []string
+		config  string
+		wantErr string
+	}{
+		{args: []string{"--fetch-leases", "auto"}, wantErr: "file not found"},
+		{args: []string{"--fetch-leases", "off"}, wantErr: "file not found"},
+		{args: []string{"--fetch-leases", "3"}, wantErr: "file not found"},
+		{config: "fetch-leases: 2\n", wantErr: "file not found"},
+		{args: []string{"--fetch-leases", "0"}, wantErr: `--fetch-leases "0": want auto, off or a number of leases`},
+		{config: "fetch-leases: many\n", wantErr: `--fetch-leases "many": want auto, off or a number of leases`},
+	} {
+		args := append([]string{"serve", "--flows", missing}, c.args...)
+		if c.config != "" {
+			args = append(args, "--config", writeFile(t, "leases.yaml", c.config))
+		}
+		_, errOut, code := runBinary(t, nil, args...)
+		if code != 2 || !strings.Contains(errOut, c.wantErr) {
+			t.Errorf("%v %q: exit %d, want 2 and %q:\n%s", c.args, c.config, code, c.wantErr, errOut)
+		}
+	}
+}
