@@ -25,6 +25,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/pgsession"
 )
 
 // Key is the advisory lock key (the single bigint form) of one lease slot of a queue. The
@@ -138,9 +140,7 @@ func (l *Leases) session(ctx context.Context) (*pgx.Conn, error) {
 		return l.conn, nil
 	}
 	clear(l.held) // a new session holds nothing
-	cfg := l.cfg.Pool.Config().ConnConfig.Copy()
-	cfg.RuntimeParams["application_name"] = "pgflow-wasm fetch leases"
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := pgsession.Open(ctx, l.cfg.Pool, "pgflow-wasm fetch leases")
 	if err != nil {
 		return nil, fmt.Errorf("opening the fetch lease session: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/pgsession"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 )
@@ -95,9 +96,7 @@ func (s *Service) ids() []string {
 // one advisory lock per row and heartbeats at once. When the process dies the server drops
 // the locks and any sweeper knows within seconds.
 func (s *Service) connect(ctx context.Context) (*pgx.Conn, error) {
-	cfg := s.cfg.Pool.Config().ConnConfig.Copy()
-	cfg.RuntimeParams["application_name"] = "pgflow-wasm liveness"
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := pgsession.Open(ctx, s.cfg.Pool, "pgflow-wasm liveness")
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
 )
 
 // A loop holding a fetch lease gives it to another worker when its handlers, not the
@@ -26,6 +28,9 @@ const (
 	minLeaseRetry = 20 * time.Millisecond
 	maxLeaseRetry = time.Second
 )
+
+// leaseRetry is a queue's wait before asking again for a lease it was refused.
+func leaseRetry() backoff.Backoff { return backoff.Backoff{Min: minLeaseRetry, Max: maxLeaseRetry} }
 
 // emptyGiveBack is how long a holder keeps its lease while its reads find the queue empty.
 // A chain's next step is queued milliseconds after the completion that queues it; a holder
@@ -112,7 +117,6 @@ func (w *Worker) holdsLease(ctx context.Context, q *queueState, now time.Time) (
 		return true, time.Time{}
 	}
 	if !got {
-		q.leaseRetry.Min, q.leaseRetry.Max = minLeaseRetry, maxLeaseRetry
 		q.leaseRetryAt = now.Add(q.leaseRetry.Next())
 		return false, q.leaseRetryAt
 	}

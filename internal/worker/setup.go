@@ -116,13 +116,13 @@ func (w *Worker) queuesOf(fs *flowState, mode string, stepQueue map[string]strin
 	if mode != "step" {
 		// pgflow names a flow's queue after the flow (lower-case on 0.17+, as flow slugs of
 		// a flows file always are).
-		q := &queueState{fs: fs, name: fs.def.Slug, wake: poller.NewWake()}
+		q := &queueState{fs: fs, name: fs.def.Slug, wake: poller.NewWake(), leaseRetry: leaseRetry()}
 		q.fetcher = fetcher(q.name, "", longest)
 		return []*queueState{q}
 	}
 	var queues []*queueState
 	for _, s := range fs.def.Served() {
-		q := &queueState{fs: fs, name: stepQueue[s.Slug], step: s.Slug, wake: poller.NewWake()}
+		q := &queueState{fs: fs, name: stepQueue[s.Slug], step: s.Slug, wake: poller.NewWake(), leaseRetry: leaseRetry()}
 		q.fetcher = fetcher(q.name, s.Slug, visibility[s.Slug])
 		queues = append(queues, q)
 	}
