@@ -84,9 +84,10 @@ func (w *Worker) handlersBound(q *queueState) bool {
 	return handlers > 0 && fetches > 0 && handlers > handlerBound*fetches
 }
 
-// holdsLease reports whether q's loop may read its queue now: fetch leases are off, it holds
-// one, or it just took one. Without one it says when to ask again. A lease session the
-// database refuses never stops the reading.
+// holdsLease reports whether q's loop may read its queue now: fetch leases are off, its reads
+// need none (it reads the flow alone, or its handlers are the limit), it holds one, or it
+// just took one. Without one it says when to ask again. A lease session the database refuses
+// never stops the reading.
 //
 // Every read needs a lease, an idle queue's too: reading an idle queue without one (tried)
 // let every worker's first read of a new backlog take a batch of its own, and left 16
