@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/starttwin"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
@@ -64,6 +66,7 @@ type Fetcher struct {
 	// unstarted are messages a fetch read but could not start (the database went away):
 	// shown again by the next fetch. Only the fetch loop of this flow touches it.
 	unstarted []int64
+	log       *slog.Logger
 }
 
 // FetcherConfig configures a Fetcher.
@@ -93,6 +96,9 @@ type FetcherConfig struct {
 	FlowInput bool
 	// MapStep tells map steps (whose input is their element, on every pgflow) from single ones.
 	MapStep func(step string) bool
+	// Log is told, at debug level, when a connection cannot have a twin of start_tasks
+	// (package starttwin) and why.
+	Log *slog.Logger
 }
 
 // NewFetcher returns a Fetcher for one flow.
@@ -106,7 +112,10 @@ func NewFetcher(pool *pgxpool.Pool, cfg FetcherConfig) *Fetcher {
 	if cfg.Queue == "" {
 		cfg.Queue = cfg.Flow
 	}
-	return &Fetcher{pool: pool, flow: cfg.Flow, queue: cfg.Queue, step: cfg.Step,
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Fetcher{log: cfg.Log, pool: pool, flow: cfg.Flow, queue: cfg.Queue, step: cfg.Step,
 		proto: claimProtocol{queueNames: cfg.QueueNames, setsVisibility: cfg.SetsVisibility}, workerID: cfg.WorkerID, visibility: cfg.Visibility,
 		readVT: cfg.ReadVT, flowInput: cfg.FlowInput, mapStep: cfg.MapStep, inputs: newRunInputCache(runInputCacheBytes)}
 }
@@ -217,6 +226,13 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 	}
 	// A connection released inside a transaction (a failed rollback) is closed by the pool.
 	defer conn.Release()
+	startSchema := "pgflow"
+	if !f.proto.queueNames {
+		var why error
+		if startSchema, why = starttwin.Schema(ctx, conn.Conn()); why != nil {
+			f.log.Debug("fetches on this connection call pgflow.start_tasks itself, not a twin that keeps its plan", "why", why)
+		}
+	}
 	b := &pgx.Batch{}
 	b.Queue(`begin`).Exec(func(pgconn.CommandTag) error { return nil })
 	b.Queue(asyncCommit).Exec(func(pgconn.CommandTag) error { return nil })
@@ -262,7 +278,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 		}
 		return nil, nil
 	}
-	tasks, err := f.start(ctx, conn, ids, vtIDs, offsets, missing)
+	tasks, err := f.start(ctx, conn, startSchema, ids, vtIDs, offsets, missing)
 	if err != nil {
 		rollback(conn)
 		// Rolled back, the read is undone too. Only a commit whose reply was lost may have
@@ -299,7 +315,9 @@ func (f *Fetcher) showUnstarted(ctx context.Context) error {
 	return err
 }
 
-func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, ids, vtIDs []int64, offsets []int32, missingRuns []string) ([]Task, error) {
+// start claims the read messages' tasks through startSchema's start_tasks: pgflow's, or its
+// twin in pg_temp (package starttwin).
+func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema string, ids, vtIDs []int64, offsets []int32, missingRuns []string) ([]Task, error) {
 	var tasks []Task
 	attempts := map[int64]int{}
 	runInputs := map[string][]byte{} // read by this fetch (the cache may drop them meanwhile)
@@ -308,7 +326,7 @@ func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, ids, vtIDs []in
 		flowInput = "flow_input"
 	}
 	b := &pgx.Batch{}
-	claim, args := `pgflow.start_tasks($1, $2::bigint[], $3::text::uuid)`, []any{f.flow, ids, f.workerID}
+	claim, args := startSchema+`.start_tasks($1, $2::bigint[], $3::text::uuid)`, []any{f.flow, ids, f.workerID}
 	switch {
 	case f.proto.queueNames && f.step != "":
 		claim, args = `pgflow.start_tasks($1, $2::bigint[], $3::text::uuid, $4, $5)`, append(args, f.queue, f.step)

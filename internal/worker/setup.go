@@ -105,6 +105,7 @@ func (w *Worker) queuesOf(fs *flowState, mode string, stepQueue map[string]strin
 			FlowInput:      w.proto.FlowInput,
 			MapStep:        func(step string) bool { return mapSteps[step] },
 			ReadVT:         readVT,
+			Log:            w.log,
 			Visibility: func(step string) int {
 				if v, ok := visibility[step]; ok {
 					return v
