@@ -60,6 +60,18 @@ func ListenEvents(ctx context.Context, conn Execer, channel string) error {
 	return err
 }
 
+// ListenRunEnd is ListenEvents for a session that waits only for the run's end: our
+// realtime.send (version 3 on) then NOTIFYs it run:completed and run:failed, and no step's
+// events, so the run's other transactions commit without the lock a NOTIFY takes (older
+// ones NOTIFY every event, as for ListenEvents).
+func ListenRunEnd(ctx context.Context, conn Execer, channel string) error {
+	_, err := conn.Exec(ctx, `select realtime.pgflow_wasm_listen($1, true)`, channel)
+	if err == nil || !noListenerRegistry(err) {
+		return err
+	}
+	return ListenEvents(ctx, conn, channel)
+}
+
 // UnlistenEvents stops listening on channel, or on every channel when it is "".
 func UnlistenEvents(ctx context.Context, conn Execer, channel string) error {
 	var err error

@@ -119,6 +119,58 @@ func TestRealtimeSendNotifiesRegisteredListenersOnly(t *testing.T) {
 	}
 }
 
+// A session waiting only for the run's end (start --wait) hears run:completed and
+// run:failed, not the steps' events, which are then not sent at all; one session of the
+// channel asking for every event gets them all, and so does the first.
+func TestRealtimeListenersOfTheRunsEndOnlyAreSpentNoStepEvents(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	channel := schema.RunChannel("r4")
+	waiter, watcher := db.Conn(t), db.Conn(t)
+	send := func(event string) {
+		t.Helper()
+		if _, err := db.Pool.Exec(ctx, `SELECT realtime.send('{"run_id": "r4"}', $1, $2, false)`, event, channel); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heard := func(conn *pgx.Conn) []string {
+		var events []string
+		for {
+			wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			n, err := conn.WaitForNotification(wctx)
+			cancel()
+			if err != nil {
+				return events
+			}
+			var ev struct{ Event string }
+			_ = json.Unmarshal([]byte(n.Payload), &ev)
+			events = append(events, ev.Event)
+		}
+	}
+	if err := schema.ListenRunEnd(ctx, waiter, channel); err != nil {
+		t.Fatal(err)
+	}
+	sends := []string{"step:a:started", "step:a:completed", "run:completed", "run:failed"}
+	for _, e := range sends {
+		send(e)
+	}
+	if got := heard(waiter); strings.Join(got, " ") != "run:completed run:failed" {
+		t.Fatalf("waiting for the run's end, the session heard %q; want run:completed run:failed only", got)
+	}
+	if err := schema.ListenEvents(ctx, watcher, channel); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range sends {
+		send(e)
+	}
+	for name, conn := range map[string]*pgx.Conn{"the waiter": waiter, "the watcher": watcher} {
+		if got := heard(conn); strings.Join(got, " ") != strings.Join(sends, " ") {
+			t.Errorf("with a watcher of every event registered, %s heard %q; want %q", name, got, sends)
+		}
+	}
+}
+
 // TestRealtimeListenerOfAnEndedSessionIsForgotten: a listener killed without unlistening
 // leaves a row (it only costs NOTIFYs); the next registration removes it.
 func TestRealtimeListenerOfAnEndedSessionIsForgotten(t *testing.T) {

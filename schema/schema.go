@@ -18,7 +18,7 @@ import (
 const LayerVersion = "1.5.0+pgflow-wasm.1"
 
 // RealtimeVersion versions realtime.sql; an older copy of ours is replaced on install.
-const RealtimeVersion = "2"
+const RealtimeVersion = "3"
 
 // LayerCommentPrefix starts the comment of our control file and of the marker function:
 // whatever pgmq lacks it is a real (foreign) pgmq.

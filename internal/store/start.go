@@ -76,7 +76,10 @@ func (s *Store) listenAndWait(ctx context.Context, id string, recheck time.Durat
 		return nil, err
 	}
 	defer conn.Release()
-	if err := schema.ListenEvents(ctx, conn, Topic(id)); err != nil {
+	// Only the run's end wakes this wait: its step events would be NOTIFYs that make every
+	// completing transaction commit one at a time (docs/RATIONALE.md "Run events only for
+	// listeners").
+	if err := schema.ListenRunEnd(ctx, conn, Topic(id)); err != nil {
 		return nil, err
 	}
 	// Leave the pooled connection clean for its next user.
