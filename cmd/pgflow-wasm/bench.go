@@ -44,6 +44,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "runs", Usage: "one-step runs", DefaultText: "5000, 500 with --quick"},
 			&cli.IntFlag{Name: "map-size", Usage: "elements of the map run", DefaultText: "2000, 200 with --quick"},
 			&cli.IntFlag{Name: "chain-runs", Usage: "runs of the 10-step chain", DefaultText: "500, 50 with --quick"},
+			&cli.IntFlag{Name: "chain-in-flight", Usage: "chain runs kept going at once (1: one user waiting on one run at a time)", DefaultText: "10"},
 			&cli.IntFlag{Name: "floor-loops", Usage: "parallel loops of the floor", DefaultText: "4"},
 			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "measure every shape's contenders this many times in turn and add each one's median, and the median of each round's ratio to the floor (steadier on a shared machine)"},
 			&cli.BoolFlag{Name: "statements", Usage: "list each measurement's costliest statements from pg_stat_statements (the private cluster preloads it)"},
@@ -72,7 +73,7 @@ func runBench(c *cli.Context) error {
 	cfg := bench.Config{
 		DatabaseURL: c.String("database-url"),
 		CacheDir:    sandbox.DefaultCacheDir(),
-		OneStepRuns: c.Int("runs"), MapSize: c.Int("map-size"), ChainRuns: c.Int("chain-runs"),
+		OneStepRuns: c.Int("runs"), MapSize: c.Int("map-size"), ChainRuns: c.Int("chain-runs"), ChainInFlight: c.Int("chain-in-flight"),
 		FloorLoops: c.Int("floor-loops"), IdleSeconds: c.Int("idle-seconds"), Rounds: c.Int("rounds"),
 		Fsync: splitList(c.String("fsync")), Shapes: splitList(c.String("shapes")),
 		WorkerArgs:   c.StringSlice("worker-arg"),
