@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,6 +37,9 @@ type Outcome struct {
 	Output []byte // valid JSON; used when Failed is false
 	Failed bool
 	Error  string // the fail_task message when Failed
+	// Awaited marks a completion that steps served here wait for: its batch is written in a
+	// transaction that Config.Claim may start those steps in.
+	Awaited bool
 }
 
 // Written reports how pgflow took an outcome.
@@ -58,6 +62,9 @@ type Written struct {
 	// StepStatus and RunStatus are read after a call that left the task "failed": with
 	// pgflow 0.14's when_exhausted a failed task may skip its step and leave the run going.
 	StepStatus, RunStatus string
+	// SuccessorsClaimed: Config.Claim started, in the same transaction, every ready task of
+	// the steps served here that wait for this completion.
+	SuccessorsClaimed bool
 	// WriteBegan is when the transaction that wrote the outcome was sent, Committed when its
 	// commit came back (the worker's task trace; zero when not written by the completer).
 	WriteBegan, Committed time.Time
@@ -82,6 +89,13 @@ type Config struct {
 	StopTimeout time.Duration
 	// AttemptHistory keeps each failure in pgflow_wasm.task_attempts (taskwrite.Options).
 	AttemptHistory bool
+	// Claim, when set, is called in the transaction of a batch of completions with an
+	// awaited one, after pgflow took them and before the commit, on the batch's connection:
+	// it may start the successor tasks those completions made ready (the worker's claim.go).
+	// Its done is called once the commit's fate is known, before OnWritten. An error rolls
+	// the whole transaction back; the batch is then written without a claim, and claims stop
+	// until the worker restarts.
+	Claim func(ctx context.Context, conn *pgxpool.Conn, written []Written) (done func(committed bool), err error)
 }
 
 // Completer batches outcomes. Create with New, start with Start, stop with Stop.
@@ -95,6 +109,7 @@ type Completer struct {
 	lost     []Outcome // outcomes writers gave up on when aborted
 
 	refusedSince, refusedSaid time.Time // the outage of writes going on, and when it was last logged
+	claimBroken               atomic.Bool
 
 	wakeFirst chan struct{} // rings the first writer: there is something to write
 	wakeMore  chan struct{} // rings another writer: there is a backlog worth a second transaction
@@ -426,22 +441,85 @@ func (c *Completer) writeBatch(ctx context.Context, batch []Outcome) ([]Written,
 		kind = taskwrite.Fail
 	}
 	results := make([]taskwrite.Result, len(batch))
-	b := &pgx.Batch{}
-	taskwrite.Queue(b, kind, calls, results, taskwrite.Options{AttemptHistory: c.cfg.AttemptHistory})
-	// One round trip and, since a batch ends with a single Sync, one implicit transaction.
-	began := time.Now()
-	if err := c.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, err
+	opts := taskwrite.Options{AttemptHistory: c.cfg.AttemptHistory}
+	var written []Written
+	var began, committed time.Time
+	if kind == taskwrite.Complete && c.cfg.Claim != nil && !c.claimBroken.Load() && slices.ContainsFunc(batch, func(o Outcome) bool { return o.Awaited }) {
+		b := &pgx.Batch{}
+		b.Queue(`begin`)
+		taskwrite.Queue(b, kind, calls, results, opts)
+		var err error
+		if written, began, committed, err = c.writeClaiming(ctx, b, batch, results); err != nil {
+			return nil, err
+		}
 	}
-	committed := time.Now()
-	written := make([]Written, len(batch))
-	for i, r := range results {
-		written[i] = Written{Outcome: batch[i], Stale: r.Stale, Status: r.Status, Attempts: r.Attempts, ErrorMessage: r.ErrorMessage,
-			WriteBegan: began, Committed: committed}
+	if written == nil {
+		b := &pgx.Batch{}
+		taskwrite.Queue(b, kind, calls, results, opts)
+		// One round trip and, since a batch ends with a single Sync, one implicit transaction.
+		began = time.Now()
+		if err := c.pool.SendBatch(ctx, b).Close(); err != nil {
+			return nil, err
+		}
+		committed = time.Now()
+		written = made(batch, results)
+	}
+	for i := range written {
+		written[i].WriteBegan, written[i].Committed = began, committed
 	}
 	c.explainStale(ctx, written)
 	c.readFailedStates(ctx, written)
 	return written, nil
+}
+
+// made is what the results of a batch's statements say of its outcomes.
+func made(batch []Outcome, results []taskwrite.Result) []Written {
+	written := make([]Written, len(batch))
+	for i, r := range results {
+		written[i] = Written{Outcome: batch[i], Stale: r.Stale, Status: r.Status, Attempts: r.Attempts, ErrorMessage: r.ErrorMessage}
+	}
+	return written
+}
+
+// writeClaiming writes a batch of completions (b: begin, then their statements) in an explicit
+// transaction that Config.Claim joins before the commit. It returns no outcomes, and no error, where the claim failed: the
+// transaction is rolled back and the caller writes the batch the plain way.
+func (c *Completer) writeClaiming(ctx context.Context, b *pgx.Batch, batch []Outcome, results []taskwrite.Result) (written []Written, began, committed time.Time, err error) {
+	conn, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return nil, began, committed, err
+	}
+	// Released inside a transaction (a failed rollback), the connection is closed by the pool.
+	defer conn.Release()
+	rollback := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, _ = conn.Exec(rctx, `rollback`)
+	}
+	began = time.Now()
+	if err := conn.SendBatch(ctx, b).Close(); err != nil { // begin, then the completions
+		rollback()
+		return nil, began, committed, err
+	}
+	written = made(batch, results)
+	done, err := c.cfg.Claim(ctx, conn, written)
+	if err != nil {
+		rollback()
+		if dberr.Classify(err) == dberr.ClassTransient || ctx.Err() != nil {
+			return nil, began, committed, err // the connection, not the claim: written later
+		}
+		c.claimBroken.Store(true)
+		c.cfg.Log.Warn("starting successor tasks in their predecessors' transaction failed; completions are written without it from now on",
+			"error", err)
+		return nil, began, committed, nil
+	}
+	_, err = conn.Exec(ctx, `commit`)
+	committed = time.Now()
+	done(err == nil)
+	if err != nil {
+		return nil, began, committed, err
+	}
+	return written, began, committed, nil
 }
 
 // readFailedStates reads the step's and the run's status for tasks that ended failed, so the

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,6 +64,9 @@ type Fetcher struct {
 	// readSQL reads messages: $1 queue, $2 visibility seconds, $3 how many (queueRead); ""
 	// until the queue's layout has been looked at.
 	readSQL string
+	// readsTable: readSQL reads the queue's table by visibility, which Claim's statement
+	// needs too (set by the fetch loop, read by the completer's writers).
+	readsTable atomic.Bool
 	// unstarted are messages a fetch read but could not start (the database went away):
 	// shown again by the next fetch. Only the fetch loop of this flow touches it.
 	unstarted []int64
@@ -213,6 +217,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 		var err error
 		if readSQL, err = queueRead(ctx, f.pool, f.queue); err == nil {
 			f.readSQL = readSQL
+			f.readsTable.Store(readSQL != pgmqRead)
 		}
 	}
 	type read struct {
@@ -278,7 +283,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 		}
 		return nil, nil
 	}
-	tasks, err := f.start(ctx, conn, startSchema, ids, vtIDs, offsets, missing)
+	tasks, err := f.start(ctx, conn, startSchema, ids, vtIDs, offsets, missing, true)
 	if err != nil {
 		rollback(conn)
 		// Rolled back, the read is undone too. Only a commit whose reply was lost may have
@@ -287,6 +292,73 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 		f.unstarted = append(f.unstarted, ids...)
 	}
 	return tasks, err
+}
+
+// Claim starts, in the transaction open on conn, up to qty queued tasks of the given steps
+// of the given runs whose messages are in this fetcher's queue and visible: the successors
+// that the completions just written in that transaction made ready. Their messages were
+// sent by that transaction, so no other session can see them before it commits, and the
+// successors start in the same commit as their predecessors, without a fetch of their own.
+// It reads the messages as a fetch does (vt, read_ct) and starts their tasks, and leaves the
+// commit to the caller. It returns no tasks where the queue is read through pgmq.read (a
+// layout it does not know).
+func (f *Fetcher) Claim(ctx context.Context, conn *pgxpool.Conn, runIDs, steps []string, qty int) ([]Task, error) {
+	if qty <= 0 || len(runIDs) == 0 || len(steps) == 0 || !f.readsTable.Load() {
+		return nil, nil
+	}
+	startSchema := "pgflow"
+	if !f.proto.queueNames {
+		startSchema = starttwin.Made(conn.Conn()) // making one would end the caller's transaction
+	}
+	table := schema.QueueTable(f.queue)
+	rows, err := conn.Query(ctx, `
+		with picked as (
+		  select m.msg_id from `+table+` m
+		  where m.msg_id in (
+		      select st.message_id from pgflow.step_tasks st
+		      where st.flow_slug = $1 and st.run_id = any($2::text[]::uuid[]) and st.step_slug = any($3::text[])
+		        and st.status = 'queued' `+f.sameQueue("$6")+`)
+		    and m.vt <= clock_timestamp()
+		  order by m.msg_id limit $5 for update skip locked)
+		update `+table+` m set vt = clock_timestamp() + make_interval(secs => $4), read_ct = m.read_ct + 1
+		from picked where m.msg_id = picked.msg_id
+		returning m.msg_id, m.message`, f.flow, runIDs, steps, f.readVT, qty, f.queue)
+	if err != nil {
+		return nil, fmt.Errorf("claiming successors in queue %s: %w", f.queue, err)
+	}
+	var ids, vtIDs []int64
+	var offsets []int32
+	var missing []string
+	seenRun := map[string]bool{}
+	for rows.Next() {
+		var id int64
+		var body []byte
+		if err := rows.Scan(&id, &body); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("claiming successors in queue %s: %w", f.queue, err)
+		}
+		var m message
+		if err := json.Unmarshal(body, &m); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("queue %s message %d is not a pgflow task message: %w", f.queue, id, err)
+		}
+		ids = append(ids, id)
+		if vt := f.visibility(m.StepSlug); vt != f.readVT {
+			vtIDs = append(vtIDs, id)
+			offsets = append(offsets, int32(vt))
+		}
+		if !seenRun[m.RunID] && f.inputs.get(m.RunID) == nil {
+			missing = append(missing, m.RunID)
+		}
+		seenRun[m.RunID] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claiming successors in queue %s: %w", f.queue, err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return f.start(ctx, conn, startSchema, ids, vtIDs, offsets, missing, false)
 }
 
 // rollback ends a fetch's failed transaction. Where it cannot (the connection is gone), the
@@ -316,8 +388,9 @@ func (f *Fetcher) showUnstarted(ctx context.Context) error {
 }
 
 // start claims the read messages' tasks through startSchema's start_tasks: pgflow's, or its
-// twin in pg_temp (package starttwin).
-func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema string, ids, vtIDs []int64, offsets []int32, missingRuns []string) ([]Task, error) {
+// twin in pg_temp (package starttwin), and commits the transaction unless it is the
+// caller's to commit (Claim).
+func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema string, ids, vtIDs []int64, offsets []int32, missingRuns []string, commit bool) ([]Task, error) {
 	var tasks []Task
 	attempts := map[int64]int{}
 	runInputs := map[string][]byte{} // read by this fetch (the cache may drop them meanwhile)
@@ -384,8 +457,10 @@ func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema str
 				return rows.Err()
 			})
 	}
-	// The commit, with the read's: both are kept or both are lost.
-	b.Queue(`commit`).Exec(func(pgconn.CommandTag) error { return nil })
+	if commit {
+		// The commit, with the read's: both are kept or both are lost.
+		b.Queue(`commit`).Exec(func(pgconn.CommandTag) error { return nil })
+	}
 	sent := time.Now()
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("start_tasks(%s, queue %s): %w", f.flow, f.queue, err)

@@ -43,6 +43,16 @@ func Schema(ctx context.Context, conn *pgx.Conn) (schema string, why error) {
 	return schema, why
 }
 
+// Made returns the schema whose start_tasks a call on conn should use without making
+// anything: "pg_temp" where Schema made the session's twin, else "pgflow". For callers
+// inside a transaction of their own, which Schema's would end.
+func Made(conn *pgx.Conn) string {
+	if s, ok := conn.PgConn().CustomData()[key].(string); ok {
+		return s
+	}
+	return "pgflow"
+}
+
 // overload is one pgflow.start_tasks as the catalogue describes it.
 type overload struct {
 	args, result, lang, body string

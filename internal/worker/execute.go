@@ -49,7 +49,10 @@ func (w *Worker) launch(fs *flowState, t poller.Task) {
 			w.known.forget(&t, end.forget)
 			w.wakeStarved()
 		default:
-			w.done.Add(end.outcome)
+			o := end.outcome
+			st := fs.steps[t.StepSlug]
+			o.Awaited = !o.Failed && st != nil && len(st.claimable) > 0 && fs.claimQueue() != nil
+			w.done.Add(o)
 		}
 	}()
 }
@@ -310,7 +313,9 @@ func (w *Worker) onWritten(written []completer.Written) {
 			}
 			log.log(slog.LevelDebug, "task completed", "took", time.Since(t.StartedAt).Round(time.Microsecond))
 			if st != nil && st.hasDependents {
-				fs.ring()
+				if !wr.SuccessorsClaimed { // started already in the completion's transaction (claim.go)
+					fs.ring()
+				}
 				if st.maxDependentStartDelay > 0 {
 					time.AfterFunc(time.Duration(st.maxDependentStartDelay)*time.Second+50*time.Millisecond, fs.ring)
 				}

@@ -104,6 +104,9 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 		if m := w.cfg.Metrics; m != nil {
 			m.ReadLatency.WithLabelValues(fs.def.Slug).Observe(took.Seconds())
 		}
+		if q.foundTasks.Swap(false) {
+			idle.Reset()
+		}
 		if len(tasks) == 0 {
 			w.metricPoll(fs, "empty")
 			wait := idleWait()

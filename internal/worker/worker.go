@@ -193,9 +193,14 @@ type Worker struct {
 	leases   *fetchlease.Leases // nil: every worker reads (Config.FetchLeases)
 	// readerCounts is how many sweeps have counted the flows' live readers (leases.go).
 	readerCounts atomic.Int32
-	known        taskSet         // tasks launched whose outcome is not written yet (orphans.go)
-	proto        schema.Protocol // the pgflow the database speaks, read at Run
-	running      sync.WaitGroup  // tasks in flight
+	// claimGate is held (read) by each claim of successors from its start until its tasks
+	// are launched; the drain takes it (write) to end claims, so none launches a task
+	// while it waits for the running ones (claim.go).
+	claimGate sync.RWMutex
+	noClaims  bool            // guarded by claimGate
+	known     taskSet         // tasks launched whose outcome is not written yet (orphans.go)
+	proto     schema.Protocol // the pgflow the database speaks, read at Run
+	running   sync.WaitGroup  // tasks in flight
 
 	// runCtx is the context handlers run under; it is cancelled only when the drain
 	// deadline passes, never by the first shutdown signal.
@@ -249,6 +254,9 @@ type queueState struct {
 	leaseRetry   backoff.Backoff // no lease: the wait before asking again, growing while refused
 	fetchTime    ewma            // how long its fetches take
 	lastTasksAt  time.Time       // when a read last found tasks
+	// foundTasks: a claim of successors (claim.go) started tasks of this queue since the
+	// loop last looked, so its polling backoff starts again from the shortest interval.
+	foundTasks atomic.Bool
 }
 
 // ring makes every fetch loop of the flow look at its queue now.
@@ -272,6 +280,9 @@ type stepState struct {
 	// maxDependentStartDelay is the longest start_delay among dependent steps, in seconds:
 	// their messages appear that long after this step completes.
 	maxDependentStartDelay int
+	// claimable are the dependent steps this worker serves whose messages are visible at
+	// once (no start_delay): its completions' transactions start them (claim.go).
+	claimable []string
 }
 
 // New loads and validates every step's module. It does not touch the database.
@@ -304,8 +315,12 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 				sql: w.sqlGrant(cfg.Flows, fl, s), ctxShape: StepShape(s)}
 			for _, dep := range fl.Dependents(s.Slug) {
 				st.hasDependents = true
-				if d := fl.Step(dep); d.StartDelay != nil {
+				d := fl.Step(dep)
+				if d.StartDelay != nil {
 					st.maxDependentStartDelay = max(st.maxDependentStartDelay, *d.StartDelay)
+				}
+				if !d.External && (d.StartDelay == nil || *d.StartDelay == 0) {
+					st.claimable = append(st.claimable, dep)
 				}
 			}
 			fs.steps[s.Slug] = st
@@ -324,7 +339,7 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 		w.leases = fetchlease.New(fetchlease.Config{Pool: cfg.Pool, Slots: max(cfg.FetchLeases, 1), Log: w.log})
 	}
 	w.done = completer.New(cfg.Pool, completer.Config{MaxBatch: cfg.CompletionBatch, Writers: cfg.CompletionWriters,
-		OnWritten: w.onWritten, Log: w.log, OnError: func(err error) { w.dbError("write outcomes", err) }})
+		OnWritten: w.onWritten, Log: w.log, OnError: func(err error) { w.dbError("write outcomes", err) }, Claim: w.claimSuccessors})
 	return w, nil
 }
 
@@ -422,6 +437,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.cfg.Health.SetDraining()
 	stopFetching()
+	w.claimGate.Lock() // claims in flight launch their tasks first
+	w.noClaims = true
+	w.claimGate.Unlock()
 	loops.Wait()
 	if w.leases != nil {
 		w.leases.Close(context.WithoutCancel(ctx)) // other workers read what is left

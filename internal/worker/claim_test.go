@@ -1,0 +1,70 @@
+package worker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
+)
+
+// A step's successors start in the transaction that completes it: pgflow stamps both with
+// that transaction's now(), so each successor's started_at is its predecessor's
+// completed_at, to the microsecond (for a step with several, the last one's; here a map's
+// three tasks and a single step). A step that waits for a start_delay is fetched when it is
+// due. Every run completes.
+func TestSuccessorsStartInTheTransactionThatCompletesTheirPredecessor(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	f := flows(t, `
+flows:
+  - slug: claims
+    steps:
+      - {slug: a, module: "{{echo}}"}
+      - {slug: m, type: map, module: "{{echo_map}}"}
+      - {slug: c, depends_on: [a], module: "{{echo}}"}
+      - {slug: b, depends_on: [a, m], module: "{{echo}}"}
+      - {slug: late, depends_on: [b], start_delay: 1, module: "{{echo}}"}
+`)
+	startWorker(t, db.Pool, f, worker.Config{})
+	var ids []string
+	for range 5 {
+		ids = append(ids, startRun(t, db.Pool, "claims", `[1, 2, 3]`))
+	}
+	for _, id := range ids {
+		if r := waitRun(t, db.Pool, id, 60*time.Second); r.Status != "completed" {
+			t.Fatalf("run %s: %s (%s)", id, r.Status, r.Error)
+		}
+	}
+	// A successor is ready once its last predecessor task completes.
+	rows, err := db.Pool.Query(context.Background(), `
+		select s.step_slug, count(*), count(*) filter (where s.started_at = (
+		    select max(p.completed_at) from pgflow.deps d
+		    join pgflow.step_tasks p on p.run_id = s.run_id and p.step_slug = d.dep_slug
+		    where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug))
+		from pgflow.step_tasks s
+		where s.flow_slug = 'claims' and s.step_slug in ('b', 'c', 'late') group by s.step_slug`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	want := map[string][2]int{"b": {5, 5}, "c": {5, 5}, "late": {5, 0}}
+	got := map[string][2]int{}
+	for rows.Next() {
+		var step string
+		var n, same int
+		if err := rows.Scan(&step, &n, &same); err != nil {
+			t.Fatal(err)
+		}
+		got[step] = [2]int{n, same}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for step, w := range want {
+		if got[step] != w {
+			t.Errorf("step %s: %d tasks, %d started by their predecessor's completion; want %d, %d", step, got[step][0], got[step][1], w[0], w[1])
+		}
+	}
+}
