@@ -116,7 +116,9 @@ func (w *Worker) claimSuccessors(ctx context.Context, conn *pgxpool.Conn, writte
 		if len(wt.steps) == 0 || fs.deprecated.Load() {
 			continue
 		}
-		n := w.reserve(fs, w.cfg.BatchSize)
+		// A single step has one task a run: that many slots, so that claims and fetches
+		// running at once do not take each other's (a map's other tasks are fetched).
+		n := w.reserve(fs, min(w.cfg.BatchSize, len(wt.runs)*len(wt.steps)))
 		if n == 0 {
 			continue // every slot is taken: the fetch loop reads them when one frees
 		}

@@ -27,7 +27,8 @@ flows:
       - {slug: b, depends_on: [a, m], module: "{{echo}}"}
       - {slug: late, depends_on: [b], start_delay: 1, module: "{{echo}}"}
 `)
-	startWorker(t, db.Pool, f, worker.Config{})
+	// Slots to spare: a claim takes only free ones, and a fetch under way holds a batch's.
+	startWorker(t, db.Pool, f, worker.Config{Concurrency: 200, BatchSize: 8})
 	var ids []string
 	for range 5 {
 		ids = append(ids, startRun(t, db.Pool, "claims", `[1, 2, 3]`))
