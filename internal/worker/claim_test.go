@@ -27,8 +27,9 @@ flows:
       - {slug: b, depends_on: [a, m], module: "{{echo}}"}
       - {slug: late, depends_on: [b], start_delay: 1, module: "{{echo}}"}
 `)
-	// Slots to spare: a claim takes only free ones, and a fetch under way holds a batch's.
-	startWorker(t, db.Pool, f, worker.Config{Concurrency: 200, BatchSize: 8})
+	// Slots to spare: a claim takes only free ones (at most a batch: here 10 successors at
+	// most in one, under the 32 of a batch), and a fetch under way holds a batch's.
+	startWorker(t, db.Pool, f, worker.Config{Concurrency: 200})
 	var ids []string
 	for range 5 {
 		ids = append(ids, startRun(t, db.Pool, "claims", `[1, 2, 3]`))
