@@ -142,6 +142,9 @@ func startGeneration(ctx context.Context, cfg ServeConfig, prev *generation) (*g
 			return nil, err
 		}
 	}
+	// The files as they are before loading: one that changes while it is loaded (a build
+	// writing it twice) is not known to match what was loaded, so the watch looks again.
+	before := hashesOf(cfg.FlowsPath, file, nil)
 	wc := cfg.Worker
 	wc.Flows = file
 	w, err := New(ctx, wc)
@@ -153,7 +156,13 @@ func startGeneration(ctx context.Context, cfg ServeConfig, prev *generation) (*g
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	g := &generation{w: w, file: file, hashes: hashesOf(cfg.FlowsPath, file, w), cancel: cancel, stopped: make(chan struct{})}
+	hashes := hashesOf(cfg.FlowsPath, file, w)
+	for p, h := range before {
+		if hashes[p] != h {
+			hashes[p] = "" // changed while loading: what was loaded is not known
+		}
+	}
+	g := &generation{w: w, file: file, hashes: hashes, cancel: cancel, stopped: make(chan struct{})}
 	go func() { g.err = w.Run(runCtx); close(g.stopped) }()
 	select {
 	case <-w.Started():
@@ -234,8 +243,11 @@ func (fw *fileWatch) reset(hashes map[string]string) {
 	fw.hashes = hashes
 	fw.stats = map[string]fileStat{}
 	fw.pending = map[string]fileStat{}
-	for p := range hashes {
+	for p, h := range hashes {
 		fw.stats[p] = statOf(p)
+		if h == "" {
+			fw.stats[p] = fileStat{size: -2} // unknown: hashed again at the next looks
+		}
 	}
 }
 
