@@ -505,7 +505,7 @@ func (c *Completer) writeClaiming(ctx context.Context, b *pgx.Batch, batch []Out
 	done, err := c.cfg.Claim(ctx, conn, written)
 	if err != nil {
 		rollback()
-		if dberr.Classify(err) == dberr.ClassTransient || ctx.Err() != nil {
+		if dberr.Transient(err) || ctx.Err() != nil {
 			return nil, began, committed, err // the connection, not the claim: written later
 		}
 		c.claimBroken.Store(true)

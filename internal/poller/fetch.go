@@ -255,35 +255,23 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 		rollback(conn)
 		return nil, fmt.Errorf("reading queue %s: %w", f.queue, err)
 	}
-	var ids, vtIDs []int64
-	var offsets []int32
-	var missing []string // runs whose input is not cached
-	seenRun := map[string]bool{}
+	var p readPlan
 	for _, r := range got {
-		var m message
-		if err := json.Unmarshal(r.body, &m); err != nil {
+		if err := f.add(&p, r.id, r.body); err != nil {
 			// Committed, the read keeps the message hidden for readVT seconds: rolled back,
 			// every fetch would read it again at once.
 			_, _ = conn.Exec(ctx, `commit`)
-			return nil, fmt.Errorf("queue %s message %d is not a pgflow task message: %w", f.queue, r.id, err)
+			return nil, err
 		}
-		ids = append(ids, r.id)
-		if vt := f.visibility(m.StepSlug); vt != f.readVT {
-			vtIDs = append(vtIDs, r.id)
-			offsets = append(offsets, int32(vt))
-		}
-		if !seenRun[m.RunID] && f.inputs.get(m.RunID) == nil {
-			missing = append(missing, m.RunID)
-		}
-		seenRun[m.RunID] = true
 	}
+	ids := p.ids
 	if len(ids) == 0 {
 		if _, err := conn.Exec(ctx, `commit`); err != nil {
 			return nil, fmt.Errorf("reading queue %s: %w", f.queue, err)
 		}
 		return nil, nil
 	}
-	tasks, err := f.start(ctx, conn, startSchema, ids, vtIDs, offsets, missing, true)
+	tasks, err := f.start(ctx, conn, startSchema, p, true)
 	if err != nil {
 		rollback(conn)
 		// Rolled back, the read is undone too. Only a commit whose reply was lost may have
@@ -326,10 +314,7 @@ func (f *Fetcher) Claim(ctx context.Context, conn *pgxpool.Conn, runIDs, steps [
 	if err != nil {
 		return nil, fmt.Errorf("claiming successors in queue %s: %w", f.queue, err)
 	}
-	var ids, vtIDs []int64
-	var offsets []int32
-	var missing []string
-	seenRun := map[string]bool{}
+	var p readPlan
 	for rows.Next() {
 		var id int64
 		var body []byte
@@ -337,28 +322,49 @@ func (f *Fetcher) Claim(ctx context.Context, conn *pgxpool.Conn, runIDs, steps [
 			rows.Close()
 			return nil, fmt.Errorf("claiming successors in queue %s: %w", f.queue, err)
 		}
-		var m message
-		if err := json.Unmarshal(body, &m); err != nil {
+		if err := f.add(&p, id, body); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("queue %s message %d is not a pgflow task message: %w", f.queue, id, err)
+			return nil, err
 		}
-		ids = append(ids, id)
-		if vt := f.visibility(m.StepSlug); vt != f.readVT {
-			vtIDs = append(vtIDs, id)
-			offsets = append(offsets, int32(vt))
-		}
-		if !seenRun[m.RunID] && f.inputs.get(m.RunID) == nil {
-			missing = append(missing, m.RunID)
-		}
-		seenRun[m.RunID] = true
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claiming successors in queue %s: %w", f.queue, err)
 	}
-	if len(ids) == 0 {
+	if len(p.ids) == 0 {
 		return nil, nil
 	}
-	return f.start(ctx, conn, startSchema, ids, vtIDs, offsets, missing, false)
+	return f.start(ctx, conn, startSchema, p, false)
+}
+
+// readPlan is what start needs of the messages a read (or a claim) took: their ids, those
+// whose step's visibility differs from the read's with that visibility, and the runs whose
+// input is not cached.
+type readPlan struct {
+	ids, vtIDs []int64
+	offsets    []int32
+	missing    []string
+	seenRun    map[string]bool
+}
+
+// add puts one read message into p.
+func (f *Fetcher) add(p *readPlan, id int64, body []byte) error {
+	var m message
+	if err := json.Unmarshal(body, &m); err != nil {
+		return fmt.Errorf("queue %s message %d is not a pgflow task message: %w", f.queue, id, err)
+	}
+	p.ids = append(p.ids, id)
+	if vt := f.visibility(m.StepSlug); vt != f.readVT {
+		p.vtIDs = append(p.vtIDs, id)
+		p.offsets = append(p.offsets, int32(vt))
+	}
+	if p.seenRun == nil {
+		p.seenRun = map[string]bool{}
+	}
+	if !p.seenRun[m.RunID] && f.inputs.get(m.RunID) == nil {
+		p.missing = append(p.missing, m.RunID)
+	}
+	p.seenRun[m.RunID] = true
+	return nil
 }
 
 // rollback ends a fetch's failed transaction. Where it cannot (the connection is gone), the
@@ -390,7 +396,8 @@ func (f *Fetcher) showUnstarted(ctx context.Context) error {
 // start claims the read messages' tasks through startSchema's start_tasks: pgflow's, or its
 // twin in pg_temp (package starttwin), and commits the transaction unless it is the
 // caller's to commit (Claim).
-func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema string, ids, vtIDs []int64, offsets []int32, missingRuns []string, commit bool) ([]Task, error) {
+func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema string, p readPlan, commit bool) ([]Task, error) {
+	ids, vtIDs, offsets, missingRuns := p.ids, p.vtIDs, p.offsets, p.missing
 	var tasks []Task
 	attempts := map[int64]int{}
 	runInputs := map[string][]byte{} // read by this fetch (the cache may drop them meanwhile)
