@@ -89,13 +89,25 @@ type Config struct {
 	StopTimeout time.Duration
 	// AttemptHistory keeps each failure in pgflow_wasm.task_attempts (taskwrite.Options).
 	AttemptHistory bool
-	// Claim, when set, is called in the transaction of a batch of completions with an
-	// awaited one, after pgflow took them and before the commit, on the batch's connection:
-	// it may start the successor tasks those completions made ready (the worker's claim.go).
-	// Its done is called once the commit's fate is known, before OnWritten. An error rolls
-	// the whole transaction back; the batch is then written without a claim, and claims stop
-	// until the worker restarts.
-	Claim func(ctx context.Context, conn *pgxpool.Conn, written []Written) (done func(committed bool), err error)
+	// Claim, when set, is called before a batch of completions with an awaited one is sent,
+	// on the connection that sends it, to join the successor tasks those completions make
+	// ready to their transaction (the worker's claim.go): it may queue statements into b,
+	// which runs begin and the completions first. It returns nil where it queued nothing.
+	Claim func(conn *pgxpool.Conn, b *pgx.Batch, batch []Outcome) Claim
+}
+
+// Claim is a start of successor tasks joined to the transaction of a batch of completions
+// (Config.Claim). The completer calls Start once the completions ran, sends what it queued
+// with the commit, then calls Done exactly once.
+type Claim interface {
+	// Start queues into b, which the completer ends with the commit, what starts the tasks.
+	Start(b *pgx.Batch)
+	// Err is the failure of one of the claim's own statements: the transaction is then rolled
+	// back, the batch written without a claim, and claims stop until the worker restarts.
+	Err() error
+	// Done is told whether the commit landed, before OnWritten, with what was written (nil
+	// when it did not): it may mark the outcomes whose successors it started.
+	Done(committed bool, written []Written)
 }
 
 // Completer batches outcomes. Create with New, start with Start, stop with Stop.
@@ -482,8 +494,10 @@ func made(batch []Outcome, results []taskwrite.Result) []Written {
 }
 
 // writeClaiming writes a batch of completions (b: begin, then their statements) in an explicit
-// transaction that Config.Claim joins before the commit. It returns no outcomes, and no error, where the claim failed: the
-// transaction is rolled back and the caller writes the batch the plain way.
+// transaction that Config.Claim joins, in two round trips: the completions with the claim's
+// read of their successors' messages, then the successors' start with the commit. It returns
+// no outcomes, and no error, where the claim failed or had nothing to do: the transaction is
+// rolled back (or never begun) and the caller writes the batch the plain way.
 func (c *Completer) writeClaiming(ctx context.Context, b *pgx.Batch, batch []Outcome, results []taskwrite.Result) (written []Written, began, committed time.Time, err error) {
 	conn, err := c.pool.Acquire(ctx)
 	if err != nil {
@@ -491,34 +505,42 @@ func (c *Completer) writeClaiming(ctx context.Context, b *pgx.Batch, batch []Out
 	}
 	// Released inside a transaction (a failed rollback), the connection is closed by the pool.
 	defer conn.Release()
-	rollback := func() {
+	claim := c.cfg.Claim(conn, b, batch)
+	if claim == nil {
+		return nil, began, committed, nil
+	}
+	// failed ends a transaction that did not commit: a failure of the claim's own stops
+	// claims and leaves the batch to the plain way; any other is the batch's.
+	failed := func(err error) error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_, _ = conn.Exec(rctx, `rollback`)
-	}
-	began = time.Now()
-	if err := conn.SendBatch(ctx, b).Close(); err != nil { // begin, then the completions
-		rollback()
-		return nil, began, committed, err
-	}
-	written = made(batch, results)
-	done, err := c.cfg.Claim(ctx, conn, written)
-	if err != nil {
-		rollback()
-		if dberr.Transient(err) || ctx.Err() != nil {
-			return nil, began, committed, err // the connection, not the claim: written later
+		claim.Done(false, nil)
+		cerr := claim.Err()
+		if cerr == nil || dberr.Transient(err) || ctx.Err() != nil {
+			return err // the connection or the completions, not the claim: written later
 		}
 		c.claimBroken.Store(true)
 		c.cfg.Log.Warn("starting successor tasks in their predecessors' transaction failed; completions are written without it from now on",
-			"error", err)
-		return nil, began, committed, nil
+			"error", cerr)
+		return nil
 	}
-	_, err = conn.Exec(ctx, `commit`)
+	began = time.Now()
+	if err := conn.SendBatch(ctx, b).Close(); err != nil { // begin, the completions, the claim's read
+		return nil, began, committed, failed(err)
+	}
+	written = made(batch, results)
+	next := &pgx.Batch{}
+	claim.Start(next)
+	next.Queue(`commit`)
+	err = conn.SendBatch(ctx, next).Close()
 	committed = time.Now()
-	done(err == nil)
 	if err != nil {
-		return nil, began, committed, err
+		// A lost reply to the commit may hide a landed one: the started tasks are then the
+		// orphan sweep's, and the rewrite of the completions is found stale.
+		return nil, began, committed, failed(err)
 	}
+	claim.Done(true, written)
 	return written, began, committed, nil
 }
 

@@ -271,7 +271,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 		}
 		return nil, nil
 	}
-	tasks, err := f.start(ctx, conn, startSchema, p, true)
+	tasks, err := f.start(ctx, conn, startSchema, p)
 	if err != nil {
 		rollback(conn)
 		// Rolled back, the read is undone too. Only a commit whose reply was lost may have
@@ -280,60 +280,6 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 		f.unstarted = append(f.unstarted, ids...)
 	}
 	return tasks, err
-}
-
-// Claim starts, in the transaction open on conn, up to qty queued tasks of the given steps
-// of the given runs whose messages are in this fetcher's queue and visible: the successors
-// that the completions just written in that transaction made ready. Their messages were
-// sent by that transaction, so no other session can see them before it commits, and the
-// successors start in the same commit as their predecessors, without a fetch of their own.
-// It reads the messages as a fetch does (vt, read_ct) and starts their tasks, and leaves the
-// commit to the caller. It returns no tasks where the queue is read through pgmq.read (a
-// layout it does not know).
-func (f *Fetcher) Claim(ctx context.Context, conn *pgxpool.Conn, runIDs, steps []string, qty int) ([]Task, error) {
-	if qty <= 0 || len(runIDs) == 0 || len(steps) == 0 || !f.readsTable.Load() {
-		return nil, nil
-	}
-	startSchema := "pgflow"
-	if !f.proto.queueNames {
-		startSchema = starttwin.Made(conn.Conn()) // making one would end the caller's transaction
-	}
-	table := schema.QueueTable(f.queue)
-	rows, err := conn.Query(ctx, `
-		with picked as (
-		  select m.msg_id from `+table+` m
-		  where m.msg_id in (
-		      select st.message_id from pgflow.step_tasks st
-		      where st.flow_slug = $1 and st.run_id = any($2::text[]::uuid[]) and st.step_slug = any($3::text[])
-		        and st.status = 'queued' `+f.sameQueue("$6")+`)
-		    and m.vt <= clock_timestamp()
-		  order by m.msg_id limit $5 for update skip locked)
-		update `+table+` m set vt = clock_timestamp() + make_interval(secs => $4), read_ct = m.read_ct + 1
-		from picked where m.msg_id = picked.msg_id
-		returning m.msg_id, m.message`, f.flow, runIDs, steps, f.readVT, qty, f.queue)
-	if err != nil {
-		return nil, fmt.Errorf("claiming successors in queue %s: %w", f.queue, err)
-	}
-	var p readPlan
-	for rows.Next() {
-		var id int64
-		var body []byte
-		if err := rows.Scan(&id, &body); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("claiming successors in queue %s: %w", f.queue, err)
-		}
-		if err := f.add(&p, id, body); err != nil {
-			rows.Close()
-			return nil, err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claiming successors in queue %s: %w", f.queue, err)
-	}
-	if len(p.ids) == 0 {
-		return nil, nil
-	}
-	return f.start(ctx, conn, startSchema, p, false)
 }
 
 // readPlan is what start needs of the messages a read (or a claim) took: their ids, those
@@ -393,19 +339,40 @@ func (f *Fetcher) showUnstarted(ctx context.Context) error {
 	return err
 }
 
-// start claims the read messages' tasks through startSchema's start_tasks: pgflow's, or its
-// twin in pg_temp (package starttwin), and commits the transaction unless it is the
-// caller's to commit (Claim).
-func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema string, p readPlan, commit bool) ([]Task, error) {
+// start claims the read messages' tasks through startSchema's start_tasks (queueStart) and
+// commits the transaction with them, in one round trip.
+func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema string, p readPlan) ([]Task, error) {
+	b := &pgx.Batch{}
+	s := f.queueStart(b, startSchema, p)
+	// The commit, with the read's: both are kept or both are lost.
+	b.Queue(`commit`).Exec(func(pgconn.CommandTag) error { return nil })
+	sent := time.Now()
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("start_tasks(%s, queue %s): %w", f.flow, f.queue, err)
+	}
+	return s.mine(sent), nil
+}
+
+// started is a start of read messages' tasks queued into a batch: the batch's replies fill
+// it as they come.
+type started struct {
+	f         *Fetcher
+	tasks     []Task
+	attempts  map[int64]int
+	runInputs map[string][]byte // read by this start (the cache may drop them meanwhile)
+	err       error             // start_tasks' own failure, when it is the batch's first
+}
+
+// queueStart queues into b the start of p's tasks through startSchema's start_tasks: pgflow's,
+// or its twin in pg_temp (package starttwin), then the visibility of shorter steps' messages,
+// the attempt counts and the inputs of runs not cached. It leaves the commit to the caller.
+func (f *Fetcher) queueStart(b *pgx.Batch, startSchema string, p readPlan) *started {
+	s := &started{f: f, attempts: map[int64]int{}, runInputs: map[string][]byte{}}
 	ids, vtIDs, offsets, missingRuns := p.ids, p.vtIDs, p.offsets, p.missing
-	var tasks []Task
-	attempts := map[int64]int{}
-	runInputs := map[string][]byte{} // read by this fetch (the cache may drop them meanwhile)
 	flowInput := "null::jsonb"
 	if f.flowInput {
 		flowInput = "flow_input"
 	}
-	b := &pgx.Batch{}
 	claim, args := startSchema+`.start_tasks($1, $2::bigint[], $3::text::uuid)`, []any{f.flow, ids, f.workerID}
 	switch {
 	case f.proto.queueNames && f.step != "":
@@ -423,11 +390,12 @@ func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema str
 			}
 			t.Input = input
 			if runInput != nil {
-				runInputs[t.RunID] = runInput
+				s.runInputs[t.RunID] = runInput
 			}
-			tasks = append(tasks, t)
+			s.tasks = append(s.tasks, t)
 		}
-		return rows.Err()
+		s.err = rows.Err()
+		return s.err
 	})
 	// pgflow 0.8's start_tasks means to set each message's visibility to its step's timeout
 	// + 2 s, but its set_vt_batch CTE is never evaluated. pgmq.read already gave every message
@@ -445,7 +413,7 @@ func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema str
 			if err := rows.Scan(&id, &n); err != nil {
 				return err
 			}
-			attempts[id] = n
+			s.attempts[id] = n
 		}
 		return rows.Err()
 	})
@@ -458,33 +426,31 @@ func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema str
 					if err := rows.Scan(&id, &input); err != nil {
 						return err
 					}
-					runInputs[id] = input // the cache may refuse an input larger than its budget
+					s.runInputs[id] = input // the cache may refuse an input larger than its budget
 					f.inputs.put(id, input)
 				}
 				return rows.Err()
 			})
 	}
-	if commit {
-		// The commit, with the read's: both are kept or both are lost.
-		b.Queue(`commit`).Exec(func(pgconn.CommandTag) error { return nil })
-	}
-	sent := time.Now()
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("start_tasks(%s, queue %s): %w", f.flow, f.queue, err)
-	}
-	// start_tasks returns a task to every caller racing on its message, though only one
-	// caller's update applies (its CTE reads the statement snapshot). Keep only the tasks this
-	// worker really started: the attempt lookup matches last_worker_id.
-	mine := tasks[:0]
-	for _, t := range tasks {
-		n, ok := attempts[t.MsgID]
+	return s
+}
+
+// mine is the tasks the start took for this worker, once its batch ran; sent is when the
+// batch was sent. start_tasks returns a task to every caller racing on its message, though
+// only one caller's update applies (its CTE reads the statement snapshot): the attempt lookup,
+// which matches last_worker_id, says which.
+func (s *started) mine(sent time.Time) []Task {
+	f := s.f
+	mine := s.tasks[:0]
+	for _, t := range s.tasks {
+		n, ok := s.attempts[t.MsgID]
 		if !ok {
 			continue
 		}
 		t.Attempt = n
 		t.WorkerID = f.workerID
 		t.ClaimSent = sent
-		t.FlowInput = runInputs[t.RunID]
+		t.FlowInput = s.runInputs[t.RunID]
 		if t.FlowInput == nil {
 			t.FlowInput = f.inputs.get(t.RunID)
 		}
@@ -494,7 +460,7 @@ func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema str
 		mine = append(mine, t)
 	}
 	slices.SortFunc(mine, func(a, b Task) int { return cmp.Compare(a.MsgID, b.MsgID) })
-	return mine, nil
+	return mine
 }
 
 // sameQueue is the condition that a step_tasks row's message is in this fetcher's queue,

@@ -1,9 +1,9 @@
 package worker
 
 import (
-	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
@@ -12,11 +12,11 @@ import (
 
 // A completion whose step has dependents makes their tasks ready in its own transaction:
 // pgflow queues them and sends their messages there. Nobody else can see those messages
-// before the commit, so the completer hands the transaction to claimSuccessors before it
-// commits, which starts the successors this worker serves there and then, with free slots:
-// they run as soon as the commit returns, without waiting for a wake-up, a read and a fetch
-// transaction of their own (docs/RATIONALE.md "Successors start in their predecessor's
-// transaction").
+// before the commit, so the completer lets claimSuccessors join that transaction: the read of
+// the messages of the successors this worker serves rides in the completions' round trip,
+// their start in the commit's, with free slots. They run as soon as the commit returns,
+// without waiting for a wake-up, a read and a fetch transaction of their own
+// (docs/RATIONALE.md "Successors start in their predecessor's transaction").
 
 // claimQueue is the fetch queue successors of the flow are claimed from: the flow's own
 // queue. A flow with per-step queues (pgflow 0.17+) has none: its successors are fetched.
@@ -27,26 +27,33 @@ func (fs *flowState) claimQueue() *queueState {
 	return fs.queues[0]
 }
 
-// claim is what one flow's claim took: slots reserved, and the tasks started.
+// claim is one flow's part of a successorClaim: the slots it reserved, and its read.
 type claim struct {
 	fs       *flowState
-	reserved int
-	tasks    []poller.Task
 	q        *queueState
-	began    time.Time
-	claimed  time.Time
+	reserved int
+	read     *poller.ClaimRead
+	tasks    []poller.Task
 }
 
-// claimSuccessors is the completer's Config.Claim: in the transaction open on conn, it starts
-// the queued tasks of the steps this worker serves that depend on the completed tasks in
-// written, as many as free slots allow. The returned done launches them once the commit
-// is known to have landed, or gives their slots back; until then the flow counts as
-// fetching, so the recovery round does not take the tasks for orphans.
-func (w *Worker) claimSuccessors(ctx context.Context, conn *pgxpool.Conn, written []completer.Written) (func(committed bool), error) {
+// successorClaim is the completer.Claim of one batch of completions: a claim per flow.
+type successorClaim struct {
+	w       *Worker
+	claims  []*claim
+	began   time.Time // the completions' batch was sent with the reads
+	started time.Time // the starts were sent with the commit
+}
+
+// claimSuccessors is the completer's Config.Claim: it queues into b, behind the completions
+// of batch, the reads of the messages of their successors' tasks that this worker serves,
+// as many as free slots allow, and reserves those slots. The returned claim launches the
+// tasks once the commit is known to have landed, or gives their slots back; until then the
+// flow counts as fetching, so the recovery round does not take the tasks for orphans.
+func (w *Worker) claimSuccessors(conn *pgxpool.Conn, b *pgx.Batch, batch []completer.Outcome) completer.Claim {
 	w.claimGate.RLock()
 	if w.noClaims { // draining: the fetch loops have stopped, and so do claims
 		w.claimGate.RUnlock()
-		return func(bool) {}, nil
+		return nil
 	}
 	type want struct {
 		runs, steps []string
@@ -55,10 +62,10 @@ func (w *Worker) claimSuccessors(ctx context.Context, conn *pgxpool.Conn, writte
 	}
 	wants := map[*flowState]*want{}
 	var order []*flowState
-	for _, wr := range written {
-		t := wr.Task
+	for _, o := range batch {
+		t := o.Task
 		fs := w.byFlow[t.FlowSlug]
-		if wr.Stale || wr.Failed || wr.Status != "completed" || fs == nil || fs.steps[t.StepSlug] == nil || fs.claimQueue() == nil {
+		if o.Failed || fs == nil || fs.steps[t.StepSlug] == nil || fs.claimQueue() == nil {
 			continue
 		}
 		wt := wants[fs]
@@ -78,39 +85,7 @@ func (w *Worker) claimSuccessors(ctx context.Context, conn *pgxpool.Conn, writte
 			}
 		}
 	}
-	var claims []*claim
-	done := func(committed bool) {
-		defer w.claimGate.RUnlock()
-		for _, c := range claims {
-			if committed {
-				if w.trace != nil {
-					for i := range c.tasks {
-						w.trace.fetched(&c.tasks[i], "claimed", c.began, c.began, c.claimed)
-					}
-				}
-				for _, t := range c.tasks {
-					w.launch(c.fs, t)
-				}
-				w.unreserve(c.fs, c.reserved-len(c.tasks))
-				if len(c.tasks) > 0 {
-					c.q.foundTasks.Store(true) // the queue is busy: its loop polls at its quickest
-				}
-				if len(c.tasks) < c.reserved {
-					// Slots were left: every visible successor was started, so the fetch loop
-					// need not look for them (onWritten).
-					for i := range written {
-						if w.byFlow[written[i].Task.FlowSlug] == c.fs {
-							written[i].SuccessorsClaimed = true
-						}
-					}
-				}
-			} else {
-				w.unreserve(c.fs, c.reserved)
-			}
-			c.fs.fetches.Add(1)
-			c.fs.fetching.Add(-1)
-		}
-	}
+	sc := &successorClaim{w: w, began: time.Now()}
 	for _, fs := range order {
 		wt := wants[fs]
 		if len(wt.steps) == 0 || fs.deprecated.Load() {
@@ -122,15 +97,73 @@ func (w *Worker) claimSuccessors(ctx context.Context, conn *pgxpool.Conn, writte
 		if n == 0 {
 			continue // every slot is taken: the fetch loop reads them when one frees
 		}
-		c := &claim{fs: fs, q: fs.claimQueue(), reserved: n, began: time.Now()}
-		fs.fetching.Add(1)
-		claims = append(claims, c)
-		tasks, err := c.q.fetcher.Claim(ctx, conn, wt.runs, wt.steps, n)
-		if err != nil {
-			done(false)
-			return nil, err
+		c := &claim{fs: fs, q: fs.claimQueue(), reserved: n}
+		if c.read = c.q.fetcher.QueueClaim(conn, b, wt.runs, wt.steps, n); c.read == nil {
+			w.unreserve(fs, n)
+			continue
 		}
-		c.tasks, c.claimed = tasks, time.Now()
+		fs.fetching.Add(1)
+		sc.claims = append(sc.claims, c)
 	}
-	return done, nil
+	if len(sc.claims) == 0 {
+		w.claimGate.RUnlock()
+		return nil
+	}
+	return sc
+}
+
+// Start queues the start of every task the reads took.
+func (sc *successorClaim) Start(b *pgx.Batch) {
+	for _, c := range sc.claims {
+		c.read.QueueStart(b)
+	}
+	sc.started = time.Now()
+}
+
+// Err is the first failure of a claim's own statements.
+func (sc *successorClaim) Err() error {
+	for _, c := range sc.claims {
+		if err := c.read.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Done launches the started tasks if the commit landed, and gives back the slots they did
+// not take.
+func (sc *successorClaim) Done(committed bool, written []completer.Written) {
+	w := sc.w
+	defer w.claimGate.RUnlock()
+	now := time.Now()
+	for _, c := range sc.claims {
+		if committed {
+			c.tasks = c.read.Tasks(sc.started)
+			if w.trace != nil {
+				for i := range c.tasks {
+					w.trace.fetched(&c.tasks[i], "claimed", sc.began, sc.began, now)
+				}
+			}
+			for _, t := range c.tasks {
+				w.launch(c.fs, t)
+			}
+			w.unreserve(c.fs, c.reserved-len(c.tasks))
+			if len(c.tasks) > 0 {
+				c.q.foundTasks.Store(true) // the queue is busy: its loop polls at its quickest
+			}
+			if len(c.tasks) < c.reserved {
+				// Slots were left: every visible successor was started, so the fetch loop
+				// need not look for them (onWritten).
+				for i := range written {
+					if w.byFlow[written[i].Task.FlowSlug] == c.fs {
+						written[i].SuccessorsClaimed = true
+					}
+				}
+			}
+		} else {
+			w.unreserve(c.fs, c.reserved)
+		}
+		c.fs.fetches.Add(1)
+		c.fs.fetching.Add(-1)
+	}
 }

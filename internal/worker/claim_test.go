@@ -2,6 +2,8 @@ package worker_test
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +72,68 @@ flows:
 		if got[step] != w {
 			t.Errorf("step %s: %d tasks, %d started by their predecessor's completion; want %d, %d", step, got[step][0], got[step][1], w[0], w[1])
 		}
+	}
+}
+
+// A claim whose own statement fails takes its completions down with it, since they share a
+// transaction: the completions are then written the plain way, and claims stop, so one
+// broken claim costs one rollback, not one per batch. A trigger fails any start of a task in
+// a transaction that completed its predecessor (a claim), counting its firings in a sequence
+// (which a rollback does not undo). Every run completes, every successor is fetched.
+func TestAFailedClaimLeavesItsCompletionsToThePlainWayAndStopsClaims(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	if _, err := db.Pool.Exec(ctx, `
+		create sequence public.claim_trap;
+		create function public.claim_trap() returns trigger language plpgsql as $$
+		begin
+		  if exists (select 1 from pgflow.step_tasks p join pgflow.deps d on d.flow_slug = p.flow_slug and d.dep_slug = p.step_slug
+		             where p.run_id = new.run_id and d.step_slug = new.step_slug and p.completed_at = now()) then
+		    perform nextval('public.claim_trap');
+		    raise exception 'claim trap: % started in its predecessor''s transaction', new.step_slug;
+		  end if;
+		  return new;
+		end $$;
+		create trigger claim_trap before update of status on pgflow.step_tasks
+		  for each row when (new.status = 'started') execute function public.claim_trap()`); err != nil {
+		t.Fatal(err)
+	}
+	f := flows(t, `
+flows:
+  - slug: trapped
+    steps:
+      - {slug: a, module: "{{echo}}"}
+      - {slug: b, depends_on: [a], module: "{{echo}}"}
+      - {slug: c, depends_on: [b], module: "{{echo}}"}
+`)
+	logs := &syncBuffer{}
+	startWorker(t, db.Pool, f, worker.Config{Concurrency: 50, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	var ids []string
+	for range 4 {
+		ids = append(ids, startRun(t, db.Pool, "trapped", `{"n": 1}`))
+	}
+	for _, id := range ids {
+		if r := waitRun(t, db.Pool, id, 60*time.Second); r.Status != "completed" {
+			t.Fatalf("run %s: %s (%s)", id, r.Status, r.Error)
+		}
+	}
+	var fired int64
+	var called bool
+	if err := db.Pool.QueryRow(ctx, `select last_value, is_called from public.claim_trap`).Scan(&fired, &called); err != nil {
+		t.Fatal(err)
+	}
+	if !called || fired != 1 {
+		t.Errorf("the trap fired %d times (called %v); want once: the first claim fails, and claims stop", fired, called)
+	}
+	var attempts int
+	if err := db.Pool.QueryRow(ctx, `select max(attempts_count) from pgflow.step_tasks where flow_slug = 'trapped'`).Scan(&attempts); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 1 {
+		t.Errorf("a task took %d attempts; a failed claim must spend none", attempts)
+	}
+	if !strings.Contains(logs.String(), "completions are written without it from now on") {
+		t.Errorf("no warning that claims stopped; log:\n%s", logs.String())
 	}
 }

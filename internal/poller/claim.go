@@ -1,0 +1,103 @@
+package poller
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/starttwin"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
+)
+
+// A claim starts, in the transaction that completes their predecessors, the successor tasks
+// those completions made ready: their messages were sent by that transaction, so no other
+// session can see them before it commits. It is a fetch folded into the completion's two
+// round trips: the read rides with the completions (QueueClaim), the start with the commit
+// (QueueStart), and no statement waits for a round trip of its own while the runs are locked.
+
+// ClaimRead is a claim's read of successor messages, queued behind the completions.
+type ClaimRead struct {
+	f           *Fetcher
+	startSchema string
+	plan        readPlan
+	start       *started
+	err         error // the read's or the start's own failure
+}
+
+// QueueClaim queues into b, after the statements that complete tasks of the given runs, the
+// read of up to qty visible messages in this fetcher's queue whose tasks of the given steps
+// of those runs are queued. It reads them as a fetch does (vt, read_ct). It returns nil and
+// queues nothing where the queue is read through pgmq.read (a layout it does not know) or
+// nothing is asked; conn is the connection b will be sent on.
+func (f *Fetcher) QueueClaim(conn *pgxpool.Conn, b *pgx.Batch, runIDs, steps []string, qty int) *ClaimRead {
+	if qty <= 0 || len(runIDs) == 0 || len(steps) == 0 || !f.readsTable.Load() {
+		return nil
+	}
+	c := &ClaimRead{f: f, startSchema: "pgflow"}
+	if !f.proto.queueNames {
+		c.startSchema = starttwin.Made(conn.Conn()) // making one would end the caller's transaction
+	}
+	table := schema.QueueTable(f.queue)
+	b.Queue(`
+		with picked as (
+		  select m.msg_id from `+table+` m
+		  where m.msg_id in (
+		      select st.message_id from pgflow.step_tasks st
+		      where st.flow_slug = $1 and st.run_id = any($2::text[]::uuid[]) and st.step_slug = any($3::text[])
+		        and st.status = 'queued' `+f.sameQueue("$6")+`)
+		    and m.vt <= clock_timestamp()
+		  order by m.msg_id limit $5 for update skip locked)
+		update `+table+` m set vt = clock_timestamp() + make_interval(secs => $4), read_ct = m.read_ct + 1
+		from picked where m.msg_id = picked.msg_id
+		returning m.msg_id, m.message`, f.flow, runIDs, steps, f.readVT, qty, f.queue).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id int64
+			var body []byte
+			if err := rows.Scan(&id, &body); err != nil {
+				c.err = fmt.Errorf("claiming successors in queue %s: %w", f.queue, err)
+				return c.err
+			}
+			if err := f.add(&c.plan, id, body); err != nil {
+				c.err = err
+				return err
+			}
+		}
+		if err := rows.Err(); err != nil {
+			c.err = fmt.Errorf("claiming successors in queue %s: %w", f.queue, err)
+		}
+		return c.err
+	})
+	return c
+}
+
+// QueueStart queues into b, once the read's batch ran, the start of the tasks of the messages
+// it read; it queues nothing where it read none. The caller queues the commit after it.
+func (c *ClaimRead) QueueStart(b *pgx.Batch) {
+	if len(c.plan.ids) == 0 {
+		return
+	}
+	c.start = c.f.queueStart(b, c.startSchema, c.plan)
+}
+
+// Err is the failure of the claim's own read or start, where one of them was the first
+// statement of its batch to fail; nil where they did not run or succeeded.
+func (c *ClaimRead) Err() error {
+	if c.err != nil {
+		return c.err
+	}
+	if c.start != nil && c.start.err != nil {
+		return fmt.Errorf("start_tasks(%s, queue %s) for claimed successors: %w", c.f.flow, c.f.queue, c.start.err)
+	}
+	return nil
+}
+
+// Tasks are the tasks the claim started for this worker, once the start's batch ran; sent is
+// when that batch was sent.
+func (c *ClaimRead) Tasks(sent time.Time) []Task {
+	if c.start == nil {
+		return nil
+	}
+	return c.start.mine(sent)
+}
