@@ -94,6 +94,12 @@ type Config struct {
 	// ready to their transaction (the worker's claim.go): it may queue statements into b,
 	// which runs begin and the completions first. It returns nil where it queued nothing.
 	Claim func(conn *pgxpool.Conn, b *pgx.Batch, batch []Outcome) Claim
+	// AwaitedAtOnce lets an awaited completion start a second writer's transaction at once,
+	// rather than wait for the first writer's next one as other outcomes do below
+	// parallelBacklog: a chain's step waits for it. Where completions send an insert NOTIFY
+	// (--signal notify) their commits serialize on PostgreSQL's notify lock, and a second
+	// transaction only costs CPU (docs/RATIONALE.md "Awaited completions do not queue").
+	AwaitedAtOnce bool
 }
 
 // Claim is a start of successor tasks joined to the transaction of a batch of completions
@@ -117,6 +123,7 @@ type Completer struct {
 
 	mu       sync.Mutex
 	pending  []Outcome
+	awaited  int       // pending outcomes marked Awaited
 	inflight int       // outcomes taken by writers and not written yet
 	lost     []Outcome // outcomes writers gave up on when aborted
 
@@ -165,9 +172,18 @@ const parallelBacklog = 16
 func (c *Completer) Add(o Outcome) {
 	c.mu.Lock()
 	c.pending = append(c.pending, o)
-	n := len(c.pending)
+	if o.Awaited {
+		c.awaited++
+	}
+	n, urgent := len(c.pending), c.urgent()
 	c.mu.Unlock()
-	c.ring(n)
+	c.ring(n, urgent)
+}
+
+// urgent tells whether an awaited outcome waits that a second writer may take at once
+// (Config.AwaitedAtOnce); c.mu is held.
+func (c *Completer) urgent() bool {
+	return c.cfg.AwaitedAtOnce && c.awaited > 0
 }
 
 // Pending is the number of outcomes not yet written.
@@ -213,7 +229,7 @@ func (c *Completer) Stop() {
 	<-done
 	c.mu.Lock()
 	left := append(c.lost, c.pending...)
-	c.lost, c.pending = nil, nil
+	c.lost, c.pending, c.awaited = nil, nil, 0
 	c.mu.Unlock()
 	if len(left) > 0 {
 		lost := make([]Written, len(left))
@@ -224,8 +240,8 @@ func (c *Completer) Stop() {
 	}
 }
 
-// ring wakes the writers that n pending outcomes call for.
-func (c *Completer) ring(n int) {
+// ring wakes the writers that n pending outcomes call for (urgent: c.urgent()).
+func (c *Completer) ring(n int, urgent bool) {
 	if n == 0 {
 		return
 	}
@@ -233,7 +249,7 @@ func (c *Completer) ring(n int) {
 	case c.wakeFirst <- struct{}{}:
 	default:
 	}
-	if n >= parallelBacklog {
+	if n >= parallelBacklog || urgent {
 		select {
 		case c.wakeMore <- struct{}{}:
 		default:
@@ -241,21 +257,26 @@ func (c *Completer) ring(n int) {
 	}
 }
 
-// take moves up to MaxBatch pending outcomes to the caller when at least least are
-// pending, and wakes other writers for what is left.
+// take moves up to MaxBatch pending outcomes to the caller when at least least are pending
+// (or one is urgent), and wakes other writers for what is left.
 func (c *Completer) take(least int) []Outcome {
 	c.mu.Lock()
-	if len(c.pending) < least {
+	if len(c.pending) < least && !c.urgent() {
 		c.mu.Unlock()
 		return nil
 	}
 	n := min(len(c.pending), c.cfg.MaxBatch)
 	batch := append([]Outcome(nil), c.pending[:n]...)
 	c.pending = c.pending[n:]
+	for _, o := range batch {
+		if o.Awaited {
+			c.awaited--
+		}
+	}
 	c.inflight += n
-	left := len(c.pending)
+	left, urgent := len(c.pending), c.urgent()
 	c.mu.Unlock()
-	c.ring(left)
+	c.ring(left, urgent)
 	return batch
 }
 

@@ -135,3 +135,88 @@ func TestWritesAreGuardedByAttempt(t *testing.T) {
 		t.Errorf("task is %s after %d attempts, want still queued after 1", status, attempts)
 	}
 }
+
+// An awaited completion does not wait behind a write in flight when AwaitedAtOnce is set: the
+// second writer takes it at once. Without it, the second writer waits for a backlog, and the
+// completion for the first writer's next transaction. The first write is held in flight by a
+// lock the test takes on its run.
+func TestAnAwaitedCompletionTakesTheSecondWriterAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, atOnce := range []bool{true, false} {
+		t.Run(map[bool]string{true: "at once", false: "batched"}[atOnce], func(t *testing.T) {
+			t.Parallel()
+			db := pgtest.NewDB(t)
+			ctx := context.Background()
+			tasks := startedTasks(t, db, 2)
+			blocker, err := db.Pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer blocker.Rollback(ctx)
+			if _, err := blocker.Exec(ctx, `select 1 from pgflow.runs where run_id = $1::uuid for update`, tasks[0].RunID); err != nil {
+				t.Fatal(err)
+			}
+			written := make(chan completer.Written, 2)
+			c := completer.New(db.Pool, completer.Config{Writers: 2, AwaitedAtOnce: atOnce, StopTimeout: 30 * time.Second,
+				OnWritten: func(ws []completer.Written) {
+					for _, w := range ws {
+						written <- w
+					}
+				}})
+			if err := c.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer c.Stop()
+			c.Add(completer.Outcome{Task: tasks[0], Output: []byte(`1`)})
+			// The first writer is in flight, waiting for the lock, once the database says so.
+			waitFor(t, db, `select count(*) = 1 from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`)
+			c.Add(completer.Outcome{Task: tasks[1], Output: []byte(`2`), Awaited: true})
+			select {
+			case w := <-written:
+				if !atOnce {
+					t.Fatalf("%s was written while the first write waited, without AwaitedAtOnce", w.Task.RunID)
+				}
+				if w.Task.RunID != tasks[1].RunID || w.Status != "completed" {
+					t.Fatalf("written first: %+v, want the awaited completion", w)
+				}
+			case <-time.After(map[bool]time.Duration{true: 30 * time.Second, false: 300 * time.Millisecond}[atOnce]):
+				if atOnce {
+					t.Fatal("the awaited completion waited for the first writer")
+				}
+			}
+			if err := blocker.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want := map[bool]int{true: 1, false: 2}[atOnce]
+			for range want {
+				select {
+				case w := <-written:
+					if w.Status != "completed" {
+						t.Errorf("%+v, want completed", w)
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatal("a completion was not written once the lock was gone")
+				}
+			}
+		})
+	}
+}
+
+// waitFor polls query (one boolean) until it is true.
+func waitFor(t *testing.T, db *pgtest.DB, query string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var ok bool
+		if err := db.Pool.QueryRow(context.Background(), query).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still false after 30 s: %s", query)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -339,7 +339,8 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 		w.leases = fetchlease.New(fetchlease.Config{Pool: cfg.Pool, Slots: max(cfg.FetchLeases, 1), Log: w.log})
 	}
 	w.done = completer.New(cfg.Pool, completer.Config{MaxBatch: cfg.CompletionBatch, Writers: cfg.CompletionWriters,
-		OnWritten: w.onWritten, Log: w.log, OnError: func(err error) { w.dbError("write outcomes", err) }, Claim: w.claimSuccessors})
+		OnWritten: w.onWritten, Log: w.log, OnError: func(err error) { w.dbError("write outcomes", err) }, Claim: w.claimSuccessors,
+		AwaitedAtOnce: cfg.Signal == SignalPolling})
 	return w, nil
 }
 
