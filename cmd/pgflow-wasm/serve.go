@@ -59,7 +59,8 @@ func serveCommand() *cli.Command {
 			"\tand heartbeat, one for --signal notify, and on pgflow 0.13.2+ two while long tasks run (the requeue guard)"),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "signal", Value: string(d.Signal), EnvVars: env("signal"),
 			Usage: "how to learn about new tasks: notify (LISTEN/NOTIFY with a fallback poll; a queue that cannot notify is polled)\n" +
-				"\tor polling (adaptive backoff only)"}),
+				"\tor polling (adaptive backoff only: a new run's first step waits for a poll, while a busy chain's next step starts\n" +
+				"\tsoonest, see docs/RATIONALE.md \"Awaited completions do not queue\")"}),
 		durationFlag("min-poll-interval", d.MinPollInterval, "polling: shortest wait between polls of an idle queue"),
 		durationFlag("max-poll-interval", d.MaxPollInterval, "polling: longest wait between polls of an idle queue"),
 		durationFlag("notify-fallback", d.NotifyFallback, "notify: poll this often even without notifications (messages that become visible again\n"+
@@ -77,7 +78,7 @@ func serveCommand() *cli.Command {
 		durationFlag("attempt-history", d.AttemptHistory, "how long failed attempts are kept in pgflow_wasm.task_attempts (pgflow keeps only\n"+
 			"\ta task's last error; `run` and the dashboard show every attempt); negative keeps none"),
 		intFlag("completion-batch", d.CompletionBatch, "outcomes written per transaction (1 writes each task alone, as pgflow's own workers do)"),
-		intFlag("completion-writers", d.CompletionWriters, "outcome-writing transactions in flight at once"),
+		intFlag("completion-writers", d.CompletionWriters, "outcome-writing transactions in flight at once (the second starts for a backlog of 16, or under --signal polling at once for a completion a served step waits for)"),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "fetch-leases", Value: "auto", EnvVars: env("fetch-leases"),
 			Usage: "how many workers read one queue at a time; the others wait until a reader's handlers are the\n" +
 				"\tlimit or its queue is empty. auto: one, once two or more live workers serve the queue's flow (so\n" +
