@@ -73,14 +73,16 @@ flows:
       - {slug: d, depends_on: [c], module: %[1]q}
 `, oracle))
 	logs := map[*exec.Cmd]string{}
-	serve := func() *exec.Cmd {
+	// Workers under both signals: under polling an awaited completion takes a second writer at
+	// once, under notify it waits for the first (completer.Config.AwaitedAtOnce).
+	serve := func(signal string) *exec.Cmd {
 		logPath := filepath.Join(t.TempDir(), "worker.log")
 		logFile, err := os.Create(logPath)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cmd := exec.Command(binary, "serve", "--flows", flows, "--database-url", db.URL, "--log-format", "json",
-			"--signal", "notify", "--concurrency", "8", "--batch-size", "8", "--max-poll-interval", "1s")
+			"--signal", signal, "--concurrency", "8", "--batch-size", "8", "--max-poll-interval", "1s")
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -104,7 +106,7 @@ flows:
 		})
 		return cmd
 	}
-	workers := []*exec.Cmd{serve(), serve(), serve()}
+	workers := []*exec.Cmd{serve("notify"), serve("polling"), serve("notify")}
 	db.WaitServing(t, "soak_chain")
 
 	// The stream: every 100 ms a map run over four elements and a chain run, each task under a
@@ -168,7 +170,7 @@ flows:
 	killedAt := time.Now()
 	t.Logf("killed worker %v at %s", workerIDs(t, logs[victim]), killedAt.Format("15:04:05.000"))
 	_ = victim.Wait()
-	serve()
+	serve("polling")
 	// Fault 2: the server crashes (immediate shutdown) and restarts, two thirds of the way in.
 	time.Sleep(time.Until(killedAt.Add(time.Duration(seconds) * time.Second / 3)))
 	crashCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)

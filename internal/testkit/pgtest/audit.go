@@ -29,35 +29,21 @@ var auditSQL string
 // WarmFlow is the flow that PlanAged fills with tasks in every state; no test serves it.
 const WarmFlow = "pgtest_warm"
 
-// expectedInputSQL gives, for every completed task whose output has the oracle's shape, the
+// oracleSQL gives, for every completed task whose output has the oracle's shape, the
 // input pgflow 0.8.1 builds for it (and pgflow-wasm rebuilds on newer pgflow): the element
 // for a map step; {"run": run input, <dep>: <dep output>...} for a single step, with only
 // the completed dependencies. A map step's output is the array of its tasks' outputs.
 const oracleSQL = `
-with step_out as (
-  select ss.run_id, ss.step_slug,
-         case when s.step_type = 'map'
-              then coalesce((select jsonb_agg(t.output order by t.task_index) from pgflow.step_tasks t
-                             where t.run_id = ss.run_id and t.step_slug = ss.step_slug), '[]'::jsonb)
-              else (select t.output from pgflow.step_tasks t
-                    where t.run_id = ss.run_id and t.step_slug = ss.step_slug and t.task_index = 0)
-         end as output
-  from pgflow.step_states ss
-  join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
-  where ss.status = 'completed'
-),
-task as (
+with task as (
   select st.flow_slug, st.run_id, st.step_slug, st.task_index, st.attempts_count, st.last_worker_id, st.output,
          case when s.step_type = 'map' then
                 case when not exists (select 1 from pgflow.deps d where d.flow_slug = st.flow_slug and d.step_slug = st.step_slug)
                      then r.input -> st.task_index
-                     else (select so.output -> st.task_index from pgflow.deps d
-                           join step_out so on so.run_id = st.run_id and so.step_slug = d.dep_slug
+                     else (select o.output -> st.task_index from pgflow.deps d cross join lateral (` + depOutputSQL + `) o
                            where d.flow_slug = st.flow_slug and d.step_slug = st.step_slug)
                 end
               else jsonb_build_object('run', r.input) ||
-                   coalesce((select jsonb_object_agg(d.dep_slug, so.output) from pgflow.deps d
-                             join step_out so on so.run_id = st.run_id and so.step_slug = d.dep_slug
+                   coalesce((select jsonb_object_agg(d.dep_slug, o.output) from pgflow.deps d cross join lateral (` + depOutputSQL + `) o
                              where d.flow_slug = st.flow_slug and d.step_slug = st.step_slug), '{}'::jsonb)
          end as expected
   from pgflow.step_tasks st
@@ -83,6 +69,22 @@ select count(*) over (),
                 coalesce(left(expected::text, 200), 'nothing')
        end as problem
 from task`
+
+// depOutputSQL is the output of dependency d.dep_slug of task st's run, as pgflow passes it
+// on (a map's as the array of its tasks' outputs), when that step completed; no row when it
+// did not. Looked up by the keys of step_states and step_tasks for each task, so the oracle
+// stays linear in the tasks (a shared table of every step's output was scanned per task:
+// a minute for 25,000 tasks).
+const depOutputSQL = `
+  select case when ds.step_type = 'map'
+              then coalesce((select jsonb_agg(t.output order by t.task_index) from pgflow.step_tasks t
+                             where t.run_id = ss.run_id and t.step_slug = ss.step_slug), '[]'::jsonb)
+              else (select t.output from pgflow.step_tasks t
+                    where t.run_id = ss.run_id and t.step_slug = ss.step_slug and t.task_index = 0)
+         end as output
+  from pgflow.step_states ss
+  join pgflow.steps ds on ds.flow_slug = ss.flow_slug and ds.step_slug = ss.step_slug
+  where ss.run_id = st.run_id and ss.step_slug = d.dep_slug and ss.status = 'completed'`
 
 // AuditReport is what the audit found.
 type AuditReport struct {
