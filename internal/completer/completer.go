@@ -516,9 +516,10 @@ func made(batch []Outcome, results []taskwrite.Result) []Written {
 
 // writeClaiming writes a batch of completions (b: begin, then their statements) in an explicit
 // transaction that Config.Claim joins, in two round trips: the completions with the claim's
-// read of their successors' messages, then the successors' start with the commit. It returns
-// no outcomes, and no error, where the claim failed or had nothing to do: the transaction is
-// rolled back (or never begun) and the caller writes the batch the plain way.
+// read of their successors' messages, then the successors' start with the commit. Where the
+// claim has nothing to do, the completions commit alone, in one round trip. It returns no
+// outcomes, and no error, where the claim failed: the transaction is rolled back and the
+// caller writes the batch the plain way.
 func (c *Completer) writeClaiming(ctx context.Context, b *pgx.Batch, batch []Outcome, results []taskwrite.Result) (written []Written, began, committed time.Time, err error) {
 	conn, err := c.pool.Acquire(ctx)
 	if err != nil {
@@ -526,16 +527,25 @@ func (c *Completer) writeClaiming(ctx context.Context, b *pgx.Batch, batch []Out
 	}
 	// Released inside a transaction (a failed rollback), the connection is closed by the pool.
 	defer conn.Release()
+	rollback := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, _ = conn.Exec(rctx, `rollback`)
+	}
 	claim := c.cfg.Claim(conn, b, batch)
-	if claim == nil {
-		return nil, began, committed, nil
+	if claim == nil { // no free slot, or draining: the batch is the plain write with begin
+		b.Queue(`commit`)
+		began = time.Now()
+		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			rollback()
+			return nil, began, committed, err
+		}
+		return made(batch, results), began, time.Now(), nil
 	}
 	// failed ends a transaction that did not commit: a failure of the claim's own stops
 	// claims and leaves the batch to the plain way; any other is the batch's.
 	failed := func(err error) error {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_, _ = conn.Exec(rctx, `rollback`)
+		rollback()
 		claim.Done(false, nil)
 		cerr := claim.Err()
 		if cerr == nil || dberr.Transient(err) || ctx.Err() != nil {

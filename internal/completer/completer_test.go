@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
@@ -218,5 +221,52 @@ func waitFor(t *testing.T, db *pgtest.DB, query string) {
 			t.Fatalf("still false after 30 s: %s", query)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// An awaited completion whose claim has nothing to do (no free slot, a draining worker) is
+// committed in the transaction begun for the claim, on the same connection.
+func TestAnAwaitedCompletionWithNothingToClaimIsWritten(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	tasks := startedTasks(t, db, 2)
+	var mu sync.Mutex // writers call both from their goroutines
+	var asked int
+	var got []completer.Written
+	c := completer.New(db.Pool, completer.Config{StopTimeout: 30 * time.Second,
+		Claim: func(*pgxpool.Conn, *pgx.Batch, []completer.Outcome) completer.Claim {
+			mu.Lock()
+			defer mu.Unlock()
+			asked++
+			return nil
+		},
+		OnWritten: func(ws []completer.Written) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, ws...)
+		}})
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.Add(completer.Outcome{Task: tasks[0], Output: []byte(`1`), Awaited: true})
+	c.Add(completer.Outcome{Task: tasks[1], Output: []byte(`2`), Awaited: true})
+	c.Stop()
+	if asked == 0 {
+		t.Fatal("Config.Claim was not asked")
+	}
+	if len(got) != 2 {
+		t.Fatalf("reported %d outcomes, want 2", len(got))
+	}
+	for _, w := range got {
+		if w.Status != "completed" || w.Stale || w.Err != nil {
+			t.Errorf("%+v, want completed", w)
+		}
+	}
+	var completed int
+	if err := db.Pool.QueryRow(context.Background(), `select count(*) from pgflow.step_tasks where status = 'completed'`).Scan(&completed); err != nil {
+		t.Fatal(err)
+	}
+	if completed != 2 {
+		t.Errorf("%d tasks completed in the database, want 2", completed)
 	}
 }
