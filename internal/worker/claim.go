@@ -33,7 +33,6 @@ type claim struct {
 	q        *queueState
 	reserved int
 	read     *poller.ClaimRead
-	tasks    []poller.Task
 }
 
 // successorClaim is the completer.Claim of one batch of completions: a claim per flow.
@@ -138,20 +137,20 @@ func (sc *successorClaim) Done(committed bool, written []completer.Written) {
 	now := time.Now()
 	for _, c := range sc.claims {
 		if committed {
-			c.tasks = c.read.Tasks(sc.started)
+			tasks := c.read.Tasks(sc.started)
 			if w.trace != nil {
-				for i := range c.tasks {
-					w.trace.fetched(&c.tasks[i], "claimed", sc.began, sc.began, now)
+				for i := range tasks {
+					w.trace.fetched(&tasks[i], "claimed", sc.began, sc.began, now)
 				}
 			}
-			for _, t := range c.tasks {
+			for _, t := range tasks {
 				w.launch(c.fs, t)
 			}
-			w.unreserve(c.fs, c.reserved-len(c.tasks))
-			if len(c.tasks) > 0 {
+			w.unreserve(c.fs, c.reserved-len(tasks))
+			if len(tasks) > 0 {
 				c.q.foundTasks.Store(true) // the queue is busy: its loop polls at its quickest
 			}
-			if len(c.tasks) < c.reserved {
+			if len(tasks) < c.reserved {
 				// Slots were left: every visible successor was started, so the fetch loop
 				// need not look for them (onWritten).
 				for i := range written {
