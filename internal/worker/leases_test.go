@@ -67,15 +67,22 @@ flows:
 	// Two workers of one task at a time, and one lease: a holder whose single slot is taken
 	// by a handler much slower than its fetch gives the lease back at once, so the other
 	// worker reads too, instead of waiting for the holder's queue to run dry.
+	//
+	// "Much slower" must hold on a loaded machine: with 0.15 s handlers this once failed in
+	// CI (10 tasks and 0), where the race detector and other packages' databases slowed a
+	// fetch enough that the holder stopped counting as bound by its handlers (handlerBound)
+	// and held the lease through most of each task, while the other worker, refused, asked at
+	// most once a second (maxLeaseRetry). Handlers of 0.6 s are bound unless a fetch takes
+	// 0.3 s, and the whole backlog outlasts several of those asks.
 	cfg := fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: worker.SignalPolling,
 		FetchLeases: 1, Concurrency: 1, BatchSize: 1})
 	a := startWorker(t, db.Pool, f, cfg)
 	b := startWorker(t, db.Pool, f, cfg)
 	<-a.Started()
 	<-b.Started()
-	const runs = 10
+	const runs = 8
 	for range runs {
-		startRun(t, db.Pool, "slow", `{"iterations": 300000000}`) // about 0.15 s each
+		startRun(t, db.Pool, "slow", `{"iterations": 1200000000}`) // about 0.6 s each
 	}
 	waitFor(t, 60*time.Second, func() (bool, string) {
 		q, c := statusCounts(t, db, "slow")
