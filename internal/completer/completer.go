@@ -121,11 +121,12 @@ type Completer struct {
 	pool *pgxpool.Pool
 	cfg  Config
 
-	mu       sync.Mutex
-	pending  []Outcome
-	awaited  int       // pending outcomes marked Awaited
-	inflight int       // outcomes taken by writers and not written yet
-	lost     []Outcome // outcomes writers gave up on when aborted
+	mu              sync.Mutex
+	pending         []Outcome
+	awaited         int       // pending outcomes marked Awaited
+	inflight        int       // outcomes taken by writers and not written yet
+	awaitedInflight int       // the outcomes marked Awaited among inflight
+	lost            []Outcome // outcomes writers gave up on when aborted
 
 	refusedSince, refusedSaid time.Time // the outage of writes going on, and when it was last logged
 	claimBroken               atomic.Bool
@@ -184,6 +185,14 @@ func (c *Completer) Add(o Outcome) {
 // (Config.AwaitedAtOnce); c.mu is held.
 func (c *Completer) urgent() bool {
 	return c.cfg.AwaitedAtOnce && c.awaited > 0
+}
+
+// Awaited is the number of outcomes marked Awaited not yet written: each may start a
+// successor in its own transaction (Config.Claim), which needs a free slot then.
+func (c *Completer) Awaited() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.awaited + c.awaitedInflight
 }
 
 // Pending is the number of outcomes not yet written.
@@ -271,6 +280,7 @@ func (c *Completer) take(least int) []Outcome {
 	for _, o := range batch {
 		if o.Awaited {
 			c.awaited--
+			c.awaitedInflight++
 		}
 	}
 	c.inflight += n
@@ -314,6 +324,7 @@ func (c *Completer) writer(ctx context.Context, i int) {
 		written, left, err := c.write(ctx, batch)
 		c.mu.Lock()
 		c.inflight -= len(batch) - len(left)
+		c.awaitedInflight -= countAwaited(batch) - countAwaited(left)
 		c.mu.Unlock()
 		batch = left
 		if len(written) > 0 {
@@ -331,11 +342,23 @@ func (c *Completer) writer(ctx context.Context, i int) {
 		case <-c.abort:
 			c.mu.Lock()
 			c.inflight -= len(batch)
+			c.awaitedInflight -= countAwaited(batch)
 			c.lost = append(c.lost, batch...)
 			c.mu.Unlock()
 			return
 		}
 	}
+}
+
+// countAwaited counts the outcomes marked Awaited.
+func countAwaited(batch []Outcome) int {
+	n := 0
+	for _, o := range batch {
+		if o.Awaited {
+			n++
+		}
+	}
+	return n
 }
 
 // refused reports a write the database refused: the first refusal of an outage with what the

@@ -272,3 +272,25 @@ func TestAnAwaitedCompletionWithNothingToClaimIsWritten(t *testing.T) {
 		t.Errorf("%d tasks completed in the database, want 2", completed)
 	}
 }
+
+// Awaited counts the awaited outcomes not yet written, queued or in a writer's hands (the
+// worker's reads leave a slot free for each), and none once they are written.
+func TestAwaitedCountsAwaitedOutcomesUntilWritten(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	tasks := startedTasks(t, db, 3)
+	c := completer.New(db.Pool, completer.Config{StopTimeout: 30 * time.Second})
+	c.Add(completer.Outcome{Task: tasks[0], Output: []byte(`1`), Awaited: true})
+	c.Add(completer.Outcome{Task: tasks[1], Output: []byte(`2`), Awaited: true})
+	c.Add(completer.Outcome{Task: tasks[2], Output: []byte(`3`)})
+	if got := c.Awaited(); got != 2 {
+		t.Fatalf("Awaited() = %d before any write, want 2", got)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop()
+	if got := c.Awaited(); got != 0 {
+		t.Errorf("Awaited() = %d once written, want 0", got)
+	}
+}

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -135,5 +136,47 @@ flows:
 	}
 	if !strings.Contains(logs.String(), "completions are written without it from now on") {
 		t.Errorf("no warning that claims stopped; log:\n%s", logs.String())
+	}
+}
+
+// A read of the queue leaves free a slot for each completion not yet written whose
+// successor its transaction may start. Few slots and reads woken by every insert
+// (--signal notify): a read under way held every free slot, so a claim during it found none
+// and left its successor to a later read. Every successor of a chain starts in its
+// predecessor's transaction.
+func TestAReadLeavesTheClaimsTheirSlots(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	f := flows(t, `
+flows:
+  - slug: kept
+    steps:
+      - {slug: a, module: "{{echo}}"}
+      - {slug: b, depends_on: [a], module: "{{echo}}"}
+      - {slug: c, depends_on: [b], module: "{{echo}}"}
+      - {slug: d, depends_on: [c], module: "{{echo}}"}
+`)
+	startWorker(t, db.Pool, f, worker.Config{Signal: worker.SignalNotify, Concurrency: 4})
+	const runs = 16
+	var ids []string
+	for i := range runs {
+		ids = append(ids, startRun(t, db.Pool, "kept", fmt.Sprintf(`{"n": %d}`, i)))
+	}
+	for _, id := range ids {
+		if r := waitRun(t, db.Pool, id, 60*time.Second); r.Status != "completed" {
+			t.Fatalf("run %s: %s (%s)", id, r.Status, r.Error)
+		}
+	}
+	var successors, claimed int
+	if err := db.Pool.QueryRow(context.Background(), `
+		select count(*), count(*) filter (where p.completed_at = s.started_at)
+		from pgflow.step_tasks s
+		join pgflow.deps d on d.flow_slug = s.flow_slug and d.step_slug = s.step_slug
+		join pgflow.step_tasks p on p.run_id = s.run_id and p.step_slug = d.dep_slug
+		where s.flow_slug = 'kept'`).Scan(&successors, &claimed); err != nil {
+		t.Fatal(err)
+	}
+	if successors != 3*runs || claimed != successors {
+		t.Errorf("%d of %d successors started in their predecessor's transaction; want all %d", claimed, successors, 3*runs)
 	}
 }

@@ -14,14 +14,17 @@ type slots struct {
 }
 
 // tryAcquire reserves up to n slots and returns how many it got.
-func (s *slots) tryAcquire(n int) int {
+func (s *slots) tryAcquire(n int) int { return s.tryAcquireLeaving(n, 0) }
+
+// tryAcquireLeaving reserves up to n slots while keep stay free, and returns how many it got.
+func (s *slots) tryAcquireLeaving(n, keep int) int {
 	if s == nil {
 		return n
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.max > 0 {
-		n = min(n, s.max-s.used)
+		n = min(n, s.max-s.used-keep)
 	}
 	if n < 0 {
 		n = 0
