@@ -121,12 +121,12 @@ type Completer struct {
 	pool *pgxpool.Pool
 	cfg  Config
 
-	mu              sync.Mutex
-	pending         []Outcome
-	awaited         int       // pending outcomes marked Awaited
-	inflight        int       // outcomes taken by writers and not written yet
-	awaitedInflight int       // the outcomes marked Awaited among inflight
-	lost            []Outcome // outcomes writers gave up on when aborted
+	mu        sync.Mutex
+	pending   []Outcome
+	awaited   int            // pending outcomes marked Awaited
+	inflight  int            // outcomes taken by writers and not written yet
+	unwritten map[string]int // outcomes marked Awaited, pending or in flight, by flow
+	lost      []Outcome      // outcomes writers gave up on when aborted
 
 	refusedSince, refusedSaid time.Time // the outage of writes going on, and when it was last logged
 	claimBroken               atomic.Bool
@@ -175,6 +175,10 @@ func (c *Completer) Add(o Outcome) {
 	c.pending = append(c.pending, o)
 	if o.Awaited {
 		c.awaited++
+		if c.unwritten == nil {
+			c.unwritten = map[string]int{}
+		}
+		c.unwritten[o.Task.FlowSlug]++
 	}
 	n, urgent := len(c.pending), c.urgent()
 	c.mu.Unlock()
@@ -187,12 +191,18 @@ func (c *Completer) urgent() bool {
 	return c.cfg.AwaitedAtOnce && c.awaited > 0
 }
 
-// Awaited is the number of outcomes marked Awaited not yet written: each may start a
-// successor in its own transaction (Config.Claim), which needs a free slot then.
-func (c *Completer) Awaited() int {
+// Awaited is the number of outcomes marked Awaited not yet written, in all and of one flow:
+// each may start a successor in its writer's transaction (Config.Claim), which needs a free
+// slot then. They count until their write returns, although a claim reserves its slots
+// earlier: the writer may wait for a connection before it claims, and a read in that time
+// took the slots (3 of 48 successors in the worker's test, counting only untaken ones).
+func (c *Completer) Awaited(flow string) (all, ofFlow int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.awaited + c.awaitedInflight
+	for _, n := range c.unwritten {
+		all += n
+	}
+	return all, c.unwritten[flow]
 }
 
 // Pending is the number of outcomes not yet written.
@@ -238,7 +248,7 @@ func (c *Completer) Stop() {
 	<-done
 	c.mu.Lock()
 	left := append(c.lost, c.pending...)
-	c.lost, c.pending, c.awaited = nil, nil, 0
+	c.lost, c.pending, c.awaited, c.unwritten = nil, nil, 0, nil
 	c.mu.Unlock()
 	if len(left) > 0 {
 		lost := make([]Written, len(left))
@@ -280,7 +290,6 @@ func (c *Completer) take(least int) []Outcome {
 	for _, o := range batch {
 		if o.Awaited {
 			c.awaited--
-			c.awaitedInflight++
 		}
 	}
 	c.inflight += n
@@ -324,7 +333,7 @@ func (c *Completer) writer(ctx context.Context, i int) {
 		written, left, err := c.write(ctx, batch)
 		c.mu.Lock()
 		c.inflight -= len(batch) - len(left)
-		c.awaitedInflight -= countAwaited(batch) - countAwaited(left)
+		c.settleAwaited(batch, left)
 		c.mu.Unlock()
 		batch = left
 		if len(written) > 0 {
@@ -342,7 +351,7 @@ func (c *Completer) writer(ctx context.Context, i int) {
 		case <-c.abort:
 			c.mu.Lock()
 			c.inflight -= len(batch)
-			c.awaitedInflight -= countAwaited(batch)
+			c.settleAwaited(batch, nil)
 			c.lost = append(c.lost, batch...)
 			c.mu.Unlock()
 			return
@@ -350,15 +359,19 @@ func (c *Completer) writer(ctx context.Context, i int) {
 	}
 }
 
-// countAwaited counts the outcomes marked Awaited.
-func countAwaited(batch []Outcome) int {
-	n := 0
+// settleAwaited stops counting the awaited outcomes of batch that are not in left (written,
+// or given up); left is what the writer keeps of batch. c.mu is held.
+func (c *Completer) settleAwaited(batch, left []Outcome) {
 	for _, o := range batch {
 		if o.Awaited {
-			n++
+			c.unwritten[o.Task.FlowSlug]--
 		}
 	}
-	return n
+	for _, o := range left {
+		if o.Awaited {
+			c.unwritten[o.Task.FlowSlug]++
+		}
+	}
 }
 
 // refused reports a write the database refused: the first refusal of an outage with what the

@@ -273,8 +273,8 @@ func TestAnAwaitedCompletionWithNothingToClaimIsWritten(t *testing.T) {
 	}
 }
 
-// Awaited counts the awaited outcomes not yet written, queued or in a writer's hands (the
-// worker's reads leave a slot free for each), and none once they are written.
+// Awaited counts the awaited outcomes not yet written, in all and by flow (the worker's
+// reads leave a slot free for each), and none once they are written.
 func TestAwaitedCountsAwaitedOutcomesUntilWritten(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
@@ -283,14 +283,18 @@ func TestAwaitedCountsAwaitedOutcomesUntilWritten(t *testing.T) {
 	c.Add(completer.Outcome{Task: tasks[0], Output: []byte(`1`), Awaited: true})
 	c.Add(completer.Outcome{Task: tasks[1], Output: []byte(`2`), Awaited: true})
 	c.Add(completer.Outcome{Task: tasks[2], Output: []byte(`3`)})
-	if got := c.Awaited(); got != 2 {
-		t.Fatalf("Awaited() = %d before any write, want 2", got)
+	flow := tasks[0].FlowSlug
+	if all, of := c.Awaited(flow); all != 2 || of != 2 {
+		t.Fatalf("Awaited(%q) = %d, %d before any write, want 2, 2", flow, all, of)
+	}
+	if all, of := c.Awaited("another_flow"); all != 2 || of != 0 {
+		t.Fatalf("Awaited(another_flow) = %d, %d, want 2, 0", all, of)
 	}
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	c.Stop()
-	if got := c.Awaited(); got != 0 {
-		t.Errorf("Awaited() = %d once written, want 0", got)
+	if all, of := c.Awaited(flow); all != 0 || of != 0 {
+		t.Errorf("Awaited(%q) = %d, %d once written, want 0, 0", flow, all, of)
 	}
 }

@@ -127,23 +127,24 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 }
 
 // reserve takes up to want slots from the global and the flow's limits.
-func (w *Worker) reserve(fs *flowState, want int) int { return w.reserveLeaving(fs, want, 0) }
-
-// reserveForFetch takes up to want slots for a read of the queue, leaving free one slot for
-// each completion not yet written that may start its successor in its own transaction
-// (claim.go). A read reserves a whole batch while it runs: without that headroom a claim
-// that came during a read found no slot, and its successor waited for the next read (under
-// --signal notify, where every insert wakes a read, claims took 70% of a chain's successors
-// against 98% under polling: docs/benchmarks.md "Reads that took the claims' slots").
-func (w *Worker) reserveForFetch(fs *flowState, want int) int {
-	return w.reserveLeaving(fs, want, w.done.Awaited())
+func (w *Worker) reserve(fs *flowState, want int) int {
+	g := w.global.tryAcquire(want)
+	f := fs.slots.tryAcquire(g)
+	w.global.release(g - f)
+	return f
 }
 
-// reserveLeaving takes up to want slots from the global and the flow's limits while keep
-// stay free in each.
-func (w *Worker) reserveLeaving(fs *flowState, want, keep int) int {
-	g := w.global.tryAcquireLeaving(want, keep)
-	f := fs.slots.tryAcquireLeaving(g, keep)
+// reserveForFetch takes up to want slots for a read of the queue, leaving free one slot for
+// each awaited completion no writer has taken yet: that writer's transaction may start the
+// completion's successor (claim.go) and needs a slot then. A read holds its whole batch of
+// slots while it runs: without that headroom a claim during a read found none, and its
+// successor waited for a later read (under --signal notify, where every insert wakes a read,
+// claims took 67-70% of a chain's successors against 98% under polling: docs/benchmarks.md
+// "Reads that took the claims' slots"). A flow's own limit keeps only its own completions'.
+func (w *Worker) reserveForFetch(fs *flowState, want int) int {
+	all, ofFlow := w.done.Awaited(fs.def.Slug)
+	g := w.global.tryAcquireLeaving(want, all)
+	f := fs.slots.tryAcquireLeaving(g, ofFlow)
 	w.global.release(g - f)
 	return f
 }
