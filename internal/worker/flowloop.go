@@ -127,15 +127,10 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 }
 
 // reserve takes up to want slots from the global and the flow's limits.
-func (w *Worker) reserve(fs *flowState, want int) int {
-	g := w.global.tryAcquire(want)
-	f := fs.slots.tryAcquire(g)
-	w.global.release(g - f)
-	return f
-}
+func (w *Worker) reserve(fs *flowState, want int) int { return w.reserveLeaving(fs, want, 0, 0) }
 
 // reserveForFetch takes up to want slots for a read of the queue, leaving free one slot for
-// each awaited completion no writer has taken yet: that writer's transaction may start the
+// each awaited completion not yet written: its writer's transaction may start the
 // completion's successor (claim.go) and needs a slot then. A read holds its whole batch of
 // slots while it runs: without that headroom a claim during a read found none, and its
 // successor waited for a later read (under --signal notify, where every insert wakes a read,
@@ -143,8 +138,14 @@ func (w *Worker) reserve(fs *flowState, want int) int {
 // "Reads that took the claims' slots"). A flow's own limit keeps only its own completions'.
 func (w *Worker) reserveForFetch(fs *flowState, want int) int {
 	all, ofFlow := w.done.Awaited(fs.def.Slug)
-	g := w.global.tryAcquireLeaving(want, all)
-	f := fs.slots.tryAcquireLeaving(g, ofFlow)
+	return w.reserveLeaving(fs, want, all, ofFlow)
+}
+
+// reserveLeaving takes up to want slots from the global and the flow's limits while
+// keepGlobal and keepFlow stay free in each.
+func (w *Worker) reserveLeaving(fs *flowState, want, keepGlobal, keepFlow int) int {
+	g := w.global.tryAcquireLeaving(want, keepGlobal)
+	f := fs.slots.tryAcquireLeaving(g, keepFlow)
 	w.global.release(g - f)
 	return f
 }

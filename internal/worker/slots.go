@@ -13,9 +13,6 @@ type slots struct {
 	onFree func()
 }
 
-// tryAcquire reserves up to n slots and returns how many it got.
-func (s *slots) tryAcquire(n int) int { return s.tryAcquireLeaving(n, 0) }
-
 // tryAcquireLeaving reserves up to n slots while keep stay free, and returns how many it got.
 func (s *slots) tryAcquireLeaving(n, keep int) int {
 	if s == nil {
