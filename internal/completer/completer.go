@@ -563,17 +563,12 @@ func (c *Completer) writeClaiming(ctx context.Context, b *pgx.Batch, batch []Out
 	}
 	// Released inside a transaction (a failed rollback), the connection is closed by the pool.
 	defer conn.Release()
-	rollback := func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_, _ = conn.Exec(rctx, `rollback`)
-	}
 	claim := c.cfg.Claim(conn, b, batch)
 	if claim == nil { // no free slot, or draining: the batch is the plain write with begin
 		b.Queue(`commit`)
 		began = time.Now()
 		if err := conn.SendBatch(ctx, b).Close(); err != nil {
-			rollback()
+			poller.Rollback(conn)
 			return nil, began, committed, err
 		}
 		return made(batch, results), began, time.Now(), nil
@@ -581,7 +576,7 @@ func (c *Completer) writeClaiming(ctx context.Context, b *pgx.Batch, batch []Out
 	// failed ends a transaction that did not commit: a failure of the claim's own stops
 	// claims and leaves the batch to the plain way; any other is the batch's.
 	failed := func(err error) error {
-		rollback()
+		poller.Rollback(conn)
 		claim.Done(false, nil)
 		cerr := claim.Err()
 		if cerr == nil || dberr.Transient(err) || ctx.Err() != nil {

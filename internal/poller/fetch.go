@@ -252,7 +252,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 		return rows.Err()
 	})
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		rollback(conn)
+		Rollback(conn)
 		return nil, fmt.Errorf("reading queue %s: %w", f.queue, err)
 	}
 	var p readPlan
@@ -273,7 +273,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 	}
 	tasks, err := f.start(ctx, conn, startSchema, p)
 	if err != nil {
-		rollback(conn)
+		Rollback(conn)
 		// Rolled back, the read is undone too. Only a commit whose reply was lost may have
 		// hidden these messages for readVT seconds, with no notification to say when they
 		// show again: once the database answers, show those whose task is still queued.
@@ -313,9 +313,11 @@ func (f *Fetcher) add(p *readPlan, id int64, body []byte) error {
 	return nil
 }
 
-// rollback ends a fetch's failed transaction. Where it cannot (the connection is gone), the
-// pool closes the connection on its release, which ends the transaction too.
-func rollback(conn *pgxpool.Conn) {
+// Rollback ends a failed transaction on a pooled connection (a fetch's, or the completer's
+// when a claim joins it), even where the caller's context is done. Where it cannot (the
+// connection is gone), the pool closes the connection on its release, which ends the
+// transaction too.
+func Rollback(conn *pgxpool.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, _ = conn.Exec(ctx, `rollback`)
