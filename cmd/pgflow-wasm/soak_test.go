@@ -73,8 +73,8 @@ flows:
       - {slug: d, depends_on: [c], module: %[1]q}
 `, oracle))
 	logs := map[*exec.Cmd]string{}
-	// Workers under both signals: under polling an awaited completion takes a second writer at
-	// once, under notify it waits for the first (completer.Config.AwaitedAtOnce).
+	// Workers under both signals: under notify every insert also wakes the fetch loops,
+	// beside the claims that start successors in their predecessor's transaction.
 	serve := func(signal string) *exec.Cmd {
 		logPath := filepath.Join(t.TempDir(), "worker.log")
 		logFile, err := os.Create(logPath)

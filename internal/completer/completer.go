@@ -96,9 +96,8 @@ type Config struct {
 	Claim func(conn *pgxpool.Conn, b *pgx.Batch, batch []Outcome) Claim
 	// AwaitedAtOnce lets an awaited completion start a second writer's transaction at once,
 	// rather than wait for the first writer's next one as other outcomes do below
-	// parallelBacklog: a chain's step waits for it. Under --signal notify it did not
-	// reliably shorten the hop and cost a fifth more database CPU (docs/RATIONALE.md
-	// "Awaited completions do not queue").
+	// parallelBacklog: a chain's step waits for it (docs/RATIONALE.md "Awaited completions
+	// do not queue"). The worker always sets it; off, outcomes batch as they did before.
 	AwaitedAtOnce bool
 }
 

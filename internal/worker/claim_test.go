@@ -77,8 +77,10 @@ flows:
 }
 
 // A claim whose own statement fails takes its completions down with it, since they share a
-// transaction: the completions are then written the plain way, and claims stop, so one
-// broken claim costs one rollback, not one per batch. A trigger fails any start of a task in
+// transaction: the completions are then written the plain way, and claims stop, so a broken
+// claim costs one rollback per completion writer (each may have one in flight when the
+// first fails, since awaited completions take the second writer at once), not one per
+// batch. A trigger fails any start of a task in
 // a transaction that completed its predecessor (a claim), counting its firings in a sequence
 // (which a rollback does not undo). Every run completes, every successor is fetched.
 func TestAFailedClaimLeavesItsCompletionsToThePlainWayAndStopsClaims(t *testing.T) {
@@ -109,7 +111,8 @@ flows:
       - {slug: c, depends_on: [b], module: "{{echo}}"}
 `)
 	logs := &syncBuffer{}
-	startWorker(t, db.Pool, f, worker.Config{Concurrency: 50, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	const writers = 2
+	startWorker(t, db.Pool, f, worker.Config{Concurrency: 50, CompletionWriters: writers, Log: slog.New(slog.NewTextHandler(logs, nil))})
 	var ids []string
 	for range 4 {
 		ids = append(ids, startRun(t, db.Pool, "trapped", `{"n": 1}`))
@@ -124,8 +127,8 @@ flows:
 	if err := db.Pool.QueryRow(ctx, `select last_value, is_called from public.claim_trap`).Scan(&fired, &called); err != nil {
 		t.Fatal(err)
 	}
-	if !called || fired != 1 {
-		t.Errorf("the trap fired %d times (called %v); want once: the first claim fails, and claims stop", fired, called)
+	if !called || fired > writers {
+		t.Errorf("the trap fired %d times (called %v); want once, or once per writer: the first claims fail, and claims stop", fired, called)
 	}
 	var attempts int
 	if err := db.Pool.QueryRow(ctx, `select max(attempts_count) from pgflow.step_tasks where flow_slug = 'trapped'`).Scan(&attempts); err != nil {

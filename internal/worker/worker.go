@@ -340,7 +340,7 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 	}
 	w.done = completer.New(cfg.Pool, completer.Config{MaxBatch: cfg.CompletionBatch, Writers: cfg.CompletionWriters,
 		OnWritten: w.onWritten, Log: w.log, OnError: func(err error) { w.dbError("write outcomes", err) }, Claim: w.claimSuccessors,
-		AwaitedAtOnce: cfg.Signal == SignalPolling})
+		AwaitedAtOnce: true})
 	return w, nil
 }
 
