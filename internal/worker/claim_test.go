@@ -80,9 +80,9 @@ flows:
 // transaction: the completions are then written the plain way, and claims stop, so a broken
 // claim costs one rollback per completion writer (each may have one in flight when the
 // first fails, since awaited completions take the second writer at once), not one per
-// batch. A trigger fails any start of a task in
-// a transaction that completed its predecessor (a claim), counting its firings in a sequence
-// (which a rollback does not undo). Every run completes, every successor is fetched.
+// batch. A trigger fails any start of a task in a transaction that completed its
+// predecessor (a claim), counting its firings in a sequence (which a rollback does not
+// undo). Every run completes, every successor is fetched.
 func TestAFailedClaimLeavesItsCompletionsToThePlainWayAndStopsClaims(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
