@@ -169,15 +169,30 @@ func (c *Completer) KeepAttemptHistory() { c.cfg.AttemptHistory = true }
 const parallelBacklog = 16
 
 // Add queues an outcome; it never blocks.
-func (c *Completer) Add(o Outcome) {
-	c.mu.Lock()
-	c.pending = append(c.pending, o)
+func (c *Completer) Add(o Outcome) { c.AddReleasing(o, nil) }
+
+// AddReleasing queues an outcome as Add does, and runs release (if set) in between: after
+// an awaited outcome counts in Awaited, before any writer can take it. The worker frees the
+// ended handler's slot there. Counted first, the slot is one a read leaves free; freed
+// before a writer can claim, the claim finds it free. Freed after Add, a second writer that
+// took an awaited outcome at once (AwaitedAtOnce) sometimes claimed before the slot was
+// free and left the successor to a read (47 of 48 in the worker's test).
+func (c *Completer) AddReleasing(o Outcome, release func()) {
 	if o.Awaited {
-		c.awaited++
+		c.mu.Lock()
 		if c.unwritten == nil {
 			c.unwritten = map[string]int{}
 		}
 		c.unwritten[o.Task.FlowSlug]++
+		c.mu.Unlock()
+	}
+	if release != nil {
+		release()
+	}
+	c.mu.Lock()
+	c.pending = append(c.pending, o)
+	if o.Awaited {
+		c.awaited++
 	}
 	n, urgent := len(c.pending), c.urgent()
 	c.mu.Unlock()

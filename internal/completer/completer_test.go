@@ -298,3 +298,37 @@ func TestAwaitedCountsAwaitedOutcomesUntilWritten(t *testing.T) {
 		t.Errorf("Awaited(%q) = %d, %d once written, want 0, 0", flow, all, of)
 	}
 }
+
+// AddReleasing runs its release (the worker frees the ended handler's slot there) once the
+// outcome counts as awaited, so a read leaves the slot to its claim, and before a writer can
+// take the outcome, so the claim finds the slot free.
+func TestAddReleasingReleasesBetweenCountingAndQueueing(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	tasks := startedTasks(t, db, 1)
+	c := completer.New(db.Pool, completer.Config{StopTimeout: 30 * time.Second})
+	flow := tasks[0].FlowSlug
+	released := false
+	c.AddReleasing(completer.Outcome{Task: tasks[0], Output: []byte(`1`), Awaited: true}, func() {
+		released = true
+		if _, of := c.Awaited(flow); of != 1 {
+			t.Errorf("Awaited(%q) = %d when the slot is released, want 1: a read could take the claim's slot", flow, of)
+		}
+		if n := c.Pending(); n != 0 {
+			t.Errorf("%d outcomes pending when the slot is released, want 0: a writer could claim before it is free", n)
+		}
+	})
+	if !released {
+		t.Fatal("release did not run")
+	}
+	if n := c.Pending(); n != 1 {
+		t.Errorf("%d outcomes pending after AddReleasing, want 1", n)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop()
+	if all, _ := c.Awaited(flow); all != 0 {
+		t.Errorf("Awaited = %d once written, want 0", all)
+	}
+}

@@ -58,6 +58,7 @@ func (w *Worker) claimSuccessors(conn *pgxpool.Conn, b *pgx.Batch, batch []compl
 		runs, steps []string
 		seenRun     map[string]bool
 		seenStep    map[string]bool
+		successors  map[[2]string]bool // (run, step): the tasks the batch can make ready
 	}
 	wants := map[*flowState]*want{}
 	var order []*flowState
@@ -69,7 +70,7 @@ func (w *Worker) claimSuccessors(conn *pgxpool.Conn, b *pgx.Batch, batch []compl
 		}
 		wt := wants[fs]
 		if wt == nil {
-			wt = &want{seenRun: map[string]bool{}, seenStep: map[string]bool{}}
+			wt = &want{seenRun: map[string]bool{}, seenStep: map[string]bool{}, successors: map[[2]string]bool{}}
 			wants[fs] = wt
 			order = append(order, fs)
 		}
@@ -82,6 +83,7 @@ func (w *Worker) claimSuccessors(conn *pgxpool.Conn, b *pgx.Batch, batch []compl
 				wt.seenStep[s] = true
 				wt.steps = append(wt.steps, s)
 			}
+			wt.successors[[2]string{t.RunID, s}] = true
 		}
 	}
 	sc := &successorClaim{w: w, began: time.Now()}
@@ -90,9 +92,12 @@ func (w *Worker) claimSuccessors(conn *pgxpool.Conn, b *pgx.Batch, batch []compl
 		if len(wt.steps) == 0 || fs.deprecated.Load() {
 			continue
 		}
-		// A single step has one task a run: that many slots, so that claims and fetches
-		// running at once do not take each other's (a map's other tasks are fetched).
-		n := w.reserve(fs, min(w.cfg.BatchSize, len(wt.runs)*len(wt.steps)))
+		// A single step has one task a run: one slot for each step of each run that a
+		// completion of the batch may make ready, so that claims and fetches running at once
+		// do not take each other's (a map's other tasks are fetched). Not runs times steps:
+		// a batch completing a of one run and b of another held four slots for two
+		// successors, and a second writer's claim then found none (TestAReadLeavesTheClaimsTheirSlots).
+		n := w.reserve(fs, min(w.cfg.BatchSize, len(wt.successors)))
 		if n == 0 {
 			continue // every slot is taken: the fetch loop reads them when one frees
 		}

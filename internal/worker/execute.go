@@ -30,7 +30,12 @@ func (w *Worker) launch(fs *flowState, t poller.Task) {
 	}
 	go func() {
 		defer w.running.Done()
-		defer w.finished(fs)
+		released := false // the slot, freed here or by the completer (AddReleasing)
+		defer func() {
+			if !released {
+				w.finished(fs)
+			}
+		}()
 		if fs.inFlight != nil {
 			defer fs.inFlight.Dec()
 		}
@@ -52,7 +57,10 @@ func (w *Worker) launch(fs *flowState, t poller.Task) {
 			o := end.outcome
 			st := fs.steps[t.StepSlug]
 			o.Awaited = !o.Failed && st != nil && len(st.claimable) > 0 && fs.claimQueue() != nil
-			w.done.Add(o)
+			// The slot is freed once the outcome counts as awaited and before a writer can
+			// claim its successor (completer.AddReleasing).
+			released = true
+			w.done.AddReleasing(o, func() { w.finished(fs) })
 		}
 	}()
 }
