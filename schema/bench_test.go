@@ -59,3 +59,45 @@ func BenchmarkPgmqCycle(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLayerVersions runs sends and one-message archives inside the server (a DO block
+// of 100 of each per op, so no round trip is timed) on the layer's first version and on the
+// current one, each in a database with ten other queues: what the static statements save.
+func BenchmarkLayerVersions(b *testing.B) {
+	versions := map[string]func(b *testing.B) *pgtest.DB{
+		schema.BaseLayerVersion: func(b *testing.B) *pgtest.DB {
+			db := pgtest.NewDB(b, pgtest.Empty())
+			if _, err := db.Pool.Exec(context.Background(), "CREATE SCHEMA pgmq;\n"+schema.LayerBaseSQL()); err != nil {
+				b.Fatal(err)
+			}
+			return db
+		},
+		schema.LayerVersion: func(b *testing.B) *pgtest.DB { return pgtest.NewDB(b, pgtest.Layer(schema.LayerSchema)) },
+	}
+	for version, open := range versions {
+		b.Run(version, func(b *testing.B) {
+			ctx := context.Background()
+			db := open(b)
+			if _, err := db.Pool.Exec(ctx, `SELECT pgmq.create('other_' || i) FROM generate_series(1, 10) AS i; SELECT pgmq.create('bench')`); err != nil {
+				b.Fatal(err)
+			}
+			conn, err := db.Pool.Acquire(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Release()
+			cycle := `DO $$ DECLARE id bigint; BEGIN FOR i IN 1..100 LOOP
+				id := pgmq.send('bench', '{"n": 1}'::jsonb); PERFORM pgmq.archive('bench', id); END LOOP; END $$`
+			if _, err := conn.Exec(ctx, cycle); err != nil { // the session's plans, as a worker's
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := conn.Exec(ctx, cycle); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/100, "µs/send+archive")
+		})
+	}
+}

@@ -15,7 +15,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ExtensionFiles are the two files that make our layer installable with CREATE EXTENSION.
+// ExtensionFiles make our layer installable with CREATE EXTENSION: the control file, the
+// script of the layer's first version and the update from it to LayerVersion. PostgreSQL
+// chains the two scripts for a fresh CREATE EXTENSION and runs the update alone for
+// ALTER EXTENSION pgmq UPDATE.
 func ExtensionFiles() map[string][]byte {
 	control := fmt.Sprintf(`# %s pgmq-compatible SQL API written by pgflow-wasm.
 # This is NOT the real pgmq extension: pgflow-wasm installs it only where no real pgmq
@@ -26,14 +29,17 @@ relocatable = false
 schema = pgmq
 superuser = false
 `, LayerCommentPrefix, MinPgmqVersion, LayerCommentPrefix, LayerVersion)
-	script := "-- " + LayerCommentPrefix + " extension script, version " + LayerVersion + "\n" +
-		`\echo Use "CREATE EXTENSION pgmq" to load this file. \quit` + "\n" +
-		layerSQL() + "\n" +
+	header := "-- " + LayerCommentPrefix + " extension script, version %s\n" +
+		`\echo Use "CREATE EXTENSION pgmq" to load this file. \quit` + "\n"
+	base := fmt.Sprintf(header, baseLayerVersion) +
+		layerBaseSQL() + "\n" +
 		"-- Queue metadata is user data: keep it in pg_dump output.\n" +
 		"SELECT pg_catalog.pg_extension_config_dump('pgmq.meta', '');\n"
+	update := fmt.Sprintf(header, baseLayerVersion+" to "+LayerVersion) + layerUpdateSQL()
 	return map[string][]byte{
-		"pgmq.control":                   []byte(control),
-		"pgmq--" + LayerVersion + ".sql": []byte(script),
+		"pgmq.control":                       []byte(control),
+		"pgmq--" + baseLayerVersion + ".sql": []byte(base),
+		"pgmq--" + baseLayerVersion + "--" + LayerVersion + ".sql": []byte(update),
 	}
 }
 

@@ -159,11 +159,20 @@ func installPgmq(ctx context.Context, conn *pgx.Conn, opts Options, who identity
 		if want := opts.Layer; (want == LayerExtension && !st.Installed.Extension) || (want == LayerSchema && st.Installed.Extension) {
 			return fmt.Errorf("%s is already installed; it cannot become a %s here (drop schema pgmq first)", st.Installed, want)
 		}
-		if st.Installed.Version != LayerVersion {
-			return fmt.Errorf("%s is installed but this pgflow-wasm ships layer %s and has no upgrade path from it yet", st.Installed, LayerVersion)
+		switch st.Installed.Version {
+		case LayerVersion:
+			// A restored extension's scripts rebuilt the dispatchers before its queue list
+			// came back: name the queues they miss (pgmq._undispatched), else change nothing.
+			if _, err := conn.Exec(ctx, `SELECT pgmq._lock_queues();
+				SELECT pgmq._rebuild_dispatchers() WHERE EXISTS (SELECT FROM pgmq._undispatched())`); err != nil {
+				return stepError(err, who, "rebuilding the pgmq layer's queue dispatchers", "to own the pgmq functions")
+			}
+			rep.Pgmq, rep.PgmqAction = st.Installed, "kept"
+			return nil
+		case baseLayerVersion:
+			return updateLayer(ctx, conn, opts, st.Installed, who, rep)
 		}
-		rep.Pgmq, rep.PgmqAction = st.Installed, "kept"
-		return nil
+		return fmt.Errorf("%s is installed but this pgflow-wasm ships layer %s and has no path from it (a newer pgflow-wasm installed it?)", st.Installed, LayerVersion)
 	case PgmqReal:
 		if opts.Layer != LayerAuto {
 			return fmt.Errorf("%s is installed: the pgflow-wasm layer is not needed (use auto mode)", st.Installed)
@@ -298,4 +307,38 @@ func installLayerExtension(ctx context.Context, conn *pgx.Conn, dir string) erro
 		return fmt.Errorf("CREATE EXTENSION pgmq failed: %w", err)
 	}
 	return tx.Commit(ctx)
+}
+
+// updateLayer takes an installed layer from baseLayerVersion to LayerVersion in one
+// transaction: ALTER EXTENSION UPDATE (after writing the update script beside the control
+// file) in extension form, the update script itself in plain-schema form. Queues and their
+// messages stay where they are; only functions change.
+func updateLayer(ctx context.Context, conn *pgx.Conn, opts Options, installed Pgmq, who identity, rep *Report) error {
+	step := fmt.Sprintf("updating the pgflow-wasm pgmq layer from %s to %s", installed.Version, LayerVersion)
+	update := layerUpdateSQL()
+	if installed.Extension {
+		dir, err := layerExtensionDir(ctx, conn, opts)
+		if err == nil {
+			_, err = writeExtensionFiles(dir)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: the extension's update script cannot be written: %w", step, err)
+		}
+		update = fmt.Sprintf(`ALTER EXTENSION pgmq UPDATE TO '%s'`, LayerVersion)
+		rep.ExtensionDir = dir
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, update); err != nil {
+		return stepError(err, who, step, "to own the pgmq schema and its functions")
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	rep.Pgmq = Pgmq{Kind: PgmqLayer, Version: LayerVersion, Extension: installed.Extension}
+	rep.PgmqAction = "updated"
+	return nil
 }

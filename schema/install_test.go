@@ -448,7 +448,7 @@ func TestAutoFallsBackToASchemaWhenTheServerIgnoresTheFolder(t *testing.T) {
 	if !rep.Pgmq.Extension || rep.ExtensionDir != c.ExtensionDir() {
 		t.Fatalf("install with the server's folder: %s in %q, want an extension in %s", rep.Pgmq, rep.ExtensionDir, c.ExtensionDir())
 	}
-	if _, err := os.Stat(filepath.Join(c.ExtensionDir(), fmt.Sprintf("pgmq--%s.sql", schema.LayerVersion))); err != nil {
+	if _, err := os.Stat(filepath.Join(c.ExtensionDir(), fmt.Sprintf("pgmq--%s--%s.sql", schema.BaseLayerVersion, schema.LayerVersion))); err != nil {
 		t.Fatal(err)
 	}
 }

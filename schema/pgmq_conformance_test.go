@@ -54,6 +54,24 @@ func TestPgmqConformance(t *testing.T) {
 			db := pgtest.NewDB(t, pgtest.Layer(schema.LayerSchema))
 			return pgmqTarget{pool: db.Pool, url: db.URL, ours: true}
 		},
+		// A layer of the first version updated in place (what `db install` does to an
+		// existing database), and a layer whose dispatchers name no queue: every call takes
+		// the dynamic fallback the static branches share their statements with.
+		"layer-updated": func(t *testing.T) pgmqTarget {
+			db := pgtest.NewDB(t, pgtest.Empty())
+			installBaseLayer(t, connect(t, db.URL))
+			if rep := install(t, connect(t, db.URL), schema.Options{Layer: schema.LayerSchema}); rep.PgmqAction != "updated" {
+				t.Fatalf("install over the first layer: %s %s, want it updated", rep.PgmqAction, rep.Pgmq)
+			}
+			return pgmqTarget{pool: db.Pool, url: db.URL, ours: true}
+		},
+		"layer-fallback": func(t *testing.T) pgmqTarget {
+			db := pgtest.NewDB(t, pgtest.Layer(schema.LayerSchema))
+			mustExec(t, db.Pool, `CREATE OR REPLACE FUNCTION pgmq._dispatch_cap() RETURNS integer
+				LANGUAGE sql STABLE AS $$ SELECT 0 $$`)
+			mustExec(t, db.Pool, `SELECT pgmq._build_dispatchers()`)
+			return pgmqTarget{pool: db.Pool, url: db.URL, ours: true}
+		},
 		// The real pgmq 1.5.1 (test data beside the repository), in a private cluster.
 		"real-pgmq-1.5.1": func(t *testing.T) pgmqTarget {
 			db := pgtest.NewCluster(t, pgtest.ExtensionFiles(pgtest.RealPgmq(t))).NewDB(t)

@@ -101,7 +101,7 @@ func TestRealPgmq(t *testing.T) {
 		if marker {
 			t.Fatal("our layer's marker exists beside a real pgmq")
 		}
-		if _, err := os.Stat(filepath.Join(c.ExtensionDir(), "pgmq--"+schema.LayerVersion+".sql")); err == nil {
+		if _, err := os.Stat(filepath.Join(c.ExtensionDir(), "pgmq--"+schema.BaseLayerVersion+".sql")); err == nil {
 			t.Fatal("our extension files were written beside a real pgmq")
 		}
 		// pgflow runs on it.

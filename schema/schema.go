@@ -15,7 +15,11 @@ import (
 
 // LayerVersion is the pgmq version this project's layer reports: the pgmq API level it
 // mirrors (1.5.0, the first with message headers) plus a build tag naming the layer.
-const LayerVersion = "1.5.0+pgflow-wasm.1"
+const LayerVersion = "1.5.0+pgflow-wasm.2"
+
+// baseLayerVersion is the layer's first version, whose script every install starts from:
+// LayerVersion is it plus the update in sql/pgmq_layer_static.sql.
+const baseLayerVersion = "1.5.0+pgflow-wasm.1"
 
 // RealtimeVersion versions realtime.sql; an older copy of ours is replaced on install.
 const RealtimeVersion = "3"
@@ -33,6 +37,9 @@ const MinPgmqVersion = "1.5"
 //go:embed sql/pgmq_layer.sql
 var layerTemplate string
 
+//go:embed sql/pgmq_layer_static.sql
+var layerUpdateTemplate string
+
 //go:embed sql/realtime.sql
 var realtimeTemplate string
 
@@ -42,9 +49,20 @@ var bookkeepingSQL string
 //go:embed sql/attempts.sql
 var attemptsSQL string
 
-// layerSQL is the body of the pgmq layer, the same in both install modes.
+// layerSQL is the whole pgmq layer at LayerVersion, the same in both install modes: the
+// base script, then the update to LayerVersion.
 func layerSQL() string {
-	return strings.ReplaceAll(layerTemplate, "{{LAYER_VERSION}}", LayerVersion)
+	return layerBaseSQL() + "\n" + layerUpdateSQL()
+}
+
+// layerBaseSQL is the layer at baseLayerVersion.
+func layerBaseSQL() string {
+	return strings.ReplaceAll(layerTemplate, "{{LAYER_VERSION}}", baseLayerVersion)
+}
+
+// layerUpdateSQL takes a layer at baseLayerVersion to LayerVersion.
+func layerUpdateSQL() string {
+	return strings.ReplaceAll(layerUpdateTemplate, "{{LAYER_VERSION}}", LayerVersion)
 }
 
 func realtimeSQL() string {

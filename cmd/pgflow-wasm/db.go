@@ -82,6 +82,8 @@ func dbInstall(c *cli.Context) error {
 		}
 	case "created":
 		fmt.Fprintf(w, "pgmq:          created %s from the server's extension files\n", rep.Pgmq)
+	case "updated":
+		fmt.Fprintf(w, "pgmq:          updated to %s (queues and messages kept)\n", rep.Pgmq)
 	default:
 		fmt.Fprintf(w, "pgmq:          kept %s\n", rep.Pgmq)
 	}
