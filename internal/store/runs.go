@@ -91,13 +91,18 @@ func scanRun(row pgx.Row, r *Run, values ...any) error {
 
 // Get reads one run with its input and output whole.
 func (s *Store) Get(ctx context.Context, id string) (*Run, error) {
+	return getRun(ctx, s.pool, id)
+}
+
+// getRun reads a run through q (the pool, or the connection a wait holds).
+func getRun(ctx context.Context, q Querier, id string) (*Run, error) {
 	id, err := ParseRunID(id)
 	if err != nil {
 		return nil, err
 	}
 	var r Run
 	var input, output []byte
-	err = scanRun(s.pool.QueryRow(ctx, `select `+runCols(0, `, r.input, r.output`)+`
+	err = scanRun(q.QueryRow(ctx, `select `+runCols(0, `, r.input, r.output`)+`
 		from pgflow.runs r where r.run_id = $1::uuid`, id), &r, &input, &output)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("no run %s in this database: %w", id, ErrNotFound)

@@ -53,8 +53,8 @@ func startWithID(ctx context.Context, q Querier, flow string, input json.RawMess
 // (another realtime.send than pgflow-wasm's) it still checks the run every recheck interval.
 func (s *Store) StartAndWait(ctx context.Context, flow string, input json.RawMessage, recheck time.Duration) (*Run, error) {
 	id := uuidv4.New()
-	return s.listenAndWait(ctx, id, recheck, func() error {
-		_, err := startWithID(ctx, s.pool, flow, input, id)
+	return s.listenAndWait(ctx, id, recheck, func(conn *pgx.Conn) error {
+		_, err := startWithID(ctx, conn, flow, input, id)
 		return err
 	})
 }
@@ -69,8 +69,10 @@ func (s *Store) Wait(ctx context.Context, id string, recheck time.Duration) (*Ru
 }
 
 // listenAndWait LISTENs on the run's channel on a pooled connection, runs then (if any, e.g.
-// starting the run), and waits for the run's end.
-func (s *Store) listenAndWait(ctx context.Context, id string, recheck time.Duration, then func() error) (*Run, error) {
+// starting the run), and waits for the run's end. Everything runs on that one connection: a
+// wait that took a second one from the pool would deadlock once as many waits as the pool
+// has connections held them all (a server starting and awaiting runs per request).
+func (s *Store) listenAndWait(ctx context.Context, id string, recheck time.Duration, then func(*pgx.Conn) error) (*Run, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -85,7 +87,7 @@ func (s *Store) listenAndWait(ctx context.Context, id string, recheck time.Durat
 	// Leave the pooled connection clean for its next user.
 	defer func() { _ = schema.UnlistenEvents(context.WithoutCancel(ctx), conn, "") }()
 	if then != nil {
-		if err := then(); err != nil {
+		if err := then(conn.Conn()); err != nil {
 			return nil, err
 		}
 	}
@@ -97,7 +99,7 @@ func (s *Store) waitOn(ctx context.Context, conn *pgx.Conn, id string, recheck t
 		recheck = 10 * time.Second
 	}
 	for {
-		r, err := s.Get(ctx, id)
+		r, err := getRun(ctx, conn, id)
 		if err != nil {
 			return nil, err
 		}

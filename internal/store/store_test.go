@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
@@ -446,4 +449,53 @@ func ownFlows(flows []store.Flow) []store.Flow {
 // ownWorkers drops the worker an aged test database was warmed with.
 func ownWorkers(ws []store.Worker) []store.Worker {
 	return slices.DeleteFunc(ws, func(w store.Worker) bool { return w.Queue == pgtest.WarmFlow })
+}
+
+// Waits hold one connection each and need no other: more waits than the pool has
+// connections all finish (each once took a second connection, and with every connection held
+// by a wait none could: they deadlocked until their context ended).
+func TestMoreWaitsThanPooledConnectionsAllFinish(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	file := workertest.FlowsFile(t, echoFlows, nil)
+	workertest.Compile(t, db.Pool, file)
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 2
+	small, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Close()
+	s, err := store.Open(ctx, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := workertest.StartRun(t, db.Pool, "two", `{"value": 0}`)
+	workertest.StartWorker(t, db.Pool, file, worker.Config{})
+	errs := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			var r *store.Run
+			var err error
+			if i%2 == 0 {
+				r, err = s.StartAndWait(ctx, "one", json.RawMessage(`{"value": 1}`), 5*time.Second)
+			} else {
+				r, err = s.Wait(ctx, waiting, 5*time.Second)
+			}
+			if err == nil && r.Status != "completed" {
+				err = fmt.Errorf("run %s %s", r.ID, r.Status)
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatalf("a wait on a pool of 2 with 8 waiting: %v", err)
+		}
+	}
 }
