@@ -35,7 +35,8 @@ func dbCommand() *cli.Command {
 			{
 				Name:  "install",
 				Usage: "install pgmq (real or the pgflow-wasm layer), realtime.send and pgflow's migrations",
-				Description: "Safe to re-run: what is installed is kept, applied migrations are skipped.\n" +
+				Description: "Safe to re-run: what is installed is kept, applied migrations are skipped, and\n" +
+					"an older pgflow-wasm pgmq layer is updated in place (queues and messages kept).\n" +
 					"pgmq: a real pgmq >= 1.5 offered by the server is used; otherwise pgflow-wasm's\n" +
 					"pgmq-compatible layer is installed as a plain schema. Only on a cluster pgflow-wasm\n" +
 					"created itself (`pgflow-wasm localdb`) does it become an extension: the extension folder\n" +
@@ -134,6 +135,9 @@ func dbStatus(c *cli.Context) error {
 			who = "the pgflow-wasm layer"
 		}
 		fmt.Fprintf(w, "               the server offers %s %s as an extension\n", who, st.PgmqAvailable.Version)
+	}
+	if st.Pgmq.Kind == schema.PgmqLayer && st.Pgmq.Version != schema.LayerVersion {
+		fmt.Fprintf(w, "               this pgflow-wasm ships layer %s: `pgflow-wasm db install` updates it in place (docs/database.md)\n", schema.LayerVersion)
 	}
 	fmt.Fprintf(w, "realtime.send: %s\n", st.Realtime)
 	pending := ""

@@ -102,6 +102,23 @@ func TestDBInstallAsPlainSchema(t *testing.T) {
 	if !strings.Contains(out, "its CREATE EXTENSION pgmq was skipped") {
 		t.Fatalf("db status does not say the first migration's CREATE EXTENSION was skipped:\n%s", out)
 	}
+	if strings.Contains(out, "updates it in place") {
+		t.Fatalf("db status offers to update the current layer:\n%s", out)
+	}
+	// A layer that reports an older version: status says that db install updates it.
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `CREATE OR REPLACE FUNCTION pgmq.pgflow_wasm_layer() RETURNS text
+		LANGUAGE sql IMMUTABLE AS $$ SELECT '1.5.0+pgflow-wasm.1'::text $$`); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = runCLI(t, "db", "status", "--database-url", url, migrationsFlag(t))
+	if want := "this pgflow-wasm ships layer " + schema.LayerVersion + ": `pgflow-wasm db install` updates it in place"; !strings.Contains(out, want) {
+		t.Fatalf("db status on an older layer lacks %q:\n%s", want, out)
+	}
 }
 
 func exitCodeOf(err error) int {
