@@ -49,7 +49,7 @@ type Options struct {
 type Report struct {
 	Pgmq           Pgmq   // pgmq as installed now
 	PgmqAction     string // "installed", "created" (a real extension from the server) or "kept"
-	PgmqNote       string // why auto mode chose a plain schema, when it did
+	PgmqNote       string // why auto mode chose a plain schema, or why an older layer was not updated
 	ExtensionDir   string // where our extension files are, in extension mode
 	Realtime       Realtime
 	RealtimeAction string // "installed", "updated" or "kept"
@@ -170,7 +170,13 @@ func installPgmq(ctx context.Context, conn *pgx.Conn, opts Options, who identity
 			rep.Pgmq, rep.PgmqAction = st.Installed, "kept"
 			return nil
 		case baseLayerVersion:
-			return updateLayer(ctx, conn, opts, st.Installed, who, rep)
+			// An update that cannot be made leaves the first version, which works (its
+			// statements are planned at every call): the rest of the install goes on.
+			if err := updateLayer(ctx, conn, opts, st.Installed, who, rep); err != nil {
+				rep.Pgmq, rep.PgmqAction = st.Installed, "kept"
+				rep.PgmqNote = fmt.Sprintf("not updated to %s, the first version works on: %v", LayerVersion, err)
+			}
+			return nil
 		}
 		return fmt.Errorf("%s is installed but this pgflow-wasm ships layer %s and has no path from it (a newer pgflow-wasm installed it?)", st.Installed, LayerVersion)
 	case PgmqReal:

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -234,5 +235,26 @@ func TestInstallRebuildsDispatchersThatMissQueues(t *testing.T) {
 	conn.QueryRow(ctx, `SELECT xmin::text::bigint FROM pg_proc WHERE oid = 'pgmq.archive(text, bigint[])'::regprocedure`).Scan(&after)
 	if before == 0 || before != after {
 		t.Fatalf("an install with nothing missing replaced the dispatchers (xmin %d -> %d)", before, after)
+	}
+}
+
+// An update that cannot be made (here: the extension's update script cannot be written)
+// keeps the first version, which works, says why, and lets the rest of the install go on.
+func TestALayerThatCannotBeUpdatedIsKeptWithTheReason(t *testing.T) {
+	t.Parallel()
+	c := pgtest.NewCluster(t)
+	ctx := context.Background()
+	install(t, connect(t, c.NewDB(t, pgtest.Empty()).URL), schema.Options{Layer: schema.LayerExtension})
+	conn := connect(t, c.NewDB(t, pgtest.Empty()).URL)
+	if _, err := conn.Exec(ctx, `CREATE SCHEMA pgmq; CREATE EXTENSION pgmq WITH SCHEMA pgmq VERSION '`+schema.BaseLayerVersion+`'`); err != nil {
+		t.Fatal(err)
+	}
+	rep := install(t, conn, schema.Options{ExtensionDir: filepath.Join(t.TempDir(), "missing")})
+	if rep.PgmqAction != "kept" || rep.Pgmq.Version != schema.BaseLayerVersion ||
+		!strings.Contains(rep.PgmqNote, "not updated to "+schema.LayerVersion) || !strings.Contains(rep.PgmqNote, "not writable") {
+		t.Fatalf("install where the update cannot be written: %s %s (%s)", rep.PgmqAction, rep.Pgmq, rep.PgmqNote)
+	}
+	if len(rep.Applied) != 12 {
+		t.Fatalf("the migrations after a layer kept: %d applied, want 12", len(rep.Applied))
 	}
 }

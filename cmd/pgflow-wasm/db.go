@@ -87,6 +87,9 @@ func dbInstall(c *cli.Context) error {
 		fmt.Fprintf(w, "pgmq:          updated to %s (queues and messages kept)\n", rep.Pgmq)
 	default:
 		fmt.Fprintf(w, "pgmq:          kept %s\n", rep.Pgmq)
+		if rep.PgmqNote != "" {
+			fmt.Fprintf(w, "               %s\n", rep.PgmqNote)
+		}
 	}
 	fmt.Fprintf(w, "realtime.send: %s %s\n", rep.RealtimeAction, rep.Realtime)
 	for i, s := range rep.StandIns {
