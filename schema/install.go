@@ -48,7 +48,7 @@ type Options struct {
 // Report says what Install did.
 type Report struct {
 	Pgmq           Pgmq   // pgmq as installed now
-	PgmqAction     string // "installed", "created" (a real extension from the server) or "kept"
+	PgmqAction     string // "installed", "created" (a real extension from the server), "updated" (our older layer) or "kept"
 	PgmqNote       string // why auto mode chose a plain schema, or why an older layer was not updated
 	ExtensionDir   string // where our extension files are, in extension mode
 	Realtime       Realtime
@@ -232,15 +232,13 @@ func installPgmq(ctx context.Context, conn *pgx.Conn, opts Options, who identity
 			rep.PgmqNote = "not as an extension: " + err.Error()
 		}
 	}
-	tx, err := conn.Begin(ctx)
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS pgmq;\n"+layerSQL()); err != nil {
+			return stepError(err, who, "installing the pgflow-wasm pgmq layer into schema pgmq", createDBPrivilege(who))
+		}
+		return nil
+	})
 	if err != nil {
-		return err
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS pgmq;\n"+layerSQL()); err != nil {
-		return stepError(err, who, "installing the pgflow-wasm pgmq layer into schema pgmq", createDBPrivilege(who))
-	}
-	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
 	rep.Pgmq = Pgmq{Kind: PgmqLayer, Version: LayerVersion}
@@ -303,16 +301,13 @@ func installLayerExtension(ctx context.Context, conn *pgx.Conn, dir string) erro
 		undo()
 		return fmt.Errorf("the server does not read extension files from %s (it is not this server's extension folder)", dir)
 	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, fmt.Sprintf(`CREATE SCHEMA IF NOT EXISTS pgmq; CREATE EXTENSION pgmq WITH SCHEMA pgmq VERSION '%s'`, LayerVersion))
-	if err != nil {
-		return fmt.Errorf("CREATE EXTENSION pgmq failed: %w", err)
-	}
-	return tx.Commit(ctx)
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, fmt.Sprintf(`CREATE SCHEMA IF NOT EXISTS pgmq; CREATE EXTENSION pgmq WITH SCHEMA pgmq VERSION '%s'`, LayerVersion))
+		if err != nil {
+			return fmt.Errorf("CREATE EXTENSION pgmq failed: %w", err)
+		}
+		return nil
+	})
 }
 
 // updateLayer takes an installed layer from baseLayerVersion to LayerVersion in one
@@ -321,30 +316,27 @@ func installLayerExtension(ctx context.Context, conn *pgx.Conn, dir string) erro
 // messages stay where they are; only functions change.
 func updateLayer(ctx context.Context, conn *pgx.Conn, opts Options, installed Pgmq, who identity, rep *Report) error {
 	step := fmt.Sprintf("updating the pgflow-wasm pgmq layer from %s to %s", installed.Version, LayerVersion)
-	update := layerUpdateSQL()
+	update, dir := layerUpdateSQL(), ""
 	if installed.Extension {
-		dir, err := layerExtensionDir(ctx, conn, opts)
-		if err == nil {
+		var err error
+		if dir, err = layerExtensionDir(ctx, conn, opts); err == nil {
 			_, err = writeExtensionFiles(dir)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: the extension's update script cannot be written: %w", step, err)
 		}
 		update = fmt.Sprintf(`ALTER EXTENSION pgmq UPDATE TO '%s'`, LayerVersion)
-		rep.ExtensionDir = dir
 	}
-	tx, err := conn.Begin(ctx)
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, update); err != nil {
+			return stepError(err, who, step, "to own the pgmq schema and its functions")
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, update); err != nil {
-		return stepError(err, who, step, "to own the pgmq schema and its functions")
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return err
-	}
 	rep.Pgmq = Pgmq{Kind: PgmqLayer, Version: LayerVersion, Extension: installed.Extension}
-	rep.PgmqAction = "updated"
+	rep.PgmqAction, rep.ExtensionDir = "updated", dir
 	return nil
 }

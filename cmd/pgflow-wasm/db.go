@@ -78,18 +78,15 @@ func dbInstall(c *cli.Context) error {
 		if rep.ExtensionDir != "" {
 			fmt.Fprintf(w, "               extension files in %s\n", rep.ExtensionDir)
 		}
-		if rep.PgmqNote != "" {
-			fmt.Fprintf(w, "               %s\n", rep.PgmqNote)
-		}
 	case "created":
 		fmt.Fprintf(w, "pgmq:          created %s from the server's extension files\n", rep.Pgmq)
 	case "updated":
 		fmt.Fprintf(w, "pgmq:          updated to %s (queues and messages kept)\n", rep.Pgmq)
 	default:
 		fmt.Fprintf(w, "pgmq:          kept %s\n", rep.Pgmq)
-		if rep.PgmqNote != "" {
-			fmt.Fprintf(w, "               %s\n", rep.PgmqNote)
-		}
+	}
+	if rep.PgmqNote != "" { // why a plain schema, or why an older layer was kept
+		fmt.Fprintf(w, "               %s\n", rep.PgmqNote)
 	}
 	fmt.Fprintf(w, "realtime.send: %s %s\n", rep.RealtimeAction, rep.Realtime)
 	for i, s := range rep.StandIns {
