@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/plancache"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/starttwin"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
@@ -382,6 +383,8 @@ func (f *Fetcher) queueStart(b *pgx.Batch, startSchema string, p readPlan) *star
 	case f.proto.queueNames:
 		claim, args = `pgflow.start_tasks($1, $2::bigint[], $3::text::uuid, $4)`, append(args, f.queue)
 	}
+	// The read before it keeps its custom plan; start_tasks and the lookups reuse theirs.
+	plancache.QueueGeneric(b)
 	b.Queue(`select run_id::text, step_slug, task_index, msg_id, input, `+flowInput+` from `+claim, args...).Query(func(rows pgx.Rows) error {
 		now := time.Now()
 		for rows.Next() {

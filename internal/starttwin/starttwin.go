@@ -4,9 +4,11 @@
 // Up to 0.16, pgflow's start_tasks is an SQL-language function, and PostgreSQL 15 plans an
 // SQL function's body afresh at every call: for start_tasks, a 175-line statement, that
 // planning is most of the 3-5 ms a call costs, whatever the number of tasks. PL/pgSQL keeps
-// a session's plans. So, once per connection, the twin is made in pg_temp from the body the
-// database itself holds: the same single statement, the same arguments, result and settings,
-// inside a PL/pgSQL function that returns it. Nothing of pgflow's is copied into pgflow-wasm;
+// a session's plans (for a statement with an array argument such as msg_ids, only where the
+// transaction asks for generic plans: package plancache, which fetches use). So, once per
+// connection, the twin is made in pg_temp from the body the database itself holds: the same
+// single statement, the same arguments, result and settings, inside a PL/pgSQL function that
+// returns it. Nothing of pgflow's is copied into pgflow-wasm;
 // the twin lives as long as the session and follows whatever release is installed. Where the
 // body is not one statement, pgflow's start_tasks is PL/pgSQL already (0.17+), or the session
 // may not create temporary objects, fetches call pgflow's own (docs/RATIONALE.md, "A twin of

@@ -9,9 +9,11 @@
 // PostgreSQL had statistics, the planner ran complete_task for every started task of every
 // flow and filtered afterwards, writing one task's output into others.
 //
-// A write is queued into a pgx.Batch as two statements, run in the batch's one implicit
+// A write is queued into a pgx.Batch as three statements, run in the batch's one implicit
 // transaction:
 //
+//  0. switch the rest of the transaction to generic plans (package plancache): pgflow's
+//     statements and the layer's then reuse their plans instead of planning at every call.
 //  1. lock the batch's runs, in run order. pgflow's complete_task locks the run row first
 //     too, so every writer takes run locks in the same order; and while a run is locked no
 //     one can fail, requeue or restart its tasks, so the guard read next stays true until
@@ -30,6 +32,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/plancache"
 )
 
 // Call is one guarded call: which task, which attempt, and the output JSON (complete) or the
@@ -124,6 +128,7 @@ func Queue(b *pgx.Batch, kind Kind, calls []Call, results []Result, opts Options
 	if kind == Fail {
 		sql = failSQL
 	}
+	plancache.QueueGeneric(b)
 	b.Queue(lockRunsSQL, runs).Exec(func(pgconn.CommandTag) error { return nil })
 	if kind == Fail && opts.AttemptHistory {
 		b.Queue(historySQL, runs, steps, idx, attempts, args).Exec(func(pgconn.CommandTag) error { return nil })
