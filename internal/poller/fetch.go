@@ -346,6 +346,9 @@ func (f *Fetcher) showUnstarted(ctx context.Context) error {
 // commits the transaction with them, in one round trip.
 func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema string, p readPlan) ([]Task, error) {
 	b := &pgx.Batch{}
+	// The read, sent before, kept its custom plan; start_tasks and the lookups reuse theirs.
+	// (A claim's start needs no switch of its own: the completions' write made it.)
+	plancache.QueueGeneric(b)
 	s := f.queueStart(b, startSchema, p)
 	// The commit, with the read's: both are kept or both are lost.
 	b.Queue(`commit`).Exec(func(pgconn.CommandTag) error { return nil })
@@ -383,8 +386,6 @@ func (f *Fetcher) queueStart(b *pgx.Batch, startSchema string, p readPlan) *star
 	case f.proto.queueNames:
 		claim, args = `pgflow.start_tasks($1, $2::bigint[], $3::text::uuid, $4)`, append(args, f.queue)
 	}
-	// The read before it keeps its custom plan; start_tasks and the lookups reuse theirs.
-	plancache.QueueGeneric(b)
 	b.Queue(`select run_id::text, step_slug, task_index, msg_id, input, `+flowInput+` from `+claim, args...).Query(func(rows pgx.Rows) error {
 		now := time.Now()
 		for rows.Next() {
