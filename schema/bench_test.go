@@ -67,9 +67,7 @@ func BenchmarkLayerVersions(b *testing.B) {
 	versions := map[string]func(b *testing.B) *pgtest.DB{
 		schema.BaseLayerVersion: func(b *testing.B) *pgtest.DB {
 			db := pgtest.NewDB(b, pgtest.Empty())
-			if _, err := db.Pool.Exec(context.Background(), "CREATE SCHEMA pgmq;\n"+schema.LayerBaseSQL()); err != nil {
-				b.Fatal(err)
-			}
+			installBaseLayer(b, db.Pool)
 			return db
 		},
 		schema.LayerVersion: func(b *testing.B) *pgtest.DB { return pgtest.NewDB(b, pgtest.Layer(schema.LayerSchema)) },

@@ -19,11 +19,27 @@ import (
 
 // installBaseLayer puts the layer's first version into schema pgmq, as a pgflow-wasm that
 // shipped only it left databases.
-func installBaseLayer(t *testing.T, conn *pgx.Conn) {
+func installBaseLayer(t testing.TB, db execer) {
 	t.Helper()
-	if _, err := conn.Exec(context.Background(), "CREATE SCHEMA pgmq;\n"+schema.LayerBaseSQL()); err != nil {
+	if _, err := db.Exec(context.Background(), "CREATE SCHEMA pgmq;\n"+schema.LayerBaseSQL()); err != nil {
 		t.Fatalf("installing the first layer: %v", err)
 	}
+}
+
+// installBaseExtension creates the layer's first version as an extension in conn's database
+// of cluster c: an install into a database of its own writes every version's files into the
+// cluster's folder first.
+func installBaseExtension(t *testing.T, c *pgtest.Cluster, conn *pgx.Conn) {
+	t.Helper()
+	install(t, connect(t, c.NewDB(t, pgtest.Empty()).URL), schema.Options{Layer: schema.LayerExtension})
+	mustExec(t, conn, `CREATE SCHEMA pgmq; CREATE EXTENSION pgmq WITH SCHEMA pgmq VERSION '`+schema.BaseLayerVersion+`'`)
+}
+
+// setDispatchCap makes the dispatchers name at most n queues from their next build on.
+func setDispatchCap(t *testing.T, db execer, n int) {
+	t.Helper()
+	mustExec(t, db, fmt.Sprintf(`CREATE OR REPLACE FUNCTION pgmq._dispatch_cap() RETURNS integer
+		LANGUAGE sql STABLE AS $$ SELECT %d $$`, n))
 }
 
 // dispatched tells whether pgmq.archive names queue in a branch of its own.
@@ -45,14 +61,8 @@ func TestTheLayerUpdatesInPlaceInBothForms(t *testing.T) {
 	c := pgtest.NewCluster(t)
 	ctx := context.Background()
 	forms := map[string]func(conn *pgx.Conn){
-		"schema": func(conn *pgx.Conn) { installBaseLayer(t, conn) },
-		"extension": func(conn *pgx.Conn) {
-			// The cluster's folder then holds every version's files; ask for the first.
-			install(t, connect(t, c.NewDB(t, pgtest.Empty()).URL), schema.Options{Layer: schema.LayerExtension})
-			if _, err := conn.Exec(ctx, `CREATE SCHEMA pgmq; CREATE EXTENSION pgmq WITH SCHEMA pgmq VERSION '`+schema.BaseLayerVersion+`'`); err != nil {
-				t.Fatal(err)
-			}
-		},
+		"schema":    func(conn *pgx.Conn) { installBaseLayer(t, conn) },
+		"extension": func(conn *pgx.Conn) { installBaseExtension(t, c, conn) },
 	}
 	for form, installFirst := range forms {
 		t.Run(form, func(t *testing.T) {
@@ -205,21 +215,14 @@ func TestInstallRebuildsDispatchersThatMissQueues(t *testing.T) {
 	db := pgtest.NewDB(t, pgtest.Layer(schema.LayerSchema))
 	conn := connect(t, db.URL)
 	ctx := context.Background()
-	setCap := func(n int) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, fmt.Sprintf(`CREATE OR REPLACE FUNCTION pgmq._dispatch_cap() RETURNS integer
-			LANGUAGE sql STABLE AS $$ SELECT %d $$`, n)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if _, err := conn.Exec(ctx, `SELECT pgmq.create('restored')`); err != nil {
 		t.Fatal(err)
 	}
-	setCap(0)
+	setDispatchCap(t, conn, 0)
 	if _, err := conn.Exec(ctx, `SELECT pgmq._build_dispatchers()`); err != nil {
 		t.Fatal(err)
 	}
-	setCap(200)
+	setDispatchCap(t, conn, 200)
 	if dispatched(t, conn, "restored") {
 		t.Fatal("the setup left the queue dispatched")
 	}
@@ -243,12 +246,8 @@ func TestInstallRebuildsDispatchersThatMissQueues(t *testing.T) {
 func TestALayerThatCannotBeUpdatedIsKeptWithTheReason(t *testing.T) {
 	t.Parallel()
 	c := pgtest.NewCluster(t)
-	ctx := context.Background()
-	install(t, connect(t, c.NewDB(t, pgtest.Empty()).URL), schema.Options{Layer: schema.LayerExtension})
 	conn := connect(t, c.NewDB(t, pgtest.Empty()).URL)
-	if _, err := conn.Exec(ctx, `CREATE SCHEMA pgmq; CREATE EXTENSION pgmq WITH SCHEMA pgmq VERSION '`+schema.BaseLayerVersion+`'`); err != nil {
-		t.Fatal(err)
-	}
+	installBaseExtension(t, c, conn)
 	rep := install(t, conn, schema.Options{ExtensionDir: filepath.Join(t.TempDir(), "missing")})
 	if rep.PgmqAction != "kept" || rep.Pgmq.Version != schema.BaseLayerVersion ||
 		!strings.Contains(rep.PgmqNote, "not updated to "+schema.LayerVersion) || !strings.Contains(rep.PgmqNote, "not writable") {

@@ -67,8 +67,7 @@ func TestPgmqConformance(t *testing.T) {
 		},
 		"layer-fallback": func(t *testing.T) pgmqTarget {
 			db := pgtest.NewDB(t, pgtest.Layer(schema.LayerSchema))
-			mustExec(t, db.Pool, `CREATE OR REPLACE FUNCTION pgmq._dispatch_cap() RETURNS integer
-				LANGUAGE sql STABLE AS $$ SELECT 0 $$`)
+			setDispatchCap(t, db.Pool, 0)
 			mustExec(t, db.Pool, `SELECT pgmq._build_dispatchers()`)
 			return pgmqTarget{pool: db.Pool, url: db.URL, ours: true}
 		},
@@ -163,9 +162,14 @@ func queryInt64s(t *testing.T, q interface {
 	return out
 }
 
-func mustExec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
+// execer is a pool or a connection.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func mustExec(t testing.TB, db execer, sql string, args ...any) {
 	t.Helper()
-	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
+	if _, err := db.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
