@@ -14,9 +14,12 @@ import (
 
 // SQL is a step's `sql` section: the SQL its handler may run, as which role, where.
 type SQL struct {
-	// Role is the PostgreSQL role the statements run as (SET LOCAL ROLE), never the
-	// worker's own login; its grants and row-level security are the wall.
+	// Role is the PostgreSQL role the statements run as: the worker logs in as it for
+	// them, never as its own login; its grants and row-level security are the wall.
 	Role string
+	// PasswordEnv names the worker environment variable holding Role's password; "" logs
+	// in without one (the password file's entry, trust or certificate authentication).
+	PasswordEnv string
 	// DatabaseEnv names the worker environment variable holding the URL of another
 	// database; "" is the pgflow database.
 	DatabaseEnv string
@@ -33,7 +36,7 @@ type SQL struct {
 }
 
 var (
-	sqlKeys = []string{"role", "database_env", "transactional", "statement_timeout", "max_rows",
+	sqlKeys = []string{"role", "password_env", "database_env", "transactional", "statement_timeout", "max_rows",
 		"max_result_bytes", "allow_privileged_role"}
 	rangeMaxRows = intRange{1, 10_000_000}
 )
@@ -63,6 +66,8 @@ func (p *parser) sql(k, v *yaml.Node, where string) *SQL {
 			s.Role = p.roleName(val)
 		case "database_env":
 			s.DatabaseEnv = p.databaseEnv(val)
+		case "password_env":
+			s.PasswordEnv = p.passwordEnv(val)
 		case "transactional":
 			transactional = val
 			s.Transactional = p.boolean(val, "sql.transactional")
@@ -119,6 +124,20 @@ func (p *parser) databaseEnv(v *yaml.Node) string {
 		p.errorf(v.Line, "`sql.database_env: DATABASE_URL` is the pgflow database: leave database_env out for it")
 	case strings.HasPrefix(name, "PGFLOW_WASM_") || libpqEnvRE.MatchString(name):
 		p.errorf(v.Line, "`sql.database_env` may not name %s: it configures the worker itself", name)
+	default:
+		return name
+	}
+	return ""
+}
+
+func (p *parser) passwordEnv(v *yaml.Node) string {
+	name := v.Value
+	switch {
+	case v.Kind != yaml.ScalarNode || !envNameRE.MatchString(name):
+		p.errorf(v.Line, "`sql.password_env` must name an environment variable of the worker holding the role's password, "+
+			"e.g. LEDGER_WRITER_PASSWORD, not %s", kindName(v))
+	case name == "DATABASE_URL" || strings.HasPrefix(name, "PGFLOW_WASM_") || libpqEnvRE.MatchString(name):
+		p.errorf(v.Line, "`sql.password_env` may not name %s: it configures the worker itself", name)
 	default:
 		return name
 	}

@@ -97,6 +97,9 @@ func Install(ctx context.Context, conn *pgx.Conn, opts Options) (Report, error) 
 	if err := EnsureAttemptHistory(ctx, conn); err != nil {
 		return rep, stepError(err, who, "creating pgflow_wasm.task_attempts (the attempt history)", createDBPrivilege(who))
 	}
+	if _, err := EnsureStepCompletion(ctx, conn, true); err != nil {
+		return rep, stepError(err, who, "creating "+StepCompleteFunc+" (transactional SQL steps' completion)", createDBPrivilege(who))
+	}
 	return rep, nil
 }
 

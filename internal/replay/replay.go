@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -179,22 +178,22 @@ func findStep(file *flowfile.File, rec store.TaskRecord, moduleGiven bool) (*flo
 }
 
 // rolledBackGrant is the step's sql grant made transactional, on the pgflow database or the
-// one its database_env names: the replay never completes it, so Close rolls it back.
+// one its database_env names, logged in as the step's role as the worker would: the replay
+// never completes it, so Close rolls it back.
 func rolledBackGrant(ctx context.Context, pool *pgxpool.Pool, file *flowfile.File, fl *flowfile.Flow, step *flowfile.Step) (*sqlsession.Grant, func(), error) {
 	sec := step.SQL
 	g := worker.StepGrant(file, fl, step)
-	g.Transactional, g.DB = true, pool
-	if sec.DatabaseEnv == "" {
-		return g, func() {}, nil
-	}
-	url, ok := os.LookupEnv(sec.DatabaseEnv)
-	if !ok {
-		return nil, nil, fmt.Errorf("%s: sql.database_env %s is not set here: set it to the database the step's statements run on", g.Where, sec.DatabaseEnv)
-	}
-	other, err := pgxpool.New(ctx, url)
+	g.Transactional = true
+	base, err := worker.SQLBase(pool.Config(), g.Where, sec)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: the value of %s is not a PostgreSQL URL", g.Where, sec.DatabaseEnv)
+		return nil, nil, fmt.Errorf("%w: set it here as the worker has it", err)
 	}
-	g.DB = other
-	return g, other.Close, nil
+	cfg, err := sqlsession.RolePoolConfig(base, sec.Role, sec.PasswordEnv, 1)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", g.Where, err)
+	}
+	if g.DB, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", g.Where, err)
+	}
+	return g, g.DB.Close, nil
 }

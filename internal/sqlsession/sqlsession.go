@@ -1,25 +1,33 @@
 // Package sqlsession runs the SQL of step handlers (the ABI's sql_query) against
 // PostgreSQL, for the worker: one Session per task, under the step's role, within limits.
 //
-// The wall is the database's: every statement runs in a transaction that first sets the
-// step's role (SET LOCAL ROLE, as set_config('role', ..., true)), so the role's grants and
-// row-level security decide what it may touch. What keeps a handler inside that role:
+// The wall is the database's own privileges: a step's statements run on connections
+// logged in as the step's role itself (Grant.DB, a pool of RolePoolConfig), never on a
+// session of the worker's login. A statement can then act only as the role, or as a role
+// the role is itself a member of: no function, string-running built-in or rule can switch
+// to the worker's login or another step's role, because the session never had their
+// rights. CheckRole refuses a role that would be no wall (the login itself, a member of
+// it, a superuser, BYPASSRLS, CREATEROLE) unless the step allows it.
+//
+// Second walls, in front of and behind each statement:
 //
 //   - the statement filter (sandbox/sqlcap.Check) before anything is sent;
 //   - the extended protocol: the statement is parsed alone (PostgreSQL refuses a second one
 //     in a Parse), its parameters travel apart from its text and are never interpolated;
 //   - after each statement, in the same transaction and round trip, current_user,
 //     current_setting('role') and session_user are read back: a statement that changed
-//     them (a function that called set_config('role', ...)) ends the task, its connection
-//     is closed so its transaction rolls back, and no row of it reaches the guest;
-//   - each transaction starts with RESET ALL, so no setting a statement left on a pooled
-//     connection reaches the next task.
+//     them ends the task, its connection is closed so its transaction rolls back, and no
+//     row of it reaches the guest;
+//   - each transaction starts with RESET ALL, and a connection goes back to its pool only
+//     after DISCARD ALL (temporary tables, advisory locks, prepared statements, LISTENs,
+//     settings): nothing a task left on a session reaches the next task.
 //
 // A transactional step (the pgflow database) runs all of a task's statements in one
 // transaction T on one connection, and Complete writes the task's completion inside T
-// (taskwrite's guarded complete_task, the run locked first) before committing: the
-// handler's writes and its completion commit together or not at all. Any other step runs
-// each statement in a transaction of its own.
+// through schema.StepCompleteFunc, a SECURITY DEFINER function that completes exactly the
+// task whose proof (a keyed hash only the worker can make) it is given, before committing:
+// the handler's writes and its completion commit together or not at all. Any other step
+// runs each statement in a transaction of its own.
 package sqlsession
 
 import (
@@ -31,7 +39,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -44,18 +51,20 @@ import (
 // Grant is one step's sql section, resolved: where its statements run and how far.
 type Grant struct {
 	Where         string // names the step in messages: `step "x" of flow "y" (flows.yaml:12)`
-	Role          string // the role statements run as
+	Role          string // the role statements run as: DB's connections log in as it
 	Transactional bool   // one transaction per task, committed with the task's completion
 	// StatementTimeout bounds each statement; 0: what is left of the task's timeout (the
 	// server's statement_timeout is set half a second later, as a backstop).
 	StatementTimeout time.Duration
 	MaxRows          int // per result; 0 takes sqlcap.DefaultMaxRows
 	MaxResultBytes   int // of one result's JSON; 0 takes sqlcap.DefaultMaxResultBytes
-	// DB is the database's pool; nil when the step's database is not configured, and then
-	// Unavailable says why.
+	// DB is a pool on the step's database logged in as Role (RolePoolConfig); nil when the
+	// step's database is not configured, and then Unavailable says why.
 	DB          *pgxpool.Pool
 	Unavailable string
 	Observer    Observer // optional
+
+	skipFilter bool // tests only: the database's wall alone (export_test.go)
 }
 
 // Observer receives what a step's statements did, for metrics. It never sees a statement's
@@ -162,7 +171,7 @@ func ms(d time.Duration) []byte {
 func (s *Session) Query(ctx context.Context, request []byte) ([]byte, error) {
 	obs := s.g.observer()
 	req, e := sqlcap.ParseRequest(request)
-	if e == nil {
+	if e == nil && !s.g.skipFilter {
 		e = sqlcap.Check(req.SQL)
 	}
 	if e != nil {
@@ -309,7 +318,7 @@ func (s *Session) run(ctx context.Context, b *pgconn.Batch, beginning bool, stmt
 	if beginning && s.g.Transactional {
 		s.inTx = true
 	}
-	if len(check) != 3 || check[0] != s.g.Role || check[1] != s.g.Role || check[2] != s.user {
+	if len(check) != 3 || check[0] != s.g.Role || check[1] != s.g.Role || check[2] != s.user || s.user != s.g.Role {
 		s.discard()
 		got := "nothing"
 		if len(check) == 3 {
@@ -348,9 +357,6 @@ func (s *Session) failure(ctx context.Context, err error, beginning bool, idx, s
 	}
 	e := pgError(pe, params)
 	switch {
-	case idx < stmtAt && beginning && idx == 3 && pe.Code == "42501":
-		e.Message = fmt.Sprintf("sql: the worker's login may not act as role %q of %s: run `GRANT %s TO %s` "+
-			"(docs/database.md) (SQLSTATE 42501)", s.g.Role, s.g.Where, QuoteIdent(s.g.Role), QuoteIdent(s.user))
 	case idx < stmtAt && beginning && idx == 3:
 		e.Message = fmt.Sprintf("sql: cannot set role %q of %s: %s", s.g.Role, s.g.Where, strings.TrimPrefix(e.Message, "sql: "))
 	}
@@ -435,7 +441,7 @@ func (s *Session) discard() {
 }
 
 // Close ends the session: an open transaction is rolled back, the connection goes back to
-// the pool. Later Query calls are refused.
+// the pool cleaned (release). Later Query calls are refused.
 func (s *Session) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -448,10 +454,24 @@ func (s *Session) Close() {
 		s.rollback(context.Background())
 	}
 	s.inTx = false
-	if s.conn != nil {
-		s.conn.Release() // a connection left in a transaction or busy is destroyed by the pool
-		s.conn = nil
+	s.release()
+}
+
+// release hands the connection back to the pool with nothing of the task left on it:
+// DISCARD ALL drops temporary tables, session advisory locks, prepared statements and
+// cursors, LISTENs and settings. A connection that cannot be cleaned is closed instead.
+func (s *Session) release() {
+	if s.conn == nil {
+		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := s.conn.Conn().PgConn().Exec(ctx, "discard all").ReadAll(); err != nil {
+		s.discard()
+		return
+	}
+	s.conn.Release()
+	s.conn = nil
 }
 
 // Completion is how Complete ended.
@@ -465,19 +485,21 @@ type Completion struct {
 	Unknown bool
 }
 
+// completeSQL completes one task inside the step's transaction, as the function's owner,
+// only with the task's proof (schema/sql/stepcomplete.sql).
+const completeSQL = `select picked, status, attempts_count, error_message
+	from pgflow_wasm_step.complete_task($1::text::uuid, $2, $3::int, $4::int, $5::jsonb, $6)`
+
 // Complete writes the task's completion inside its transaction and commits both when
 // pgflow completed the task; otherwise it rolls back (the result says why: stale, or
 // pgflow took the output another way) and the caller writes the outcome without the
-// handler's writes. An error means nothing was committed (Unknown aside). The session
-// is closed afterwards.
-func (s *Session) Complete(ctx context.Context, c taskwrite.Call) (Completion, error) {
+// handler's writes. proof is schema.StepProof of the call's task and attempt. An error
+// means nothing was committed (Unknown aside). The session is closed afterwards.
+func (s *Session) Complete(ctx context.Context, c taskwrite.Call, proof string) (Completion, error) {
 	s.mu.Lock()
 	defer func() {
 		s.closed, s.inTx = true, false
-		if s.conn != nil {
-			s.conn.Release()
-			s.conn = nil
-		}
+		s.release()
 		s.mu.Unlock()
 	}()
 	obs := s.g.observer()
@@ -493,31 +515,40 @@ func (s *Session) Complete(ctx context.Context, c taskwrite.Call) (Completion, e
 		obs.Transaction("rolled_back")
 		return Completion{}, errors.New("the transaction's connection was lost: nothing the handler wrote is kept")
 	}
-	conn := s.conn.Conn()
-	// Back to the worker's own login for pgflow's tables, with a bounded time for the write.
-	// A round trip of its own: pgx prepares a batch's statements before running any, and
-	// preparing pgflow's statements as the step's role would fail.
-	if _, err := conn.Exec(ctx, `select set_config('role', 'none', true), set_config('statement_timeout', $1, true)`,
-		string(ms(completionTimeout))); err != nil {
+	pg := s.conn.Conn().PgConn()
+	fail := func(err error) (Completion, error) {
 		obs.Transaction("rolled_back")
 		s.discard()
 		return Completion{}, fmt.Errorf("writing the completion in the task's transaction failed, so nothing it wrote is kept: %w", err)
 	}
-	results := make([]taskwrite.Result, 1)
-	b := &pgx.Batch{}
-	taskwrite.Queue(b, taskwrite.Complete, []taskwrite.Call{c}, results, taskwrite.Options{})
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		obs.Transaction("rolled_back")
-		s.discard()
-		return Completion{}, fmt.Errorf("writing the completion in the task's transaction failed, so nothing it wrote is kept: %w", err)
+	// Back to the step's own role (a statement may have moved to a role it is a member of),
+	// with a bounded time for the write.
+	b := &pgconn.Batch{}
+	b.ExecParams(`select set_config('role', 'none', true), set_config('statement_timeout', $1, true)`,
+		[][]byte{ms(completionTimeout)}, nil, nil, nil)
+	b.ExecParams(completeSQL, [][]byte{[]byte(c.RunID), []byte(c.StepSlug), []byte(strconv.Itoa(c.TaskIndex)),
+		[]byte(strconv.Itoa(c.Attempt)), []byte(c.Arg), []byte(proof)}, nil, nil, nil)
+	results, err := pg.ExecBatch(ctx, b).ReadAll()
+	if err != nil {
+		return fail(err)
 	}
-	r := results[0]
+	r := taskwrite.Result{Stale: true}
+	if len(results) != 2 || len(results[1].Rows) != 1 || len(results[1].Rows[0]) != 4 {
+		return fail(errors.New("the completion function answered no row"))
+	}
+	if row := results[1].Rows[0]; string(row[0]) == "t" {
+		r.Stale = false
+		r.Status, r.ErrorMessage = string(row[1]), string(row[3])
+		if row[2] != nil {
+			r.Attempts, _ = strconv.Atoi(string(row[2]))
+		}
+	}
 	if r.Stale || r.Status != "completed" {
 		obs.Transaction("rolled_back")
 		s.rollback(ctx)
 		return Completion{Result: r}, nil
 	}
-	tag, err := conn.PgConn().Exec(ctx, "commit").ReadAll()
+	tag, err := pg.Exec(ctx, "commit").ReadAll()
 	var pe *pgconn.PgError
 	switch {
 	case err == nil && len(tag) == 1 && tag[0].CommandTag.String() == "COMMIT":

@@ -15,23 +15,47 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
-// Handlers' SQL runs on pools of its own, one per database (the pgflow database, and one
-// per database_env name), never on the worker's pool: a handler holding a connection for
-// its whole transaction must not take one the fetch or the completer waits for. Each has
-// room for every handler at once, so a statement never waits for a connection.
+// Handlers' SQL runs on pools of its own, one per step role and database (the pgflow
+// database, or the one a database_env names), each logged in as the role itself
+// (sqlsession.RolePoolConfig), never on the worker's pool: a statement can never act with
+// the login's rights, and a handler holding a connection for its whole transaction never
+// takes one the fetch or the completer waits for. Each has room for every handler at once,
+// so a statement never waits for a connection.
 
 // StepGrant is step s's sql section as a grant, without its database (DB) or observer: the
-// worker adds its pools, replay the pgflow database it reads from. s.SQL must not be nil.
+// worker adds its pools, replay its own. s.SQL must not be nil.
 func StepGrant(file *flowfile.File, fl *flowfile.Flow, s *flowfile.Step) *sqlsession.Grant {
 	sec := s.SQL
 	return &sqlsession.Grant{Where: s.WhereSQL(file, fl), Role: sec.Role, Transactional: sec.Transactional,
 		StatementTimeout: sec.StatementTimeout, MaxRows: sec.MaxRows, MaxResultBytes: int(sec.MaxResultBytes)}
 }
 
-// sqlPools opens (lazily: no connection until a statement needs one) the pools the steps'
-// sql sections name, and builds each step's grant.
+// SQLBase is the configuration of the database a step's statements run on, as the worker
+// reaches it: pgflowDB's for the pgflow database, else the URL in the environment variable
+// sql.database_env names. The error says what to set; it never quotes the URL.
+func SQLBase(pgflowDB *pgxpool.Config, where string, sec *flowfile.SQL) (*pgxpool.Config, error) {
+	if sec.DatabaseEnv == "" {
+		return pgflowDB.Copy(), nil
+	}
+	url, set := os.LookupEnv(sec.DatabaseEnv)
+	if !set {
+		return nil, fmt.Errorf("the database of %s is not configured: sql.database_env %s is not set in the worker's environment",
+			where, sec.DatabaseEnv)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// The parser's message may quote the URL, which holds a password: say only which.
+		return nil, fmt.Errorf("the database of %s is not configured: the value of %s is not a PostgreSQL URL or connection string",
+			where, sec.DatabaseEnv)
+	}
+	return cfg, nil
+}
+
+// sqlGrant builds step s's grant with its role's pool, opened lazily (no connection until
+// a statement or the role check needs one).
 func (w *Worker) sqlGrant(file *flowfile.File, fl *flowfile.Flow, s *flowfile.Step) *sqlsession.Grant {
 	sec := s.SQL
 	if sec == nil {
@@ -44,46 +68,25 @@ func (w *Worker) sqlGrant(file *flowfile.File, fl *flowfile.Flow, s *flowfile.St
 	if w.sqlPools == nil {
 		w.sqlPools = map[string]*pgxpool.Pool{}
 	}
-	if pool, ok := w.sqlPools[sec.DatabaseEnv]; ok {
+	key := sec.DatabaseEnv + "\x00" + sec.Role + "\x00" + sec.PasswordEnv
+	if pool, ok := w.sqlPools[key]; ok {
 		g.DB = pool
 		return g
 	}
-	var cfg *pgxpool.Config
-	if sec.DatabaseEnv == "" {
-		cfg = w.cfg.Pool.Config() // a copy
-	} else {
-		url, set := os.LookupEnv(sec.DatabaseEnv)
-		if !set {
-			g.Unavailable = fmt.Sprintf("the database of %s is not configured: sql.database_env %s is not set in the worker's environment",
-				g.Where, sec.DatabaseEnv)
-			w.log.Warn("a step's sql.database_env is not set: its handler's statements fail", "flow", fl.Slug, "step", s.Slug,
-				"database_env", sec.DatabaseEnv)
-			return g
-		}
-		var err error
-		if cfg, err = pgxpool.ParseConfig(url); err != nil {
-			// The parser's message may quote the URL, which holds a password: say only which.
-			g.Unavailable = fmt.Sprintf("the database of %s is not configured: the value of %s is not a PostgreSQL URL or connection string",
-				g.Where, sec.DatabaseEnv)
-			w.log.Warn("a step's sql.database_env does not hold a database URL: its handler's statements fail", "flow", fl.Slug,
-				"step", s.Slug, "database_env", sec.DatabaseEnv)
-			return g
+	base, err := SQLBase(w.cfg.Pool.Config(), g.Where, sec)
+	if err == nil {
+		var cfg *pgxpool.Config
+		if cfg, err = sqlsession.RolePoolConfig(base, sec.Role, sec.PasswordEnv, w.cfg.Concurrency); err == nil {
+			g.DB, err = pgxpool.NewWithConfig(context.Background(), cfg)
 		}
 	}
-	cfg.MaxConns = int32(max(w.cfg.Concurrency, 1))
-	cfg.MinConns = 0
-	cfg.MaxConnIdleTime = time.Minute
-	if cfg.ConnConfig.RuntimeParams == nil {
-		cfg.ConnConfig.RuntimeParams = map[string]string{}
-	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = "pgflow-wasm handlers"
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
-		g.Unavailable = fmt.Sprintf("the database of %s is not configured: %v", g.Where, err)
+		g.Unavailable = fmt.Sprintf("%s: %v", g.Where, err)
+		w.log.Warn("a step's sql database is not configured: its handler's statements fail", "flow", fl.Slug, "step", s.Slug,
+			"database_env", sec.DatabaseEnv, "error", err)
 		return g
 	}
-	w.sqlPools[sec.DatabaseEnv] = pool
-	g.DB = pool
+	w.sqlPools[key] = g.DB
 	return g
 }
 
@@ -93,34 +96,58 @@ func (w *Worker) closeSQLPools() {
 	}
 }
 
-// checkSQLRoles refuses to serve a step whose role the worker cannot use, or whose role
-// would be no wall (a superuser, BYPASSRLS) without the step's say-so. A database_env
-// database that cannot be reached now is only warned about: its steps' statements fail
-// until it can be.
+// checkSQLRoles refuses to serve a step whose role the worker cannot log in as, or whose
+// role would be no wall (the worker's login or a member of it, a superuser, BYPASSRLS,
+// CREATEROLE) without the step's say-so; and a transactional step on a database without
+// the completion function (schema.EnsureStepCompletion), whose key it keeps for proofs. A
+// database_env database that cannot be reached now is only warned about: its steps'
+// statements fail until it can be.
 func (w *Worker) checkSQLRoles(ctx context.Context) error {
-	warnedLogin := false
+	admins := map[string]*pgxpool.Pool{"": w.cfg.Pool}
+	defer func() {
+		for env, p := range admins {
+			if env != "" {
+				p.Close()
+			}
+		}
+	}()
 	for _, fs := range w.flows {
 		for _, st := range fs.steps {
 			g := st.sql
 			if g == nil || g.DB == nil {
 				continue
 			}
+			sec := st.def.SQL
+			if g.Transactional && w.stepProofKey == nil {
+				key, err := schema.EnsureStepCompletion(ctx, w.cfg.Pool, false)
+				if err != nil {
+					return fmt.Errorf("%s: transactional SQL: %w", g.Where, err)
+				}
+				w.stepProofKey = key
+			}
+			admin := admins[sec.DatabaseEnv]
+			if admin == nil {
+				base, err := SQLBase(w.cfg.Pool.Config(), g.Where, sec)
+				if err == nil {
+					admin, err = pgxpool.NewWithConfig(ctx, base)
+				}
+				if err != nil {
+					w.log.Warn("cannot check a step's sql.role now: its statements fail until its database answers",
+						"flow", fs.def.Slug, "step", st.def.Slug, "database_env", sec.DatabaseEnv, "error", err)
+					continue
+				}
+				admins[sec.DatabaseEnv] = admin
+			}
 			cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-			rc, err := sqlsession.CheckRole(cctx, g.DB, g.Role, st.def.SQL.AllowPrivilegedRole)
+			_, err := sqlsession.CheckRole(cctx, admin, g.DB, g.Role, sec.PasswordEnv, sec.AllowPrivilegedRole)
 			cancel()
 			var re *sqlsession.RoleError
 			switch {
-			case errors.As(err, &re) || (err != nil && st.def.SQL.DatabaseEnv == ""):
+			case errors.As(err, &re) || (err != nil && sec.DatabaseEnv == ""):
 				return fmt.Errorf("%s: sql.role: %w", g.Where, err)
 			case err != nil:
 				w.log.Warn("cannot check a step's sql.role now: its statements fail until its database answers",
-					"flow", fs.def.Slug, "step", st.def.Slug, "database_env", st.def.SQL.DatabaseEnv, "error", err)
-				continue
-			}
-			if rc.LoginSuperuser && !warnedLogin {
-				warnedLogin = true
-				w.log.Warn("the worker's database login is a superuser: in production run it as a login that is not "+
-					"(a function a step's role may call could reach the login's rights; docs/database.md)", "login", rc.Login)
+					"flow", fs.def.Slug, "step", st.def.Slug, "database_env", sec.DatabaseEnv, "error", err)
 			}
 		}
 	}
@@ -142,7 +169,7 @@ func (w *Worker) completeInTx(t poller.Task, sess *sqlsession.Session, o complet
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.runCtx), 45*time.Second)
 	defer cancel()
 	call := taskwrite.Call{RunID: t.RunID, StepSlug: t.StepSlug, TaskIndex: t.TaskIndex, Attempt: t.Attempt, Arg: string(o.Output)}
-	c, err := sess.Complete(ctx, call)
+	c, err := sess.Complete(ctx, call, schema.StepProof(w.stepProofKey, t.RunID, t.StepSlug, t.TaskIndex, t.Attempt))
 	log := w.taskLog(&t)
 	switch {
 	case c.Unknown:

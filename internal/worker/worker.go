@@ -213,8 +213,12 @@ type Worker struct {
 	restart  atomic.Bool
 	// history: pgflow_wasm.task_attempts exists and failures are kept in it (set in Run).
 	history bool
-	// sqlPools are the handlers' SQL pools by sql.database_env ("": the pgflow database).
+	// sqlPools are the handlers' SQL pools by database_env, role and password_env, each
+	// logged in as its role.
 	sqlPools map[string]*pgxpool.Pool
+	// stepProofKey makes the proofs transactional steps complete their tasks with
+	// (schema.StepProof); read at start when a step is transactional.
+	stepProofKey []byte
 	prunedAt time.Time  // the recovery loop's last prune of the history
 	trace    *taskTrace // TaskTraceEnv's recorder; nil records nothing
 }

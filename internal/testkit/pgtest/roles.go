@@ -101,7 +101,7 @@ func (s *server) dropOrphanRoles(ctx context.Context) {
 // function anyone may call that changes the role (what the post-statement check is for).
 func (db *DB) Ledger(t testing.TB) string {
 	t.Helper()
-	role := db.Role(t, "ledger_writer", "NOLOGIN")
+	role := db.Role(t, "ledger_writer", "LOGIN")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := db.Pool.Exec(ctx, `
