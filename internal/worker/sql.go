@@ -79,9 +79,12 @@ func (w *Worker) sqlGrant(file *flowfile.File, fl *flowfile.Flow, s *flowfile.St
 		if cfg, err = sqlsession.RolePoolConfig(base, sec.Role, sec.PasswordEnv, w.cfg.Concurrency); err == nil {
 			g.DB, err = pgxpool.NewWithConfig(context.Background(), cfg)
 		}
+		if err != nil {
+			err = fmt.Errorf("%s: sql: %w", g.Where, err)
+		}
 	}
 	if err != nil {
-		g.Unavailable = fmt.Sprintf("%s: %v", g.Where, err)
+		g.Unavailable = err.Error()
 		w.log.Warn("a step's sql database is not configured: its handler's statements fail", "flow", fl.Slug, "step", s.Slug,
 			"database_env", sec.DatabaseEnv, "error", err)
 		return g
@@ -114,10 +117,16 @@ func (w *Worker) checkSQLRoles(ctx context.Context) error {
 	for _, fs := range w.flows {
 		for _, st := range fs.steps {
 			g := st.sql
-			if g == nil || g.DB == nil {
+			if g == nil {
 				continue
 			}
 			sec := st.def.SQL
+			if g.DB == nil {
+				if sec.DatabaseEnv == "" { // the pgflow database is always there: the step is misconfigured
+					return errors.New(g.Unavailable)
+				}
+				continue
+			}
 			if g.Transactional && w.stepProofKey == nil {
 				key, err := schema.EnsureStepCompletion(ctx, w.cfg.Pool, false)
 				if err != nil {

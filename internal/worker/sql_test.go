@@ -114,7 +114,7 @@ func TestSQLWallFailsOnlyItsTask(t *testing.T) {
 		{"copy_program", "COPY (select 1) TO PROGRAM 'id'", "sql: COPY statements are not allowed"},
 		{"sleep", "select pg_sleep(600)", "sql: canceling statement due to statement timeout (SQLSTATE 57014)"},
 		{"ten_million_rows", "select generate_series(1, 10000000)", "sql: a statement of step \"call\" of flow \"ten_million_rows\""},
-		{"role_change", "select app.become('none')", "changed who it runs as (current_user \"postgres\", role \"none\""},
+		{"role_change", "select app.become('none')", "changed who it runs as (current_user \"ledger_writer_"},
 	}
 	for _, engine := range sandbox.Engines() {
 		t.Run(engine, func(t *testing.T) {
@@ -262,9 +262,12 @@ flows:
 func TestSQLRolesAreCheckedAtStart(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
-	super := db.Role(t, "super", "NOLOGIN SUPERUSER")
+	super := db.Role(t, "super", "LOGIN SUPERUSER")
+	nologin := db.Role(t, "nologin", "NOLOGIN")
 	for _, c := range []struct{ sql, want string }{
 		{"{role: no_such_role}", `flows.yaml:6): sql.role: role "no_such_role" does not exist: create it`},
+		{"{role: " + nologin + "}", `role "` + nologin + `" cannot log in`},
+		{"{role: " + nologin + ", password_env: PGFLOW_TEST_UNSET_PASSWORD}", `sql.password_env PGFLOW_TEST_UNSET_PASSWORD is not set`},
 		{"{role: " + super + "}", `role "` + super + `" is a superuser`},
 		{"{role: " + super + ", allow_privileged_role: true}", ""},
 	} {
