@@ -48,6 +48,7 @@ deps: postgres-server
 localdb-up: db-deps build
 	$(BIN) localdb up
 	DATABASE_URL=$$($(BIN) localdb url) $(BIN) db install
+	DATABASE_URL=$$($(BIN) localdb url) $(BIN) db grant-worker pgflow_worker
 
 localdb-down: build
 	$(BIN) localdb down

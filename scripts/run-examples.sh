@@ -45,6 +45,12 @@ step "flows.yaml: validate and compile"
 "$BIN" validate --flows flows.yaml
 "$BIN" compile --flows flows.yaml
 
+step "the worker's login: pgflow_worker, not a superuser (docs/database.md)"
+# Installing and compiling take the owner (here the superuser postgres); serving does not.
+"$BIN" db grant-worker pgflow_worker
+WORKER_URL=$("$BIN" localdb url --user pgflow_worker)
+echo "$WORKER_URL"
+
 step "demo API on $DEMOAPI_ADDR (scripts/demoapi, log in bin/demoapi.log)"
 # The secret the checkout flow's handler reads by name (flows.yaml: env). A fresh one per
 # run: it must show nowhere but in the API's Authorization check.
@@ -63,7 +69,7 @@ grep -q '^listening on' bin/demoapi.log || { echo "the demo API did not start:";
 cat bin/demoapi.log
 
 step "worker: pgflow-wasm serve (log in bin/serve.log)"
-"$BIN" serve --flows flows.yaml --signal notify --log-format text --log-level warn >bin/serve.log 2>&1 &
+"$BIN" serve --database-url "$WORKER_URL" --flows flows.yaml --signal notify --log-format text --log-level warn >bin/serve.log 2>&1 &
 worker=$!
 # Runs are started once the worker serves every flow (its rows in pgflow.workers).
 flows=$(grep -c '^  - slug:' flows.yaml)

@@ -47,6 +47,22 @@ func dbCommand() *cli.Command {
 				Action: dbInstall,
 			},
 			{
+				Name:      "grant-worker",
+				Usage:     "create a worker login that is not a superuser (if missing) and grant it what `serve` needs",
+				ArgsUsage: "LOGIN",
+				Description: "Run it as the owner of pgflow's and pgmq's schemas (the role that ran `db install`),\n" +
+					"after `db install`. The login gets pgflow's and pgmq's tables and functions, realtime.send\n" +
+					"and pgflow-wasm's bookkeeping (docs/database.md, section 7), and the same on queue tables\n" +
+					"this role creates later (`compile` of a new flow). It is never a member of a step's role:\n" +
+					"steps log in as their own roles. A superuser is refused.\n\n" +
+					"Example:\n" +
+					"   WORKER_PASSWORD=... pgflow-wasm db grant-worker --password-env WORKER_PASSWORD pgflow_worker\n" +
+					"   pgflow-wasm serve --database-url postgres://pgflow_worker:...@host/app",
+				Flags: []cli.Flag{databaseURLFlag(), &cli.StringFlag{Name: "password-env", Usage: "set the login's password to " +
+					"the value of the environment variable `NAME` (default: leave it as it is)"}},
+				Action: dbGrantWorker,
+			},
+			{
 				Name:  "status",
 				Usage: "report pgmq, realtime.send, pgflow migrations and schedules; exit 1 unless all are installed",
 				Flags: []cli.Flag{databaseURLFlag(), migrations, &cli.StringFlag{Name: "flows", Value: "flows.yaml",
@@ -101,6 +117,35 @@ func dbInstall(c *cli.Context) error {
 		fmt.Fprintf(w, "               + %s\n", name)
 	}
 	fmt.Fprintf(w, "runs index:    %s pgflow.%s (the dashboard's runs page, newest first)\n", rep.RunsIndex, schema.RunsIndex)
+	return nil
+}
+
+func dbGrantWorker(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return cli.Exit("db grant-worker: give the login's name, e.g. `pgflow-wasm db grant-worker pgflow_worker`", 2)
+	}
+	login := c.Args().First()
+	var password string
+	if env := c.String("password-env"); env != "" {
+		var ok bool
+		if password, ok = os.LookupEnv(env); !ok || password == "" {
+			return cli.Exit("--password-env: "+env+" is not set (or empty) in the environment", 2)
+		}
+	}
+	conn, err := schema.Connect(c.Context, c.String("database-url"))
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	defer conn.Close(c.Context)
+	rep, err := schema.GrantWorker(c.Context, conn, login, password)
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	action := "granted"
+	if rep.Created {
+		action = "created and granted"
+	}
+	fmt.Fprintf(c.App.Writer, "worker login %s: %s the worker's rights (not a superuser)\n", login, action)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,9 @@ func localdbCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{Name: "up", Usage: "initialize and start the cluster (idempotent), print the database URL", Flags: flags, Action: localdbUp},
 			{Name: "down", Usage: "stop the cluster (data is kept)", Flags: flags[:1], Action: localdbDown},
-			{Name: "url", Usage: "print the database URL (for DATABASE_URL=$(pgflow-wasm localdb url))", Flags: flags[:1], Action: localdbURL},
+			{Name: "url", Usage: "print the database URL (for DATABASE_URL=$(pgflow-wasm localdb url))", Flags: append(flags[:1:1],
+				&cli.StringFlag{Name: "user", Usage: "log in as `ROLE` instead of the superuser postgres, e.g. the worker login of\n" +
+					"\t`db grant-worker` (the cluster trusts local connections: no password)"}), Action: localdbURL},
 			{Name: "status", Usage: "report folder, port and state; exit 1 when stopped", Flags: flags[:1], Action: localdbStatus},
 		},
 	}
@@ -135,7 +138,16 @@ func localdbURL(c *cli.Context) error {
 	if !info.Initialized {
 		return cli.Exit("no local cluster yet: run `pgflow-wasm localdb up`", 1)
 	}
-	fmt.Fprintln(c.App.Writer, cl.URL(localpg.DevDatabase))
+	u := cl.URL(localpg.DevDatabase)
+	if user := c.String("user"); user != "" {
+		parsed, err := url.Parse(u)
+		if err != nil {
+			return cli.Exit(err.Error(), 1)
+		}
+		parsed.User = url.User(user)
+		u = parsed.String()
+	}
+	fmt.Fprintln(c.App.Writer, u)
 	return nil
 }
 

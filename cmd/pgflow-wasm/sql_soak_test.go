@@ -21,18 +21,6 @@ import (
 // default, the issue's 1,000 with SQL_SOAK_RUNS=1000.
 const SQLSoakRunsEnv = "SQL_SOAK_RUNS"
 
-// WorkerGrants is what docs/database.md tells a user to run for a worker login that is not
-// a superuser, with the flows already compiled (compile, or serve the first time, by a role
-// that may create pgmq's queue tables). %[1]s is the login.
-const WorkerGrants = `
-grant usage on schema pgflow, pgmq, realtime to %[1]s;
-grant select, insert, update, delete on all tables in schema pgflow, pgmq to %[1]s;
-grant usage, select on all sequences in schema pgflow, pgmq to %[1]s;
-grant execute on all functions in schema pgflow, pgmq, realtime to %[1]s;
-grant usage on schema pgflow_wasm to %[1]s;
-grant select, insert, delete on all tables in schema pgflow_wasm to %[1]s;
-`
-
 // The Must-show of transactional steps: runs whose one step inserts a row keyed by its task
 // (the ledger example in Rust, as a role of its own) while the worker, logged in as a login
 // that is not a superuser, is killed with SIGKILL every few seconds and PostgreSQL restarts
@@ -60,8 +48,7 @@ func TestTransactionalStepWritesOncePerTask(t *testing.T) {
 		  for each row execute function app.no_13();
 		-- Each insert takes 20 ms, so the kills find transactions open.
 		create function app.slow() returns trigger language plpgsql as $$ begin perform pg_sleep(0.02); return new; end $$;
-		create trigger slow before insert on app.ledger for each row execute function app.slow();
-		grant `+role+` to `+login); err != nil {
+		create trigger slow before insert on app.ledger for each row execute function app.slow();`); err != nil {
 		t.Fatal(err)
 	}
 	flows := writeFile(t, "flows.yaml", fmt.Sprintf(`
@@ -82,7 +69,7 @@ flows:
 		t.Fatal(err)
 	}
 	// The last two grants are the test's own: its audit trigger on pgflow.step_tasks.
-	if _, err := db.Pool.Exec(ctx, fmt.Sprintf(WorkerGrants+`
+	if _, err := db.Pool.Exec(ctx, fmt.Sprintf(schema.WorkerGrants+`
 		grant usage on schema pgtest_audit to %[1]s;
 		grant insert on all tables in schema pgtest_audit to %[1]s;
 		grant usage on all sequences in schema pgtest_audit to %[1]s;`, login)); err != nil {
