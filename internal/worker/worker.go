@@ -219,8 +219,8 @@ type Worker struct {
 	// stepProofKey makes the proofs transactional steps complete their tasks with
 	// (schema.StepProof); read at start when a step is transactional.
 	stepProofKey []byte
-	prunedAt time.Time  // the recovery loop's last prune of the history
-	trace    *taskTrace // TaskTraceEnv's recorder; nil records nothing
+	prunedAt     time.Time  // the recovery loop's last prune of the history
+	trace        *taskTrace // TaskTraceEnv's recorder; nil records nothing
 }
 
 // flowState is one served flow.
