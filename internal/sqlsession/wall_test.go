@@ -2,14 +2,18 @@ package sqlsession_test
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgflow-wasm/pgflow-wasm/abi"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
 // The attacks of the hostile trial, run without the statement filter: the database's wall
@@ -27,6 +31,7 @@ func TestStringRunningFunctionsCannotLeaveTheRole(t *testing.T) {
 	if err := a.db.Pool.QueryRow(context.Background(), "select session_user::text").Scan(&super); err != nil {
 		t.Fatal(err)
 	}
+	h := newHandler(t)
 	attacks := map[string]string{
 		"query_to_xml":       `select query_to_xml('select set_config(''role'', ''%s'', true)', true, false, '')`,
 		"query_to_xmlschema": `select query_to_xml_and_xmlschema('select set_config(''role'', ''%s'', true)', true, false, '')`,
@@ -41,15 +46,15 @@ func TestStringRunningFunctionsCannotLeaveTheRole(t *testing.T) {
 			for _, transactional := range []bool{false, true} {
 				g := a.grant(transactional)
 				sqlsession.SkipFilter(g)
-				s := g.Begin(time.Now().Add(time.Minute))
 				sql := strings.ReplaceAll(attack, "%s", target)
-				_, err := query(t, s, sql)
-				s.Close()
+				err := h.run(g, sql)
 				if err == nil {
-					t.Errorf("%s to %s: the statement ran", name, target)
+					t.Errorf("%s to %s: the task completed", name, target)
 					continue
 				}
-				expectCode(t, err, abi.ErrSQLFailed, "42501", "permission denied to set role")
+				if !strings.Contains(err.Error(), "sql: permission denied to set role") || !strings.Contains(err.Error(), "SQLSTATE 42501") {
+					t.Errorf("%s to %s: the task failed with %v, want PostgreSQL's refusal to set the role", name, target, err)
+				}
 			}
 		}
 	}
@@ -64,10 +69,9 @@ func TestStringRunningFunctionsCannotLeaveTheRole(t *testing.T) {
 		"select pg_read_file('/etc/passwd')",
 		"select lo_export(0, '/tmp/x')",
 	} {
-		s := g.Begin(time.Now().Add(time.Minute))
-		_, err := query(t, s, sql)
-		s.Close()
-		expectCode(t, err, abi.ErrSQLFailed, "42501")
+		if err := h.run(g, sql); err == nil || !strings.Contains(err.Error(), "SQLSTATE 42501") {
+			t.Errorf("%s: the task ended with %v, want a permission error", sql, err)
+		}
 	}
 }
 
@@ -77,6 +81,7 @@ func TestStringRunningFunctionsCannotLeaveTheRole(t *testing.T) {
 func TestNothingSurvivesATaskOnAPooledSession(t *testing.T) {
 	t.Parallel()
 	a := newApp(t)
+	h := newHandler(t)
 	ctx := context.Background()
 	for _, transactional := range []bool{false, true} {
 		g := a.grant(transactional)
@@ -84,16 +89,17 @@ func TestNothingSurvivesATaskOnAPooledSession(t *testing.T) {
 		sqlsession.SkipFilter(g)
 		s := g.Begin(time.Now().Add(time.Minute))
 		pid := mustQuery(t, s, "select pg_backend_pid() as pid")
-		for _, sql := range []string{
+		s.Close()
+		// One task of a real handler leaves all of it behind and completes.
+		if err := h.run(g,
 			"select pg_advisory_lock(424242)",
 			"update pg_settings set setting = 'secret, public' where name = 'search_path'",
 			"select 1 as x into temp table leak",
 			"prepare leaked as select 1",
 			"listen leaked",
-		} {
-			mustQuery(t, s, sql)
+		); err != nil {
+			t.Fatalf("transactional %v: the leaving task failed: %v", transactional, err)
 		}
-		s.Close()
 		var free bool
 		if err := a.db.Pool.QueryRow(ctx, "select pg_try_advisory_lock(424242)").Scan(&free); err != nil || !free {
 			t.Errorf("transactional %v: the task's advisory lock outlived it (%v)", transactional, err)
@@ -131,4 +137,50 @@ func onePool(t *testing.T, a app) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// handler runs statements through a real guest (modules/testdata/sql_call.wasm) in the
+// sandbox, as a task does.
+type handler struct {
+	t *testing.T
+	m sandbox.Module
+}
+
+func newHandler(t *testing.T) handler {
+	t.Helper()
+	path := filepath.Join(workertest.RepoRoot(t), "modules/testdata/sql_call.wasm")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s is missing: run `make testmodules`", path)
+	}
+	e := workertest.Engine(t, sandbox.EngineWazero)
+	m, err := e.Load(context.Background(), path, sandbox.ModuleConfig{Capabilities: sandbox.Capabilities{Step: `step "s"`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	return handler{t: t, m: m}
+}
+
+// run runs one task of g whose handler sends the statements; the task's error, or nil.
+func (h handler) run(g *sqlsession.Grant, statements ...string) error {
+	h.t.Helper()
+	type stmt struct {
+		SQL string `json:"sql"`
+	}
+	var in struct {
+		Run struct {
+			Statements []stmt `json:"statements"`
+		} `json:"run"`
+	}
+	for _, s := range statements {
+		in.Run.Statements = append(in.Run.Statements, stmt{SQL: s})
+	}
+	input, err := json.Marshal(in)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	s := g.Begin(time.Now().Add(time.Minute))
+	defer s.Close()
+	_, err = h.m.Run(context.Background(), sandbox.Task{Input: input, Context: []byte(`{}`), Timeout: time.Minute, SQL: s})
+	return err
 }
