@@ -60,7 +60,7 @@ func serveCommand() *cli.Command {
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "signal", Value: string(d.Signal), EnvVars: env("signal"),
 			Usage: "how to learn about new tasks: notify (LISTEN/NOTIFY with a fallback poll; a queue that cannot notify is polled)\n" +
 				"\tor polling (adaptive backoff only: a new run's first step waits for a poll, while a busy chain's next step starts\n" +
-				"\ta little sooner than under notify, see docs/benchmarks.md \"Awaited completions at once under notify too\")"}),
+				"\ta little sooner than under notify, see docs/benchmarks-history.md \"Awaited completions at once under notify too\")"}),
 		durationFlag("min-poll-interval", d.MinPollInterval, "polling: shortest wait between polls of an idle queue"),
 		durationFlag("max-poll-interval", d.MaxPollInterval, "polling: longest wait between polls of an idle queue"),
 		durationFlag("notify-fallback", d.NotifyFallback, "notify: poll this often even without notifications (messages that become visible again\n"+

@@ -65,7 +65,7 @@ flows:
 // BenchmarkRunsPage renders the runs page (HTTP request to the last byte of HTML) with
 // 100,000 runs in the database, first with pgflow's own indexes only, then with the index
 // `db install` and the dashboard's start create (schema.RunsIndex):
-// `go test ./dashboard -run '^$' -bench RunsPage -benchtime 50x`. docs/benchmarks.md has the figures.
+// `go test ./dashboard -run '^$' -bench RunsPage -benchtime 50x`. docs/benchmarks-history.md has the figures.
 func BenchmarkRunsPage(b *testing.B) {
 	db := pgtest.NewDB(b)
 	ctx := context.Background()

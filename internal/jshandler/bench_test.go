@@ -14,7 +14,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
-// What a TypeScript handler costs against C (docs/benchmarks.md, "TypeScript handlers"): one
+// What a TypeScript handler costs against C (docs/benchmarks-history.md, "TypeScript handlers"): one
 // greet task through Run, and loading a step. The handlers are the greet examples,
 // modules/examples/{c/greet.wasm,typescript/greet.ts}.
 

@@ -134,7 +134,7 @@ func (w *Worker) reserve(fs *flowState, want int) int { return w.reserveLeaving(
 // completion's successor (claim.go) and needs a slot then. A read holds its whole batch of
 // slots while it runs: without that headroom a claim during a read found none, and its
 // successor waited for a later read (under --signal notify, where every insert wakes a read,
-// claims took 67-70% of a chain's successors against 98% under polling: docs/benchmarks.md
+// claims took 67-70% of a chain's successors against 98% under polling: docs/benchmarks-history.md
 // "Reads that took the claims' slots"). A flow's own limit keeps only its own completions'.
 func (w *Worker) reserveForFetch(fs *flowState, want int) int {
 	all, ofFlow := w.done.Awaited(fs.def.Slug)

@@ -58,7 +58,7 @@ func (e *ewma) get() time.Duration { return time.Duration(e.nanos.Load()) }
 // (the default, Config.FetchLeases 0) take hold of its queues. A worker alone takes no lease:
 // it would only add two statements to its idle polls and a connection. Two quick-handler
 // workers already did 0.75-0.80x of one worker's throughput without leases and 0.96-1.03x
-// with one (docs/benchmarks.md "Fetch leases").
+// with one (docs/benchmarks-history.md "Fetch leases").
 const autoLeaseReaders = 2
 
 // leasing says whether q's reads need a lease: always with a set number of leases, and

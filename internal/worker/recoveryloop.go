@@ -74,7 +74,7 @@ const maxSpreadInterval = 30 * time.Second
 // one of its flows: each of them sweeps the same tasks, so each sweeps shared times less
 // often and together they still sweep about once a base interval. Every sweep reads pg_locks
 // and every started task of its flows; 16 workers sweeping every 2 s cost 16 leased workers
-// about 15 points of throughput (docs/benchmarks.md "Fetch leases"). Shared waits are spread
+// about 15 points of throughput (docs/benchmarks-history.md "Fetch leases"). Shared waits are spread
 // ±25% so that workers started together do not sweep together.
 func sweepInterval(base time.Duration, shared int) time.Duration {
 	if shared <= 1 {

@@ -175,7 +175,7 @@ func (c Config) WithDefaults() Config {
 	if c.MaxUnwritten <= 0 {
 		// Room for every writer's full batch plus what the handlers finish meanwhile: a
 		// smaller bound kept the completer from filling its batches and cost a 2,000-task
-		// map step 18% of its throughput (docs/benchmarks.md).
+		// map step 18% of its throughput (docs/benchmarks-history.md).
 		c.MaxUnwritten = c.CompletionBatch*c.CompletionWriters + 2*c.Concurrency
 	}
 	return c
