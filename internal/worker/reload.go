@@ -205,7 +205,7 @@ func logReload(cfg ServeConfig, old, next *generation, why string) {
 		}
 	}
 	for _, fl := range next.file.Flows {
-		for _, s := range fl.Steps {
+		for _, s := range fl.Served() {
 			newInfo, _ := next.w.ModuleInfo(fl.Slug, s.Slug)
 			oldInfo, ok := old.w.ModuleInfo(fl.Slug, s.Slug)
 			switch {
@@ -296,7 +296,7 @@ func watchedPaths(flowsPath string, file *flowfile.File, w *Worker) []string {
 		}
 	}
 	for _, fl := range file.Flows {
-		for _, s := range fl.Steps {
+		for _, s := range fl.Served() { // an external step has no module to watch
 			add(s.Module)
 		}
 	}
