@@ -267,8 +267,9 @@ func (c *Client) WorkerIDs() map[string]string {
 	return w.WorkerIDs()
 }
 
-// Ready reports whether the client takes tasks and reaches its database, and why not
-// ("starting", "draining", "database unreachable").
+// Ready reports whether the client takes tasks and reaches its database, and if not, what it
+// waits for (a sentence beginning "starting", "draining" or "database unreachable"). A reload
+// keeps it ready: it follows the worker that serves, not the one draining.
 func (c *Client) Ready() (bool, string) { return c.health.Ready() }
 
 // HealthHandler answers /livez (the process runs) and /readyz (Ready), for probes.

@@ -137,7 +137,9 @@ flows:
     steps:
       - slug: s
         module: m.wasm
-`, []string{`flows.yaml:3: flow slug "Order-Pipeline": use lower-case letters`, `"order_pipeline"`}},
+`, []string{`flows.yaml:3: flow slug "Order-Pipeline": use letters, digits and _`, `"Order_Pipeline"`}},
+		{"flow slugs differing in case", "flows:\n  - slug: analyzeWebsite\n    steps:\n      - {slug: s, module: m.wasm}\n  - slug: analyzewebsite\n    steps:\n      - {slug: s, module: m.wasm}\n",
+			[]string{`flows.yaml:5: flow "analyzewebsite" differs from flow "analyzeWebsite" (line 2) only in case: they would share one pgmq queue`}},
 		{"long flow slug", "flows:\n  - slug: " + strings.Repeat("a", 48) + "\n    steps:\n      - slug: s\n        module: m.wasm\n",
 			[]string{"flows.yaml:2:", "is 48 characters: at most 47"}},
 		{"reserved step slug", `
@@ -260,6 +262,20 @@ flows:
 				}
 			}
 		})
+	}
+}
+
+// Camel-case slugs, as in pgflow's own example app, are what pgflow.is_valid_slug takes on
+// every release (letters of either case, digits, _): they load as written.
+func TestCamelCaseSlugsAreAccepted(t *testing.T) {
+	t.Parallel()
+	path := writeFlows(t, "flows:\n  - slug: analyzeWebsite\n    steps:\n      - {slug: fetchPage, module: m.wasm}\n      - {slug: summarizeText, depends_on: [fetchPage], module: m.wasm}\n", "m.wasm")
+	f, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fl := f.Flow("analyzeWebsite"); fl == nil || fl.Step("fetchPage") == nil || fl.Step("summarizeText") == nil {
+		t.Fatalf("flows: %+v", f.Flows)
 	}
 }
 

@@ -30,14 +30,16 @@ const (
 	maxFlowSlugLen = 47       // pgmq queue names must be shorter than 48 characters
 )
 
-var (
-	stepSlugRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
-	flowSlugRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
-)
+// slugRE is pgflow.is_valid_slug's pattern on every release (0.8.1 to 0.17 and main): letters
+// of either case, digits and _, not starting with a digit.
+var slugRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
 // slugRule is the rule pgflow 0.17 added to pgflow.is_valid_slug, said as a user reads it.
 // Every version is held to it: a flow that an older pgflow takes would break on upgrade
-// (the 0.17 migration fails on such rows) and cannot move to per-step queues.
+// (the 0.17 migration fails on such rows) and cannot move to per-step queues. Neither rule
+// asks for lower case; 0.17 asks for flow slugs unique ignoring case, and step slugs within a
+// flow, which the parser checks on every version (pgmq lower-cases a queue's table names, so
+// flows differing only in case would share a queue there too).
 const slugRule = "pgflow 0.17+ requires a slug to start with a letter, end with a letter or digit, and hold no `__`"
 
 // strictSlugProblem says what of slugRule a slug breaks; "" when none.
@@ -108,17 +110,22 @@ func Parse(name, dir string, data []byte) (*File, error) {
 	case len(flowsNode.Content) == 0:
 		p.errorf(flowsNode.Line, "`flows` is empty: declare at least one flow")
 	default:
-		seen := map[string]int{}
+		seen := map[string]*Flow{} // by lower-cased slug
 		for _, n := range flowsNode.Content {
 			fl := p.flow(n)
 			if fl == nil {
 				continue
 			}
-			if prev, dup := seen[fl.Slug]; dup {
-				p.errorf(fl.Line, "flow %q is declared twice (first at line %d): flow slugs must be unique", fl.Slug, prev)
+			if prev, dup := seen[strings.ToLower(fl.Slug)]; dup {
+				if prev.Slug == fl.Slug {
+					p.errorf(fl.Line, "flow %q is declared twice (first at line %d): flow slugs must be unique", fl.Slug, prev.Line)
+				} else {
+					p.errorf(fl.Line, "flow %q differs from flow %q (line %d) only in case: they would share one pgmq queue (its tables are named in lower case), and pgflow 0.17+ requires flow slugs unique ignoring case",
+						fl.Slug, prev.Slug, prev.Line)
+				}
 				continue
 			}
-			seen[fl.Slug] = fl.Line
+			seen[strings.ToLower(fl.Slug)] = fl
 			f.Flows = append(f.Flows, fl)
 		}
 	}
@@ -165,7 +172,7 @@ func (p *parser) flow(n *yaml.Node) *Flow {
 		}
 	})
 	if mapValue(n, "slug") == nil {
-		p.errorf(n.Line, "flow without a slug: add `slug: my_flow` (lower-case letters, digits, _)")
+		p.errorf(n.Line, "flow without a slug: add `slug: my_flow` (letters, digits, _)")
 	}
 	switch {
 	case stepsNode == nil:
@@ -329,8 +336,8 @@ func (p *parser) flowSlug(v *yaml.Node) string {
 	}
 	slug := v.Value
 	switch {
-	case !flowSlugRE.MatchString(slug):
-		p.errorf(v.Line, "flow slug %q: use lower-case letters, digits and _ (not starting with a digit), e.g. %q; the slug also names the pgmq queue", slug, fixSlug(strings.ToLower(slug)))
+	case !slugRE.MatchString(slug):
+		p.errorf(v.Line, "flow slug %q: use letters, digits and _ (not starting with a digit), e.g. %q; the slug also names the pgmq queue", slug, fixSlug(slug))
 	case strictSlugProblem(slug) != "":
 		p.errorf(v.Line, "flow slug %q: %s: %s (e.g. %q)", slug, strictSlugProblem(slug), slugRule, strictSlug(slug))
 	case len(slug) > maxFlowSlugLen:
@@ -348,7 +355,7 @@ func (p *parser) stepSlug(v *yaml.Node) string {
 	}
 	slug := v.Value
 	switch {
-	case !stepSlugRE.MatchString(slug):
+	case !slugRE.MatchString(slug):
 		p.errorf(v.Line, "step slug %q: use letters, digits and _ (not starting with a digit), e.g. %q", slug, fixSlug(slug))
 	case strictSlugProblem(slug) != "":
 		p.errorf(v.Line, "step slug %q: %s: %s (e.g. %q)", slug, strictSlugProblem(slug), slugRule, strictSlug(slug))

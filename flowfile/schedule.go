@@ -47,8 +47,22 @@ func ParseSchedule(expr, zone string, input json.RawMessage, catchUp bool) (*Sch
 	return &Schedule{Cron: expr, Location: loc, Input: input, CatchUp: catchUp, sched: sched}, nil
 }
 
-// Next is the first tick after t.
-func (s *Schedule) Next(t time.Time) time.Time { return s.sched.Next(t.In(s.Location)) }
+// Next is the first tick after t. An interval (`@every 10s`) ticks at the multiples of it
+// since the Unix epoch, like a cron expression on the wall clock: every worker computes the
+// same ticks, whenever it started, so they claim each tick once between them
+// (internal/schedule).
+func (s *Schedule) Next(t time.Time) time.Time {
+	if every, ok := s.sched.(cron.ConstantDelaySchedule); ok {
+		d := int64(every.Delay)
+		n := t.UnixNano()
+		next := (n/d + 1) * d
+		if n < 0 && n%d != 0 {
+			next -= d // division truncates toward zero
+		}
+		return time.Unix(0, next).In(s.Location)
+	}
+	return s.sched.Next(t.In(s.Location))
+}
 
 var scheduleKeys = []string{"cron", "timezone", "input", "missed"}
 

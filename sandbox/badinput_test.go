@@ -123,7 +123,9 @@ func TestBadInputsAtRun(t *testing.T) {
 					input = `{"run":{}}`
 				}
 				tk := task(input, timeout)
-				tk.Seed = testSeed // random_get then draws known bytes
+				// A deterministic step's task: random_get draws known bytes, the clock is the
+				// fixed one (TestGuestsReadTheHostClockUnlessFixed reads the real one).
+				tk.Seed, tk.FixedClock = testSeed, true
 				res, err := m.Run(context.Background(), tk)
 				if c.kind == "" {
 					if err != nil {

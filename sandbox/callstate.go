@@ -58,6 +58,7 @@ type callState struct {
 	abort          *hostAbort
 	memRefused     bool   // a memory.grow past the memory limit was refused during this task
 	seed           []byte // the task's random seed (Task.Seed); nil: unpredictable bytes
+	fixedClock     bool   // the fake clocks (Task.FixedClock); false: the host's
 
 	// Work metering (wazero's instrumentation; wasmtime counts fuel natively), per task.
 	fuelLimit  int64 // units of work the task may use; 0: unlimited
@@ -75,7 +76,7 @@ type callState struct {
 	sqlResult  []byte         // the last sql_query's result, for sql_result_read
 
 	// Per instance.
-	clockNanos uint64 // fake clock: advances 1 ms per read and by every sleep
+	clockNanos uint64 // the fake clock (fixedClock): advances 1 ms per read and by every sleep
 	rng        *rand.ChaCha8
 	closedFD   [3]bool
 }

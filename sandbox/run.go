@@ -76,11 +76,11 @@ func (m *module) execute(ctx context.Context, t Task, timeout time.Duration, sto
 	inst := m.takeIdle()
 	if inst != nil {
 		inst.st.beginTask(ctx, t.Input, t.Context, timeout)
-		inst.st.seed, inst.st.sql = t.Seed, t.SQL
+		inst.st.seed, inst.st.sql, inst.st.fixedClock = t.Seed, t.SQL, t.FixedClock
 	} else {
 		st := newCallState(&m.lim, &m.caps, m.info.Mode == ModeCommand)
 		st.beginTask(ctx, t.Input, t.Context, timeout)
-		st.seed, st.sql = t.Seed, t.SQL
+		st.seed, st.sql, st.fixedClock = t.Seed, t.SQL, t.FixedClock
 		g, err := m.compiled.instantiate(ctx, st)
 		if err != nil {
 			stopped()

@@ -109,6 +109,11 @@ type Task struct {
 	// (flows.yaml `deterministic: true` seeds it with the task's identity). nil: every task
 	// draws unpredictable bytes.
 	Seed []byte
+	// FixedClock gives the guest fake clocks instead of the host's (flows.yaml
+	// `deterministic: true`): realtime starts at 2022-01-01T00:00:00Z, monotonic at 0, every
+	// reading advances them by 1 ms, and sleeps return at once, moving them forward. false:
+	// realtime is the wall clock, monotonic counts from the worker's start, sleeps wait.
+	FixedClock bool
 	// SQL runs the task's sql_query calls: the step's role, on its database, within the
 	// task's transaction when the step is transactional. nil: every call is denied.
 	SQL sqlcap.Session

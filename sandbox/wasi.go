@@ -1,11 +1,14 @@
 package sandbox
 
 import (
+	"context"
 	crand "crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
@@ -14,10 +17,11 @@ import (
 
 // WASI preview 1 with everything denied, implemented once for both engines so a guest
 // sees the same world on wazero and wasmtime: no arguments, no environment, no files (no
-// preopened directories, so every path call fails with EBADF), no sockets, fake clocks that
-// start at 2022-01-01T00:00:00Z and advance 1 ms per reading (sleeps return at once and
-// advance the clock), and random bytes that are unpredictable, or reproducible per task
-// when the step asks for it (Task.Seed). File descriptors 0, 1 and 2 are
+// preopened directories, so every path call fails with EBADF), no sockets, the host's clocks
+// (realtime is the wall clock, monotonic counts from the worker's start, sleeps wait) or, for
+// a deterministic step (Task.FixedClock), fake clocks that start at 2022-01-01T00:00:00Z and
+// advance 1 ms per reading (sleeps return at once and advance the clock), and random bytes
+// that are unpredictable, or reproducible per task when the step asks for it (Task.Seed). File descriptors 0, 1 and 2 are
 // the only ones: stdin holds the command-mode envelope (empty for reactors), stdout is the
 // command-mode output, and stderr and the start of stdout are kept up to MaxErrorBytes each
 // for the message of a failed call.
@@ -158,18 +162,36 @@ func twoZeros(_ *callState, mem []byte, a []uint64) (uint64, error) {
 	return errnoIf(putU32(mem, a[0], 0) && putU32(mem, a[1], 0)), nil
 }
 
-func clockResGet(_ *callState, mem []byte, a []uint64) (uint64, error) {
+func clockResGet(s *callState, mem []byte, a []uint64) (uint64, error) {
 	if uint32(a[0]) > 3 {
 		return errnoInval, nil
 	}
-	return errnoIf(putU64(mem, a[1], fakeTickNanos)), nil
+	res := uint64(1) // Go's clocks read nanoseconds
+	if s.fixedClock {
+		res = fakeTickNanos
+	}
+	return errnoIf(putU64(mem, a[1], res)), nil
 }
 
-// now reads a fake clock: realtime (0) is the fake epoch plus the elapsed fake time,
-// the monotonic and CPU-time clocks (1-3) are the elapsed fake time.
+// monoStart is the origin of the guests' real monotonic clock: every instance counts from
+// the worker's start, so a reading never goes back, within a task or across the tasks of a
+// reused instance, and JavaScript's performance.now() (which subtracts a reading taken when
+// its snapshot was made, on the fake clock) stays positive.
+var monoStart = time.Now()
+
+// now reads a clock. Realtime (0) is the wall clock; the monotonic and CPU-time clocks (1-3)
+// are the time since the worker started (a guest's CPU time is not measured apart). With
+// a fixed clock: realtime is the fake epoch plus the elapsed fake time, the others the
+// elapsed fake time.
 func (s *callState) now(id uint32) (uint64, bool) {
 	if id > 3 {
 		return 0, false
+	}
+	if !s.fixedClock {
+		if id == 0 {
+			return uint64(time.Now().UnixNano()), true
+		}
+		return uint64(time.Since(monoStart)), true
 	}
 	s.clockNanos += fakeTickNanos
 	if id == 0 {
@@ -305,9 +327,10 @@ func fdWrite(s *callState, mem []byte, a []uint64) (uint64, error) {
 	return errnoIf(putU32(mem, a[3], uint32(total))), nil
 }
 
-// poll_oneoff: clock subscriptions fire at once and move the fake clock to their
-// deadline; stdin is always readable, stdout and stderr always writable; any other
-// descriptor gets an EBADF event. Subscriptions are 48 bytes, events 32.
+// poll_oneoff: stdin is always readable, stdout and stderr always writable; any other
+// descriptor gets an EBADF event. Clock subscriptions wait on the real clock (pollReal), or,
+// with a fixed clock, fire at once and move the fake clock to their deadline.
+// Subscriptions are 48 bytes, events 32.
 func pollOneoff(s *callState, mem []byte, a []uint64) (uint64, error) {
 	n := uint64(uint32(a[2]))
 	if n == 0 {
@@ -317,6 +340,9 @@ func pollOneoff(s *callState, mem []byte, a []uint64) (uint64, error) {
 	out, ok2 := span(mem, uint64(uint32(a[1])), n*32)
 	if !ok1 || !ok2 {
 		return errnoFault, nil
+	}
+	if !s.fixedClock {
+		return s.pollReal(mem, in, out, n, a[3])
 	}
 	le := binary.LittleEndian
 	var advance uint64
@@ -345,21 +371,110 @@ func pollOneoff(s *callState, mem []byte, a []uint64) (uint64, error) {
 				}
 			}
 			advance = max(advance, d)
-		case 1, 2: // fd_read, fd_write
-			fd := le.Uint32(sub[16:])
-			if !s.isStdio(uint64(fd)) || (tag == 1) != (fd == 0) {
-				le.PutUint16(ev[8:], errnoBadf)
-				continue
-			}
-			if tag == 1 {
-				le.PutUint64(ev[16:], uint64(len(s.stdin)-s.stdinPos))
-			}
 		default:
-			le.PutUint16(ev[8:], errnoInval)
+			pollFD(s, sub, ev)
 		}
 	}
 	s.clockNanos += advance
 	return errnoIf(putU32(mem, a[3], uint32(n))), nil
+}
+
+// pollFD fills the event of a descriptor subscription (or an unknown one): all are ready.
+func pollFD(s *callState, sub, ev []byte) {
+	le := binary.LittleEndian
+	tag := sub[8]
+	switch tag {
+	case 1, 2: // fd_read, fd_write
+		fd := le.Uint32(sub[16:])
+		if !s.isStdio(uint64(fd)) || (tag == 1) != (fd == 0) {
+			le.PutUint16(ev[8:], errnoBadf)
+			return
+		}
+		if tag == 1 {
+			le.PutUint64(ev[16:], uint64(len(s.stdin)-s.stdinPos))
+		}
+	default:
+		le.PutUint16(ev[8:], errnoInval)
+	}
+}
+
+// pollReal is poll_oneoff on the real clock, as poll(2) does it: descriptor events (always
+// ready) and clocks already due are reported at once; otherwise it sleeps until the first
+// clock deadline, or until the task's deadline, which stops the guest.
+func (s *callState) pollReal(mem, in, out []byte, n, nevents uint64) (uint64, error) {
+	le := binary.LittleEndian
+	wait := make([]time.Duration, n) // per subscription: how long until it is due; -1 ready now
+	first := time.Duration(-1)
+	anyReady := false
+	for i := uint64(0); i < n; i++ {
+		sub := in[i*48 : (i+1)*48]
+		wait[i] = -1
+		if sub[8] != 0 {
+			anyReady = true
+			continue
+		}
+		clockID, timeout, flags := le.Uint32(sub[16:]), le.Uint64(sub[24:]), le.Uint16(sub[40:])
+		if clockID > 3 {
+			anyReady = true
+			continue
+		}
+		d := time.Duration(min(timeout, uint64(1<<63-1)))
+		if flags&1 != 0 { // absolute deadline on that clock
+			now, _ := s.now(clockID)
+			d = 0
+			if timeout > now {
+				d = time.Duration(min(timeout-now, uint64(1<<63-1)))
+			}
+		}
+		if d <= 0 {
+			anyReady = true
+			continue
+		}
+		wait[i] = d
+		if first < 0 || d < first {
+			first = d
+		}
+	}
+	if !anyReady && first > 0 {
+		ctx := s.ctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		t := time.NewTimer(first)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return 0, s.fail(&hostAbort{kind: KindCanceled, message: "the call was canceled while the guest slept"})
+			}
+			return 0, s.fail(&hostAbort{kind: KindTimeout, message: timeoutMessage(s.timeout) + " while the guest slept"})
+		}
+		for i := range wait {
+			if wait[i] > 0 && wait[i] <= first {
+				wait[i] = -1
+			}
+		}
+	}
+	k := uint64(0)
+	for i := uint64(0); i < n; i++ {
+		if wait[i] >= 0 {
+			continue
+		}
+		sub, ev := in[i*48:(i+1)*48], out[k*32:(k+1)*32]
+		k++
+		clear(ev)
+		copy(ev[0:8], sub[0:8]) // userdata
+		ev[10] = sub[8]
+		if sub[8] == 0 {
+			if le.Uint32(sub[16:]) > 3 {
+				le.PutUint16(ev[8:], errnoInval)
+			}
+			continue
+		}
+		pollFD(s, sub, ev)
+	}
+	return errnoIf(putU32(mem, nevents, uint32(k))), nil
 }
 
 func procExit(s *callState, _ []byte, a []uint64) (uint64, error) {

@@ -170,7 +170,8 @@ declare global {
   }
   function btoa(data: string): string;
   function atob(data: string): string;
-  /** Timers run in order, at once: the sandbox has no real clock, so a delay is not a wait. */
+  /** Timers wait on the real clock (a step with `deterministic: true` has a fixed clock: they
+   * fire in order without waiting). A wait past the step's timeout fails the task. */
   function setTimeout(fn: (...args: any[]) => void, ms?: number, ...args: any[]): number;
   function setInterval(fn: (...args: any[]) => void, ms?: number, ...args: any[]): number;
   function clearTimeout(id?: number): void;

@@ -19,6 +19,9 @@ func localdbCommand() *cli.Command {
 		&cli.StringFlag{Name: "extensions", Usage: "copy the extension files (*.control, *.sql) of `DIR` into the cluster's private\n" +
 			"\textension folder, e.g. a real pgmq's, so its CREATE EXTENSION works there"},
 	}
+	upFlags := append(flags, &cli.IntFlag{Name: "port", DefaultText: "the port it used last, else one derived from DIR",
+		Usage: "listen on 127.0.0.1:`PORT` (1-65535), kept for the next up; fails if another\n" +
+			"\tprocess holds it or the cluster runs on another port (without --port: the next free port)"})
 	return &cli.Command{
 		Name:            "localdb",
 		HideHelpCommand: true,
@@ -28,10 +31,10 @@ func localdbCommand() *cli.Command {
 			"(disposable data). Its server reads a private copy of the installation, so nothing is\n" +
 			"written into the machine's PostgreSQL folders. `localdb up` prints the URL of its database,\n" +
 			"named pgflow. `localdb down` stops it; the data stays for the next `localdb up`.\n\n" +
-			"Example, a second cluster offering the real pgmq:\n" +
-			"   pgflow-wasm localdb up --dir /tmp/pg-real --extensions ../shared/pgmq/1.5.1",
+			"Example, a second cluster offering the real pgmq, on port 5433:\n" +
+			"   pgflow-wasm localdb up --dir /tmp/pg-real --extensions ../shared/pgmq/1.5.1 --port 5433",
 		Subcommands: []*cli.Command{
-			{Name: "up", Usage: "initialize and start the cluster (idempotent), print the database URL", Flags: flags, Action: localdbUp},
+			{Name: "up", Usage: "initialize and start the cluster (idempotent), print the database URL", Flags: upFlags, Action: localdbUp},
 			{Name: "down", Usage: "stop the cluster (data is kept)", Flags: flags[:1], Action: localdbDown},
 			{Name: "url", Usage: "print the database URL (for DATABASE_URL=$(pgflow-wasm localdb url))", Flags: append(flags[:1:1],
 				&cli.StringFlag{Name: "user", Usage: "log in as `ROLE` instead of the superuser postgres, e.g. the worker login of\n" +
@@ -55,7 +58,13 @@ func devCluster(c *cli.Context) (*localpg.Cluster, error) {
 			return nil, cli.Exit(err.Error()+": give the cluster's folder with --dir", 2)
 		}
 	}
-	cl, err := localpg.New(localpg.Config{Dir: dir, ExtensionFiles: files})
+	port := 0
+	if c.IsSet("port") {
+		if port = c.Int("port"); port < 1 || port > 65535 {
+			return nil, cli.Exit(fmt.Sprintf("--port %d: give a TCP port from 1 to 65535", port), 2)
+		}
+	}
+	cl, err := localpg.New(localpg.Config{Dir: dir, ExtensionFiles: files, Port: port, FixedPort: port != 0})
 	if err != nil {
 		return nil, cli.Exit(err.Error(), 1)
 	}

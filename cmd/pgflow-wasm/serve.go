@@ -378,10 +378,17 @@ func validateCommand() *cli.Command {
 			}
 			defer engine.Close(context.Background())
 			// Every module is loaded, so every rejected one is reported in one go.
-			steps, rejected := 0, 0
+			steps, rejected, external := 0, 0, 0
 			for _, fl := range file.Flows {
 				for _, s := range fl.Steps {
 					steps++
+					if s.External { // another worker serves it: no module to check
+						external++
+						if c.Bool("verbose") {
+							fmt.Fprintf(c.App.Writer, "%s/%s\texternal: served by another worker\n", fl.Slug, s.Slug)
+						}
+						continue
+					}
 					m, err := stepmodule.Load(c.Context, engine, s, s.ModuleConfig())
 					if err != nil {
 						rejected++
@@ -398,7 +405,11 @@ func validateCommand() *cli.Command {
 			if rejected > 0 {
 				return cli.Exit(fmt.Sprintf("%s: %d of %d steps have a module %s refuses (above)", file.Path, rejected, steps, engine.Name()), 2)
 			}
-			fmt.Fprintf(c.App.Writer, "%s: ok (%d flows, %d steps, every module accepted by %s)\n", file.Path, len(file.Flows), steps, engine.Name())
+			served := ""
+			if external > 0 {
+				served = fmt.Sprintf("; %d served by another worker (external)", external)
+			}
+			fmt.Fprintf(c.App.Writer, "%s: ok (%d flows, %d steps, every module accepted by %s%s)\n", file.Path, len(file.Flows), steps, engine.Name(), served)
 			return nil
 		},
 	})

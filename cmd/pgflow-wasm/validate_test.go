@@ -49,3 +49,26 @@ flows:
 		t.Errorf("the fueled step compiles as %q, want fuel metering", m.Compilation)
 	}
 }
+
+// validate checks a file with external steps as serve and compile --dry-run take it: the
+// steps this worker serves have their modules loaded, an external one has none to load.
+func TestValidateAcceptsExternalSteps(t *testing.T) {
+	t.Parallel()
+	f := workertest.FlowsFile(t, `
+flows:
+  - slug: mixed
+    steps:
+      - {slug: fetchPage, module: "{{echo}}"}
+      - {slug: summarize, external: true, depends_on: [fetchPage]}
+      - {slug: store, depends_on: [summarize], module: "{{echo}}"}
+`, map[string]string{"echo": "modules/testdata/echo.wasm"})
+	out, err := runCLI(t, "validate", "--verbose", "--flows", f.Path)
+	if err != nil {
+		t.Fatalf("validate: %v\n%s", err, out)
+	}
+	for _, want := range []string{"mixed/summarize\texternal: served by another worker\n", "mixed/store\t", "ok (1 flows, 3 steps", "1 served by another worker"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate -v lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -15,7 +15,7 @@ import (
 func LoadModules(ctx context.Context, file *flowfile.File, engine sandbox.Engine) (ModuleInfo, error) {
 	infos := map[[2]string]sandbox.Info{}
 	for _, fl := range file.Flows {
-		for _, s := range fl.Steps {
+		for _, s := range fl.Served() { // an external step has no module here
 			m, err := stepmodule.Load(ctx, engine, s, s.ModuleConfig())
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d: flow %q step %q: %w", file.Path, s.ModuleLine, fl.Slug, s.Slug, err)

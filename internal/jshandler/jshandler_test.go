@@ -504,3 +504,66 @@ func TestRecursionDepth(t *testing.T) {
 		}
 	})
 }
+
+// A handler's new Date() is the wall clock and a timer waits on the real clock, on both
+// engines; a deterministic step (FixedClock) sees the fixed clock of 2022-01-01 instead, and
+// its timers fire without waiting.
+func TestHandlersReadTheRealClockUnlessDeterministic(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e sandbox.Engine) {
+		m := load(t, e, "clock.ts", sandbox.ModuleConfig{})
+		type reading struct {
+			ISO        string  `json:"iso"`
+			Wall       float64 `json:"wall"`
+			Mono       float64 `json:"mono"`
+			SleptWall  float64 `json:"sleptWall"`
+			SleptMono  float64 `json:"sleptMono"`
+			TimeOrigin float64 `json:"timeOrigin"`
+		}
+		read := func(fixed bool) (reading, time.Duration) {
+			t.Helper()
+			began := time.Now()
+			res, err := m.Run(context.Background(), sandbox.Task{Input: []byte(`{}`), Context: taskContext(nil),
+				Timeout: time.Minute, FixedClock: fixed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r reading
+			if err := json.Unmarshal(res.Output, &r); err != nil {
+				t.Fatalf("%s: %v", res.Output, err)
+			}
+			return r, time.Since(began)
+		}
+		// Margins for a loaded 2-core machine: the clock is the host's, so the guest's
+		// reading lies between the host's readings around the call, give or take a minute.
+		before := time.Now()
+		r, _ := read(false)
+		at, err := time.Parse(time.RFC3339Nano, r.ISO)
+		if err != nil {
+			t.Fatalf("new Date().toISOString() = %q: %v", r.ISO, err)
+		}
+		if d := at.Sub(before); d < -time.Minute || d > time.Minute {
+			t.Errorf("new Date() = %s, host time %s: want within a minute", r.ISO, before.Format(time.RFC3339Nano))
+		}
+		if d := time.UnixMilli(int64(r.Wall)).Sub(before); d < -time.Minute || d > time.Minute {
+			t.Errorf("Date.now() = %v, %s from the host's time", r.Wall, d)
+		}
+		if r.SleptWall < 199 || r.SleptMono < 199 {
+			t.Errorf("setTimeout(200) waited %v ms by Date and %v ms by performance.now(), want at least 200", r.SleptWall, r.SleptMono)
+		}
+		if r.Mono < 0 {
+			t.Errorf("performance.now() = %v, want non-negative", r.Mono)
+		}
+		if d := time.UnixMilli(int64(r.TimeOrigin)).Sub(before); d > time.Minute || r.TimeOrigin <= 0 {
+			t.Errorf("performance.timeOrigin = %v, not a wall time before the task", r.TimeOrigin)
+		}
+
+		f, took := read(true)
+		if !strings.HasPrefix(f.ISO, "2022-01-01T00:00:") {
+			t.Errorf("deterministic: new Date() = %s, want the fixed 2022-01-01", f.ISO)
+		}
+		if f.SleptMono < 200 {
+			t.Errorf("deterministic: setTimeout(200) moved performance.now() by %v ms, want at least 200", f.SleptMono)
+		}
+		t.Logf("a deterministic task with a 200 ms timer took %s", took)
+	})
+}

@@ -244,15 +244,17 @@
   define(g, "URL", URL);
   define(g, "URLSearchParams", URLSearchParams);
 
-  // ---- timers: there is no real clock, so a delay orders timers but does not wait ------------
+  // ---- timers: due on the sandbox's monotonic clock ------------------------------------------
+  // The engine waits for the next timer when nothing else can run (fireTimer returns how long):
+  // a real wait on the host's clock, or, for a deterministic step, a jump of the fake clock.
 
+  const monoNow = performance.now.bind(performance);
   let timers = [];
   let timerSeq = 0;
-  let virtualNow = 0;
   const addTimer = (fn, delay, args, repeat) => {
     if (typeof fn !== "function") throw new TypeError("setTimeout: the callback must be a function");
     const ms = Math.max(0, Number(delay) || 0);
-    const t = { id: ++timerSeq, at: virtualNow + ms, ms, fn, args, repeat };
+    const t = { id: ++timerSeq, at: monoNow() + ms, ms, fn, args, repeat };
     timers.push(t);
     return t.id;
   };
@@ -263,17 +265,28 @@
   define(g, "setInterval", (fn, delay, ...args) => addTimer(fn, delay, args, true));
   define(g, "clearTimeout", clearTimer);
   define(g, "clearInterval", clearTimer);
-  // Runs the next timer; false when there is none (the engine then gives up on the promise).
+  // Runs the next timer if it is due and returns true; when it is not, returns how many
+  // milliseconds remain (the engine sleeps that long and asks again); false when there is none
+  // (the engine then gives up on the promise).
   function fireTimer() {
     if (timers.length === 0) return false;
     let next = timers[0];
     for (const t of timers) if (t.at < next.at || (t.at === next.at && t.id < next.id)) next = t;
-    virtualNow = next.at;
+    const wait = next.at - monoNow();
+    if (wait > 0) return wait;
     if (next.repeat) next.at += Math.max(1, next.ms);
     else clearTimer(next.id);
     next.fn(...next.args);
     return true;
   }
+
+  // performance.timeOrigin is the wall-clock time performance.now() counts from; the engine's
+  // own was read when the snapshot was made, so it is worked out from the clocks of the task.
+  define(g, "performance", {
+    now: () => monoNow(),
+    get timeOrigin() { return Date.now() - monoNow(); },
+    toJSON() { return { timeOrigin: this.timeOrigin }; },
+  });
 
   // ---- fetch, through the step's HTTP capability ---------------------------------------------
 

@@ -45,8 +45,11 @@ var DefaultSettings = map[string]string{
 
 // Config describes a cluster.
 type Config struct {
-	Dir            string            // the cluster's folder (created if missing)
-	Port           int               // 0: the port stored in Dir, else one derived from Dir's path
+	Dir  string // the cluster's folder (created if missing)
+	Port int    // 0: the port stored in Dir, else one derived from Dir's path
+	// FixedPort starts the server on Port exactly: Start fails when another process holds it,
+	// or when the cluster already runs on another port, instead of taking the next free one.
+	FixedPort      bool
 	BinDir         string            // "": FindBinDir
 	Settings       map[string]string // added to DefaultSettings (same key: this wins)
 	ExtensionFiles map[string][]byte // files for the private extension folder (test fixtures)
@@ -63,14 +66,15 @@ type Cluster struct {
 	Relocated string // why Dir is not the requested folder; "" when it is
 	Major     int
 
-	port     int
-	sys      layout
-	priv     layout
-	runAs    *account
-	settings map[string]string
-	extra    map[string][]byte
-	notOwned bool
-	logf     func(string, ...any)
+	port      int
+	fixedPort bool
+	sys       layout
+	priv      layout
+	runAs     *account
+	settings  map[string]string
+	extra     map[string][]byte
+	notOwned  bool
+	logf      func(string, ...any)
 }
 
 // New resolves a cluster's folder, server user, binaries and port. It creates the folder
@@ -119,7 +123,7 @@ func New(cfg Config) (*Cluster, error) {
 	if c.priv, err = privateLayout(sys, filepath.Join(c.Dir, "install")); err != nil {
 		return nil, err
 	}
-	c.port = cfg.Port
+	c.port, c.fixedPort = cfg.Port, cfg.FixedPort && cfg.Port != 0
 	if c.port == 0 {
 		c.port = c.storedPort()
 	}
@@ -251,7 +255,9 @@ func (c *Cluster) startLocked(ctx context.Context) error {
 		return err
 	}
 	if c.Running(ctx) {
-		if p := c.runningPort(); p != 0 {
+		if p := c.runningPort(); p != 0 && c.fixedPort && p != c.port {
+			return fmt.Errorf("the cluster in %s already runs on port %d, not %d: stop it (pgflow-wasm localdb down) and start it again on the port you want", c.Dir, p, c.port)
+		} else if p != 0 {
 			c.port = p
 		}
 		// A package upgrade (15.18 -> 15.20) replaces the libraries the running server
@@ -271,6 +277,9 @@ func (c *Cluster) startLocked(ctx context.Context) error {
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		port, err := freePort(c.port)
+		if c.fixedPort && (err != nil || port != c.port) {
+			return fmt.Errorf("port %d on 127.0.0.1 is taken by another process: choose another port, or leave the port out to take a free one", c.port)
+		}
 		if err != nil {
 			return err
 		}
@@ -286,6 +295,9 @@ func (c *Cluster) startLocked(ctx context.Context) error {
 		}
 		if !strings.Contains(lastErr.Error(), "could not bind") && !strings.Contains(lastErr.Error(), "already in use") {
 			return lastErr
+		}
+		if c.fixedPort {
+			return fmt.Errorf("port %d on 127.0.0.1 was taken by another process as the server started: choose another port, or leave the port out to take a free one (%w)", c.port, lastErr)
 		}
 		c.port++ // another process took the port between our check and the server's bind
 	}

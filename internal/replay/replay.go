@@ -141,7 +141,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	task := sandbox.Task{Input: pt.Record.Input, Context: pt.Context, Timeout: pt.Timeout}
 	if step.Deterministic {
-		task.Seed = worker.TaskSeed(&pt.poller)
+		task.Seed, task.FixedClock = worker.TaskSeed(&pt.poller), true
 	}
 	if step.SQL != nil {
 		grant, closeDB, err := rolledBackGrant(ctx, cfg.Pool, cfg.Flows, fl, step)

@@ -212,10 +212,15 @@ func (p promauto) gaugeFunc(name, help string, fn func() float64) prometheus.Gau
 }
 
 // Health is what /readyz reports. The zero value is not ready.
+//
+// A process serves one worker at a time, but a reload or a restart on a fresh engine starts
+// a new worker while the old one drains: the process's Health follows the worker that serves
+// (Follow), so the old worker's drain and database calls say nothing about readiness.
 type Health struct {
 	draining atomic.Bool
 	dbUp     atomic.Bool
 	started  atomic.Bool
+	follows  atomic.Pointer[Health]
 }
 
 // SetStarted marks the worker as registered and taking work.
@@ -227,15 +232,26 @@ func (h *Health) SetDraining() { h.draining.Store(true) }
 // SetDatabase records whether the last database call succeeded.
 func (h *Health) SetDatabase(up bool) { h.dbUp.Store(up) }
 
-// Ready reports whether the worker takes work and reaches its database, and why not.
+// Follow makes h report w's health from now on: w is the serving worker's own.
+func (h *Health) Follow(w *Health) {
+	if w != h {
+		h.follows.Store(w)
+	}
+}
+
+// Ready reports whether the worker takes work and reaches its database, and if not, what it
+// waits for.
 func (h *Health) Ready() (bool, string) {
+	if w := h.follows.Load(); w != nil {
+		return w.Ready()
+	}
 	switch {
 	case h.draining.Load():
-		return false, "draining"
+		return false, "draining: the worker is stopping and takes no new tasks"
 	case !h.started.Load():
-		return false, "starting"
+		return false, "starting: waiting to check pgflow in the database and register this worker's flows"
 	case !h.dbUp.Load():
-		return false, "database unreachable"
+		return false, "database unreachable: waiting for a database call to succeed (retrying with backoff)"
 	}
 	return true, "ok"
 }

@@ -96,7 +96,7 @@ func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) txEn
 	}
 	task := sandbox.Task{Input: t.Input, Context: ctxJSON, Timeout: st.timeout}
 	if st.def.Deterministic {
-		task.Seed = TaskSeed(&t)
+		task.Seed, task.FixedClock = TaskSeed(&t), true
 	}
 	var sess *sqlsession.Session
 	if st.sql != nil {

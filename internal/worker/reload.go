@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 )
 
 // Serve runs a worker for a flows file and, while it runs, watches the file and every module
@@ -147,6 +148,12 @@ func startGeneration(ctx context.Context, cfg ServeConfig, prev *generation) (*g
 	before := hashesOf(cfg.FlowsPath, file, nil)
 	wc := cfg.Worker
 	wc.Flows = file
+	// Each worker has its own health: the process's (cfg.Worker.Health) follows the one that
+	// serves, so an old worker's drain does not make a reloaded process unready.
+	wc.Health = &telemetry.Health{}
+	if prev == nil && cfg.Worker.Health != nil {
+		cfg.Worker.Health.Follow(wc.Health) // nothing serves yet: say what this one waits for
+	}
 	w, err := New(ctx, wc)
 	if err != nil {
 		return nil, err
@@ -173,6 +180,9 @@ func startGeneration(ctx context.Context, cfg ServeConfig, prev *generation) (*g
 		}
 		return nil, fmt.Errorf("the new worker did not start: %w", g.err)
 	}
+	if cfg.Worker.Health != nil {
+		cfg.Worker.Health.Follow(wc.Health)
+	}
 	if cfg.OnServe != nil {
 		cfg.OnServe(w, file)
 	}
@@ -195,7 +205,7 @@ func logReload(cfg ServeConfig, old, next *generation, why string) {
 		}
 	}
 	for _, fl := range next.file.Flows {
-		for _, s := range fl.Steps {
+		for _, s := range fl.Served() {
 			newInfo, _ := next.w.ModuleInfo(fl.Slug, s.Slug)
 			oldInfo, ok := old.w.ModuleInfo(fl.Slug, s.Slug)
 			switch {
@@ -286,7 +296,7 @@ func watchedPaths(flowsPath string, file *flowfile.File, w *Worker) []string {
 		}
 	}
 	for _, fl := range file.Flows {
-		for _, s := range fl.Steps {
+		for _, s := range fl.Served() { // an external step has no module to watch
 			add(s.Module)
 		}
 	}

@@ -3,7 +3,9 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
@@ -176,4 +179,77 @@ func TestServeReloadsChangedModulesAndFlows(t *testing.T) {
 	if r.Status != "completed" || string(r.Output) != `{"s": 42}` {
 		t.Fatalf("the added flow: %s %s (%s)", r.Status, r.Output, r.Error)
 	}
+}
+
+// A reload (SIGHUP here; a changed file takes the same path) leaves the worker ready: the old
+// worker's drain is not the process's, so /readyz answers 200 again within seconds and stays
+// so while the new worker completes runs.
+func TestAReloadKeepsTheWorkerReady(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	flowsPath := filepath.Join(dir, "flows.yaml")
+	copyFile(t, workertest.Module(t, "modules/testdata/echo.wasm"), filepath.Join(dir, "handler.wasm"))
+	if err := os.WriteFile(flowsPath, []byte("flows:\n  - slug: ready\n    steps:\n      - {slug: s, module: handler.wasm}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	health := &telemetry.Health{}
+	srv, err := telemetry.Listen("127.0.0.1:0", nil, health)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close(context.Background()) })
+	readyz := func() (int, string) {
+		resp, err := http.Get("http://" + srv.Addr() + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	logs := &syncBuffer{}
+	reload := make(chan os.Signal, 1)
+	serveCtx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() {
+		served <- worker.Serve(serveCtx, worker.ServeConfig{
+			FlowsPath: flowsPath,
+			Worker: workertest.Fast(worker.Config{Pool: db.Pool, Engine: engine(t, "wazero"), Health: health,
+				Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}),
+			WatchInterval: -1,
+			Reload:        reload,
+		})
+	}()
+	defer func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		code, body := readyz()
+		return code == http.StatusOK, fmt.Sprintf("/readyz before the reload: %d %q; log:\n%s", code, body, logs)
+	})
+	reload <- syscall.SIGHUP
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		return strings.Contains(logs.String(), "worker stopped"), "the old worker never finished its drain; log:\n" + logs.String()
+	})
+	waitFor(t, 5*time.Second, func() (bool, string) {
+		code, body := readyz()
+		return code == http.StatusOK, fmt.Sprintf("/readyz after the reload: %d %q; log:\n%s", code, body, logs)
+	})
+	if r := waitRun(t, db.Pool, startRun(t, db.Pool, "ready", `{"value": 1}`), 30*time.Second); r.Status != "completed" {
+		t.Fatalf("run after the reload: %s (%s)", r.Status, r.Error)
+	}
+	if code, body := readyz(); code != http.StatusOK {
+		t.Errorf("/readyz after a run on the reloaded worker: %d %q, want 200", code, body)
+	}
+	// Stopping the process does drain, and says so.
+	stop()
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		code, body := readyz()
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "draining"), fmt.Sprintf("/readyz while stopping: %d %q", code, body)
+	})
 }

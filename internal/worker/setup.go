@@ -115,9 +115,14 @@ func (w *Worker) queuesOf(fs *flowState, mode string, stepQueue map[string]strin
 		})
 	}
 	if mode != "step" {
-		// pgflow names a flow's queue after the flow (lower-case on 0.17+, as flow slugs of
-		// a flows file always are).
-		q := &queueState{fs: fs, name: fs.def.Slug, wake: poller.NewWake(), leaseRetry: leaseRetry()}
+		// pgflow names a flow's queue after the flow: the slug as written before 0.17, its
+		// lower case from 0.17 on, which records it with every step (steps.queue_name).
+		name := fs.def.Slug
+		for _, q := range stepQueue {
+			name = q
+			break
+		}
+		q := &queueState{fs: fs, name: name, wake: poller.NewWake(), leaseRetry: leaseRetry()}
 		q.fetcher = fetcher(q.name, "", longest)
 		return []*queueState{q}
 	}

@@ -23,7 +23,7 @@ import (
 )
 
 func init() {
-	for _, name := range []string{"enrich", "report", "echo", "fetch", "leaky", "counter", "spin"} {
+	for _, name := range []string{"enrich", "report", "echo", "fetch", "leaky", "counter", "spin", "now"} {
 		testModules[name+"_ts"] = "modules/testdata/ts/" + name + ".ts"
 	}
 	testModules["word_count_rs"] = "modules/examples/rust/word_count.wasm"
@@ -401,4 +401,37 @@ func TestServeReloadsATypeScriptHandlersImports(t *testing.T) {
 	waitFor(t, 3*time.Minute, func() (bool, string) {
 		return outputOf() == `{"s": "bonjour"}`, "the edited import was not picked up:\n" + logs.String()
 	})
+}
+
+// A TypeScript handler's new Date() is the wall clock; on a step with `deterministic: true`
+// it is the fixed 2022-01-01 of the deterministic sandbox.
+func TestHandlersSeeTheWallClockUnlessDeterministic(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	f := flows(t, `
+flows:
+  - slug: clocks
+    steps:
+      - {slug: real, module: "{{now_ts}}"}
+      - {slug: fixed, module: "{{now_ts}}", deterministic: true}
+`)
+	startWorker(t, db.Pool, f, worker.Config{})
+	began := time.Now()
+	r := waitRun(t, db.Pool, startRun(t, db.Pool, "clocks", `{}`), time.Minute)
+	if r.Status != "completed" {
+		t.Fatalf("run: %s (%s)", r.Status, r.Error)
+	}
+	var out map[string]struct {
+		Now time.Time `json:"now"`
+	}
+	if err := json.Unmarshal(r.Output, &out); err != nil {
+		t.Fatalf("%s: %v", r.Output, err)
+	}
+	// A minute either way: the reading comes between the run's start and its end.
+	if at := out["real"].Now; at.Before(began.Add(-time.Minute)) || at.After(time.Now().Add(time.Minute)) {
+		t.Errorf("new Date() in a handler = %s, want about %s", at, began.UTC())
+	}
+	if at := out["fixed"].Now; !at.Before(time.Date(2022, 1, 1, 0, 1, 0, 0, time.UTC)) || at.Before(time.Date(2022, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("new Date() in a deterministic handler = %s, want the fixed 2022-01-01T00:00", at)
+	}
 }

@@ -1,6 +1,7 @@
 // Reactor that tries files, environment, clocks, sockets and randomness through wasi-libc
 // and reports what it got as JSON. Under the deny-all sandbox: no file opens, no
-// environment, a fake clock at 2022-01-01, no sockets, a deterministic random stream.
+// environment, no sockets; run as a deterministic step's task: the fixed clock at 2022-01-01,
+// a reproducible random stream.
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pgflow.h"
@@ -39,7 +40,8 @@ static size_t source_lens[2];
 static JSRuntime *rt;
 static JSContext *ctx;
 /* From the prelude: run(input, context) calls the handler; describe(error) formats a thrown
- * value for error_write; fireTimer() runs the next due timer, false when none is left. */
+ * value for error_write; fireTimer() runs the next timer if it is due (true), else returns the
+ * milliseconds until it is, false when none is left. */
 static JSValue run_fn, describe_fn, timer_fn;
 static int ready;
 /* The context's flow_input value during a task, parsed only when the handler reads
@@ -343,6 +345,19 @@ static int settle(JSValue promise) {
 		if (r > 0) continue;
 		JSValue fired = JS_Call(ctx, timer_fn, JS_UNDEFINED, 0, NULL);
 		if (JS_IsException(fired)) return fail_exception(ctx, "");
+		if (JS_IsNumber(fired)) {
+			/* The next timer is due in that many milliseconds: sleep (WASI poll_oneoff, on
+			 * the sandbox's clock) and look again. */
+			double ms = 0;
+			JS_ToFloat64(ctx, &ms, fired);
+			JS_FreeValue(ctx, fired);
+			if (ms > 0) {
+				long long ns = ms > 2147483647.0 ? 2147483647000000LL : (long long)(ms * 1e6) + 1;
+				struct timespec ts = {(time_t)(ns / 1000000000LL), (long)(ns % 1000000000LL)};
+				nanosleep(&ts, NULL);
+			}
+			continue;
+		}
 		int more = JS_ToBool(ctx, fired);
 		JS_FreeValue(ctx, fired);
 		if (!more)

@@ -1,0 +1,2 @@
+// Returns the time the handler sees.
+export default async () => ({ now: new Date().toISOString() });
