@@ -104,8 +104,11 @@ func hashFile(path string) (string, error) {
 
 func build(entry, root string) (*Bundle, error) {
 	dir := filepath.Dir(entry)
-	p, err := newProject(root)
+	p, err := newProject(root, dir)
 	if err != nil {
+		return nil, &BuildError{Entry: entry, Messages: []string{err.Error()}}
+	}
+	if err := p.checkConfigFiles(); err != nil {
 		return nil, &BuildError{Entry: entry, Messages: []string{err.Error()}}
 	}
 	tsconfig, err := p.tsconfig(dir)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,9 +103,10 @@ func systemFolder(path string) string {
 // project is the root a bundle may read, as given and with its symlinks followed.
 type project struct {
 	root, real string
+	entryDir   string // where messages' file names start from, as esbuild's
 }
 
-func newProject(root string) (*project, error) {
+func newProject(root, entryDir string) (*project, error) {
 	real, err := filepath.EvalSymlinks(root)
 	if err != nil {
 		return nil, fmt.Errorf("the handler's project folder %s: %w", root, err)
@@ -111,7 +114,7 @@ func newProject(root string) (*project, error) {
 	if s := systemFolder(real); s != "" {
 		return nil, fmt.Errorf("the handler's project folder %s is under %s, which no handler may read: keep handlers in a folder of their own", root, s)
 	}
-	return &project{root: root, real: real}, nil
+	return &project{root: root, real: real, entryDir: entryDir}, nil
 }
 
 // refusal says why path (a file esbuild would read) is not the project's, or "" when it is.
@@ -129,6 +132,9 @@ func (p *project) refusal(path, lexical string) string {
 		return fmt.Sprintf("%s leads through a symlink to %s, under %s, which belongs to the worker", path, real, s)
 	}
 	if within(p.real, real) {
+		if st, err := os.Stat(real); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+			return fmt.Sprintf("%s is not a regular file (a pipe, socket or device: reading it could stall the worker)", real)
+		}
 		return ""
 	}
 	for _, l := range []string{path, lexical} {
@@ -206,10 +212,114 @@ func (p *project) plugin() api.Plugin {
 				if why := p.refusal(args.Path, ""); why != "" {
 					return api.OnLoadResult{Errors: []api.Message{{Text: fmt.Sprintf("reading %s refused: %s; %s", args.Path, p.rule(), why)}}}, nil
 				}
+				if m := p.sourceMapComments(args.Path); m != nil {
+					return api.OnLoadResult{Errors: []api.Message{*m}}, nil
+				}
 				return api.OnLoadResult{}, nil
 			})
 		},
 	}
+}
+
+// sourceMapComments checks the source map a file links (`//# sourceMappingURL=...`): esbuild
+// reads it, wherever it is, to chain the file's own map, which would read any file of the
+// machine (and stall on a pipe or /dev/zero). Every "sourceMappingURL=" of the file counts,
+// in a comment or not, so no form esbuild accepts escapes the check; a map that does not
+// exist is skipped, as esbuild skips it.
+func (p *project) sourceMapComments(file string) *api.Message {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil // esbuild reports it
+	}
+	const key = "sourceMappingURL="
+	for rest, off := data, 0; ; {
+		i := bytes.Index(rest, []byte(key))
+		if i < 0 {
+			return nil
+		}
+		start := i + len(key)
+		end := start
+		for end < len(rest) && !strings.ContainsRune(" \t\r\n\"'`*", rune(rest[end])) {
+			end++
+		}
+		target := string(rest[start:end])
+		at := off + i
+		rest, off = rest[end:], off+end
+		path, ok := sourceMapPath(target, filepath.Dir(file))
+		if !ok {
+			continue
+		}
+		if _, err := os.Lstat(path); err != nil {
+			continue
+		}
+		why := p.refusal(path, "")
+		if why == "" {
+			continue
+		}
+		line := bytes.Count(data[:at], []byte("\n")) + 1
+		lineStart := bytes.LastIndexByte(data[:at], '\n') + 1
+		lineEnd := bytes.IndexByte(data[at:], '\n')
+		if lineEnd < 0 {
+			lineEnd = len(data) - at
+		}
+		shown := file
+		if rel, err := filepath.Rel(p.entryDir, file); err == nil {
+			shown = rel
+		}
+		return &api.Message{
+			Text: fmt.Sprintf("source map %q refused: %s; %s", target, p.rule(), why),
+			Location: &api.Location{File: shown, Line: line, Column: at - lineStart + len(key),
+				LineText: string(data[lineStart : at+lineEnd])},
+		}
+	}
+}
+
+// sourceMapPath is the file a sourceMappingURL names, as esbuild reads it; false for a data:
+// URL or another scheme, which read no file.
+func sourceMapPath(target, dir string) (string, bool) {
+	if target == "" || strings.HasPrefix(target, "data:") {
+		return "", false
+	}
+	u, err := url.Parse(target)
+	if err != nil || (u.Scheme != "" && u.Scheme != "file") {
+		return "", false
+	}
+	if u.Scheme == "file" || strings.HasPrefix(u.Path, "/") {
+		return filepath.Clean(u.Path), true
+	}
+	return filepath.Join(dir, u.Path), true
+}
+
+// configFiles are the files esbuild reads in the folders it visits, outside any import.
+var configFiles = map[string]bool{"package.json": true, "tsconfig.json": true, "jsconfig.json": true,
+	".pnp.data.json": true, ".pnp.cjs": true, ".pnp.js": true}
+
+// checkConfigFiles refuses a package.json, tsconfig.json or Yarn PnP file of the project
+// that is a symlink out of it or not a regular file: esbuild reads those of every folder it
+// visits while resolving, before any import is checked, so one linked to /dev/zero or a pipe
+// would stall the worker and one linked to a secret would be quoted in esbuild's message.
+func (p *project) checkConfigFiles() error {
+	var refused error
+	_ = filepath.WalkDir(p.real, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // an unreadable folder: esbuild cannot read it either
+		}
+		if d.IsDir() {
+			if d.Name() == ".git" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !configFiles[d.Name()] || d.Type().IsRegular() {
+			return nil
+		}
+		if why := p.refusal(path, ""); why != "" {
+			refused = fmt.Errorf("%s refused: esbuild reads it while it resolves imports, and %s; %s", path, p.rule(), why)
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return refused
 }
 
 // tsconfig is the tsconfig.json (or jsconfig.json) the bundle uses: the nearest one from the

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 )
 
 // tree writes name -> content under dir; a content starting with "->" makes a symlink to
-// the rest.
+// the rest, and "|fifo" a named pipe (reading it blocks until someone writes).
 func tree(t *testing.T, dir string, files map[string]string) {
 	t.Helper()
 	for name, content := range files {
@@ -27,6 +28,8 @@ func tree(t *testing.T, dir string, files map[string]string) {
 		var err error
 		if target, ok := strings.CutPrefix(content, "->"); ok {
 			err = os.Symlink(target, p)
+		} else if content == "|fifo" {
+			err = syscall.Mkfifo(p, 0o644)
 		} else {
 			err = os.WriteFile(p, []byte(content), 0o644)
 		}
@@ -123,8 +126,10 @@ func noFileHolds(t *testing.T, dir, s string) {
 }
 
 // What esbuild reads besides imports is the project's too: a tsconfig.json's "paths" and
-// "extends", a package.json's "imports", and a package.json that is a symlink out (whose
-// parse error would quote its first line).
+// "extends", a package.json's "imports", a package.json that is a symlink out (whose parse
+// error would quote its first line) or a pipe (which would stall the worker), and the source
+// map a file's sourceMappingURL comment names. Above the project, esbuild's messages about a
+// package.json are not quoted.
 func TestAHandlersConfigFilesReadNothingOutsideItsProject(t *testing.T) {
 	t.Parallel()
 	e, err := sandbox.New(sandbox.EngineWazero, sandbox.Config{CacheDir: sandbox.DefaultCacheDir()})
@@ -152,15 +157,35 @@ func TestAHandlersConfigFilesReadNothingOutsideItsProject(t *testing.T) {
 			"proj/tsconfig.json": `{"extends": "./base"}`,
 			"proj/base.json":     "->../secret.txt",
 		}, `"extends" of ` + "BASE/proj/base.json refused: "},
-		"package.json symlinked out": {map[string]string{
-			"proj/package.json": "->../secret.txt",
+		"package.json above the project": {map[string]string{
+			"package.json": "->secret.txt",
 		}, `package.json: esbuild reported a problem in this file, not shown: `},
+		"package.json symlinked out": {map[string]string{
+			"proj/node_modules/x/package.json": "->../../../secret.txt",
+		}, "BASE/proj/node_modules/x/package.json refused: esbuild reads it while it resolves imports"},
+		"package.json a pipe": {map[string]string{
+			"proj/package.json": "|fifo",
+		}, "BASE/proj/package.json refused: esbuild reads it while it resolves imports"},
+		"a pipe imported": {map[string]string{
+			"proj/h.ts": "import s from \"./pipe\" with { type: \"text\" };\nexport default async () => s;\n",
+			"proj/pipe": "|fifo",
+		}, `h.ts:1:15: import of "./pipe" refused: `},
+		"source map comment": {map[string]string{
+			"proj/h.ts": "export default async () => 1;\n//# sourceMappingURL=../secret.txt\n",
+		}, `h.ts:2:22: source map "../secret.txt" refused: `},
+		"source map comment of a pipe": {map[string]string{
+			"proj/h.ts": "export default async () => 1;\n//# sourceMappingURL=file:///BASE/pipe\n",
+			"pipe":      "|fifo",
+		}, `h.ts:2:22: source map "file:///BASE/pipe" refused: `},
 	} {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			base := t.TempDir()
 			files := map[string]string{"secret.txt": secret, "proj/flows.yaml": "flows: []\n", "proj/h.ts": handler}
 			for k, v := range c.files {
 				files[k] = v
+			}
+			for k, v := range files {
+				files[k] = strings.ReplaceAll(v, "BASE", base)
 			}
 			tree(t, base, files)
 			cache := t.TempDir()
