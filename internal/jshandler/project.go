@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/evanw/esbuild/pkg/api"
@@ -32,9 +33,9 @@ var systemFolders = []string{"/proc", "/dev", "/sys"}
 
 // ProjectRoot is the folder a handler's imports may read: flowsDir (the folder of the flows
 // file naming the handler) when the handler lies in it; otherwise the nearest of the handler's
-// folder and its markerDepth parents holding flows.yaml, package.json or node_modules (never
-// the file system's root, the home folder or the temporary folder); otherwise the handler's
-// own folder.
+// folder and its markerDepth parents holding flows.yaml, package.json or node_modules, the
+// search stopping before the file system's root, the home folder and the temporary folder
+// (a marker there is no project); otherwise the handler's own folder.
 func ProjectRoot(entry, flowsDir string) (string, error) {
 	abs, err := filepath.Abs(entry)
 	if err != nil {
@@ -56,33 +57,18 @@ func ProjectRoot(entry, flowsDir string) (string, error) {
 		}
 	}
 	home, _ := os.UserHomeDir()
-	notProjects := []string{home, os.TempDir(), string(filepath.Separator)}
+	stops := []string{home, os.TempDir(), string(filepath.Separator)}
 	d := dir
 	for range markerDepth + 1 {
-		if isMarked(d, notProjects) {
-			return d, nil
-		}
-		up := filepath.Dir(d)
-		if up == d {
+		if slices.ContainsFunc(stops, func(s string) bool { return s != "" && filepath.Clean(s) == d }) {
 			break
 		}
-		d = up
+		if slices.ContainsFunc(projectMarkers, func(m string) bool { _, err := os.Stat(filepath.Join(d, m)); return err == nil }) {
+			return d, nil
+		}
+		d = filepath.Dir(d)
 	}
 	return dir, nil
-}
-
-func isMarked(d string, notProjects []string) bool {
-	for _, n := range notProjects {
-		if n != "" && filepath.Clean(n) == d {
-			return false
-		}
-	}
-	for _, m := range projectMarkers {
-		if _, err := os.Stat(filepath.Join(d, m)); err == nil {
-			return true
-		}
-	}
-	return false
 }
 
 // within reports whether path is root or lies under it (both clean and absolute).

@@ -252,8 +252,8 @@ export default async (n: number) => ({ a: cents(n), b: c2(n), c: c3(n), words, d
 }
 
 // The project is the flows file's folder when the handler lies in it; otherwise the nearest
-// folder (the handler's or up to three above it) that looks like a project; otherwise the
-// handler's own folder.
+// folder (the handler's or up to three above it, not past the temporary folder) that looks
+// like a project; otherwise the handler's own folder.
 func TestTheProjectRoot(t *testing.T) {
 	t.Parallel()
 	base := t.TempDir()
@@ -282,5 +282,20 @@ func TestTheProjectRoot(t *testing.T) {
 		if want := filepath.Join(base, c.want); got != want {
 			t.Errorf("ProjectRoot(%s, %q) = %s, want %s", c.entry, c.flowsDir, got, want)
 		}
+	}
+}
+
+// A package.json in or above the temporary folder (anyone may write one there) makes no
+// project of it: a handler in a folder of its own under it has that folder for project.
+func TestTheProjectSearchStopsAtTheTemporaryFolder(t *testing.T) {
+	base := t.TempDir()
+	tree(t, base, map[string]string{"package.json": "{}", "tmp/package.json": "{}", "tmp/job/h.ts": ""})
+	t.Setenv("TMPDIR", filepath.Join(base, "tmp"))
+	got, err := jshandler.ProjectRoot(filepath.Join(base, "tmp/job/h.ts"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(base, "tmp/job"); got != want {
+		t.Errorf("ProjectRoot = %s, want %s", got, want)
 	}
 }
