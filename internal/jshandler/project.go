@@ -210,7 +210,8 @@ func (p *project) plugin() api.Plugin {
 // sourceMapComments checks the source map a file links (`//# sourceMappingURL=...`): esbuild
 // reads it, wherever it is, to chain the file's own map, which would read any file of the
 // machine (and stall on a pipe or /dev/zero). Every "sourceMappingURL=" of the file counts,
-// in a comment or not, so no form esbuild accepts escapes the check; a map that does not
+// in a comment or not, and every reading of its argument esbuild might make (up to a space,
+// the line's end or "*/"), so no form esbuild accepts escapes the check; a map that does not
 // exist is skipped, as esbuild skips it.
 func (p *project) sourceMapComments(file string) *api.Message {
 	data, err := os.ReadFile(file)
@@ -218,46 +219,69 @@ func (p *project) sourceMapComments(file string) *api.Message {
 		return nil // esbuild reports it
 	}
 	const key = "sourceMappingURL="
-	for rest, off := data, 0; ; {
-		i := bytes.Index(rest, []byte(key))
+	for off := 0; ; {
+		i := bytes.Index(data[off:], []byte(key))
 		if i < 0 {
 			return nil
 		}
-		start := i + len(key)
-		end := start
-		for end < len(rest) && !strings.ContainsRune(" \t\r\n\"'`*", rune(rest[end])) {
-			end++
-		}
-		target := string(rest[start:end])
 		at := off + i
-		rest, off = rest[end:], off+end
-		path, ok := sourceMapPath(target, filepath.Dir(file))
-		if !ok {
-			continue
-		}
-		if _, err := os.Lstat(path); err != nil {
-			continue
-		}
-		why := p.refusal(path, "")
-		if why == "" {
-			continue
-		}
-		line := bytes.Count(data[:at], []byte("\n")) + 1
-		lineStart := bytes.LastIndexByte(data[:at], '\n') + 1
-		lineEnd := bytes.IndexByte(data[at:], '\n')
-		if lineEnd < 0 {
-			lineEnd = len(data) - at
-		}
-		shown := file
-		if rel, err := filepath.Rel(p.entryDir, file); err == nil {
-			shown = rel
-		}
-		return &api.Message{
-			Text: fmt.Sprintf("source map %q refused: %s; %s", target, p.rule(), why),
-			Location: &api.Location{File: shown, Line: line, Column: at - lineStart + len(key),
-				LineText: string(data[lineStart : at+lineEnd])},
+		start := at + len(key)
+		off = start
+		for _, target := range pragmaArgs(string(data[start:])) {
+			path, ok := sourceMapPath(target, filepath.Dir(file))
+			if !ok {
+				continue
+			}
+			if _, err := os.Lstat(path); err != nil {
+				continue
+			}
+			why := p.refusal(path, "")
+			if why == "" {
+				continue
+			}
+			line := bytes.Count(data[:at], []byte("\n")) + 1
+			lineStart := bytes.LastIndexByte(data[:at], '\n') + 1
+			lineEnd := bytes.IndexByte(data[at:], '\n')
+			if lineEnd < 0 {
+				lineEnd = len(data) - at
+			}
+			shown := file
+			if rel, err := filepath.Rel(p.entryDir, file); err == nil {
+				shown = rel
+			}
+			return &api.Message{
+				Text: fmt.Sprintf("source map %q refused: %s; %s", target, p.rule(), why),
+				Location: &api.Location{File: shown, Line: line, Column: start - lineStart,
+					LineText: string(data[lineStart : at+lineEnd])},
+			}
 		}
 	}
+}
+
+// pragmaArgs are the readings of a comment's argument at the start of text: esbuild's runs
+// to the first JavaScript white space, which excludes line ends (a block comment's argument
+// may span lines), within the comment (before "*/"); and the run to the line's end.
+func pragmaArgs(text string) []string {
+	isSpace := func(r rune) bool {
+		switch r {
+		case '\t', '\v', '\f', ' ', '\u00a0', '\u1680', '\u202f', '\u205f', '\u3000', '\ufeff':
+			return true
+		}
+		return r >= '\u2000' && r <= '\u200a'
+	}
+	isLineEnd := func(r rune) bool { return r == '\n' || r == '\r' || r == '\u2028' || r == '\u2029' }
+	var out []string
+	for _, stop := range []func(rune) bool{isSpace, func(r rune) bool { return isSpace(r) || isLineEnd(r) }} {
+		arg := text
+		if i := strings.IndexFunc(text, stop); i >= 0 {
+			arg = text[:i]
+		}
+		out = append(out, arg)
+		if before, _, found := strings.Cut(arg, "*/"); found {
+			out = append(out, before)
+		}
+	}
+	return out
 }
 
 // sourceMapPath is the file a sourceMappingURL names, as esbuild reads it; false for a data:

@@ -173,6 +173,9 @@ func TestAHandlersConfigFilesReadNothingOutsideItsProject(t *testing.T) {
 		"source map comment": {map[string]string{
 			"proj/h.ts": "export default async () => 1;\n//# sourceMappingURL=../secret.txt\n",
 		}, `h.ts:2:22: source map "../secret.txt" refused: `},
+		"source map block comment": {map[string]string{
+			"proj/h.ts": "export default async () => 1;\n/*# sourceMappingURL=../secret.txt*/\n",
+		}, `h.ts:2:22: source map "../secret.txt" refused: `},
 		"source map comment of a pipe": {map[string]string{
 			"proj/h.ts": "export default async () => 1;\n//# sourceMappingURL=file:///BASE/pipe\n",
 			"pipe":      "|fifo",
