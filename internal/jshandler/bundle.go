@@ -94,6 +94,13 @@ func unchanged(inputs []Input) bool {
 }
 
 func hashFile(path string) (string, error) {
+	// A source swapped for a pipe or a device would block the read: it counts as changed,
+	// and the new build refuses it.
+	if st, err := os.Stat(path); err != nil {
+		return "", err
+	} else if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", path)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
