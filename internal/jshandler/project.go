@@ -314,13 +314,7 @@ func (p *project) checkConfigFiles() error {
 		if err != nil {
 			return nil // an unreadable folder: esbuild cannot read it either
 		}
-		if d.IsDir() {
-			if d.Name() == ".git" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !configFiles[d.Name()] || d.Type().IsRegular() {
+		if d.IsDir() || !configFiles[d.Name()] || d.Type().IsRegular() {
 			return nil
 		}
 		if why := p.refusal(path, ""); why != "" {
