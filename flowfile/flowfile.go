@@ -60,6 +60,9 @@ type Step struct {
 	// WebAssembly module, or a TypeScript or JavaScript file the worker bundles (internal/jshandler).
 	Module     string
 	ModuleLine int
+	// FlowsDir is the flows file's folder: a TypeScript or JavaScript handler in it may
+	// import the folder's files and nothing outside it (internal/jshandler, ProjectRoot).
+	FlowsDir string
 	// Step options; nil inherits the flow's value (stored as NULL in pgflow.steps).
 	MaxAttempts *int
 	BaseDelay   *int

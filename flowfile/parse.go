@@ -226,7 +226,7 @@ func (p *parser) step(flow string, n *yaml.Node, defaults capabilityDefaults) *S
 		p.errorf(n.Line, "each step of flow %q must be a mapping (`- slug: my_step` with `module: path.wasm`), not %s", flow, kindName(n))
 		return nil
 	}
-	s := &Step{Line: n.Line, Type: StepSingle, HTTP: defaults.http, Env: defaults.env, SQL: defaults.sql}
+	s := &Step{Line: n.Line, Type: StepSingle, HTTP: defaults.http, Env: defaults.env, SQL: defaults.sql, FlowsDir: p.dir}
 	where := fmt.Sprintf("in a step of flow %q", flow)
 	if v := mapValue(n, "slug"); v != nil && v.Kind == yaml.ScalarNode {
 		where = fmt.Sprintf("in step %q of flow %q", v.Value, flow)

@@ -143,7 +143,7 @@ func moduleInspect(c *cli.Context) error {
 			return cli.Exit("module inspect: cannot read "+path+": "+err.Error(), 2)
 		}
 		info.Path = path
-		m, err := stepmodule.LoadPath(c.Context, engine, path, mc)
+		m, err := stepmodule.LoadPath(c.Context, engine, path, "", mc)
 		if err == nil {
 			info = m.Info()
 			sources = stepmodule.Sources(m)

@@ -136,3 +136,62 @@ func TestModuleTestRunsCases(t *testing.T) {
 		}
 	}
 }
+
+// validate refuses a TypeScript handler that imports a file outside its project (the flows
+// file's folder): the worker's environment, /etc/passwd, a file beside the project, a
+// symlink out of it. Each is named at its import's line, and the file's content is not shown.
+func TestValidateRefusesImportsOutsideTheProject(t *testing.T) {
+	t.Parallel()
+	const secret = "beside-the-project-5e2a"
+	base := writeFiles(t, map[string]string{
+		"secret.txt": secret,
+		"proj/flows.yaml": `flows:
+  - slug: leak
+    steps:
+      - slug: env
+        module: handlers/env.ts
+      - slug: passwd
+        module: handlers/passwd.ts
+      - slug: parent
+        module: handlers/parent.ts
+      - slug: link
+        module: handlers/link.ts
+      - slug: fine
+        module: handlers/fine.ts
+`,
+		"proj/handlers/env.ts":    "import env from \"/proc/self/environ\" with { type: \"text\" };\nexport default async () => env;\n",
+		"proj/handlers/passwd.ts": "// the machine's users\nimport pw from \"/etc/passwd\" with { type: \"text\" };\nexport default async () => pw;\n",
+		"proj/handlers/parent.ts": "import s from \"../../secret.txt\" with { type: \"text\" };\nexport default async () => s;\n",
+		"proj/handlers/link.ts":   "import s from \"../data/link.txt\" with { type: \"text\" };\nexport default async () => s;\n",
+		"proj/handlers/fine.ts":   "import words from \"../data/words.txt\" with { type: \"text\" };\nexport default async () => words;\n",
+		"proj/data/words.txt":     "hello",
+	})
+	if err := os.Symlink("../../secret.txt", filepath.Join(base, "proj/data/link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	proj := filepath.Join(base, "proj")
+	flows := filepath.Join(proj, "flows.yaml")
+	out, err := runCLI(t, "validate", "--flows", flows, "--verbose")
+	if inspectExit(err) != 2 {
+		t.Fatalf("exit %d (%v), want 2\n%s", inspectExit(err), err, out)
+	}
+	rule := " refused: a handler may import only files of its own project (" + proj + ") and its node_modules; "
+	for _, want := range []string{
+		flows + `:5: flow "leak" step "env": invalid_module: `,
+		`env.ts:1:17: import of "/proc/self/environ"` + rule + "/proc belongs to the worker",
+		`passwd.ts:2:16: import of "/etc/passwd"` + rule + "it is an absolute path",
+		`parent.ts:1:15: import of "../../secret.txt"` + rule + filepath.Join(base, "secret.txt") + " is outside the project",
+		`link.ts:1:15: import of "../data/link.txt"` + rule + filepath.Join(proj, "data/link.txt") + " leads through a symlink to " + filepath.Join(base, "secret.txt"),
+		"leak/fine\t" + filepath.Join(proj, "handlers/fine.ts") + "\tsha256 ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, secret) || strings.Contains(out, "root:") {
+		t.Errorf("the output shows a refused file's content:\n%s", out)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "4 of 5 steps have a module wazero refuses") {
+		t.Errorf("summary: %q", msg)
+	}
+}

@@ -143,7 +143,7 @@ func runCase(ctx context.Context, eng sandbox.Engine, path string, f *File, c Ca
 		}
 		caps.HTTP = p
 	}
-	m, err := stepmodule.LoadPath(ctx, eng, path, sandbox.ModuleConfig{MemoryLimit: f.MemoryLimit, Capabilities: caps})
+	m, err := stepmodule.LoadPath(ctx, eng, path, "", sandbox.ModuleConfig{MemoryLimit: f.MemoryLimit, Capabilities: caps})
 	if err != nil {
 		return res, err
 	}

@@ -46,31 +46,40 @@ func (e *BuildError) Error() string {
 	return fmt.Sprintf("%s does not build:\n%s", e.Entry, strings.Join(e.Messages, "\n"))
 }
 
-// bundles caches builds by entry path; a build is reused while its inputs' sha256 stay the same.
+// bundles caches builds by entry path and project; a build is reused while its inputs' sha256
+// stay the same.
 var bundles = struct {
 	sync.Mutex
 	m map[string]*Bundle
 }{m: map[string]*Bundle{}}
 
 // Build bundles the handler at entry (.ts, .js, .mjs...) with esbuild, or returns the last
-// build of entry when none of its inputs changed.
-func Build(entry string) (*Bundle, error) {
+// build of entry when none of its inputs changed. The bundle reads only files of the
+// handler's project: ProjectRoot(entry, flowsDir), flowsDir being the folder of the flows
+// file that names the handler ("" when there is none). An import of anything else is a
+// BuildError at the import.
+func Build(entry, flowsDir string) (*Bundle, error) {
 	abs, err := filepath.Abs(entry)
 	if err != nil {
 		return nil, err
 	}
+	root, err := ProjectRoot(abs, flowsDir)
+	if err != nil {
+		return nil, err
+	}
+	key := abs + "\x00" + root
 	bundles.Lock()
-	prev := bundles.m[abs]
+	prev := bundles.m[key]
 	bundles.Unlock()
 	if prev != nil && unchanged(prev.Inputs) {
 		return prev, nil
 	}
-	b, err := build(abs)
+	b, err := build(abs, root)
 	if err != nil {
 		return nil, err
 	}
 	bundles.Lock()
-	bundles.m[abs] = b
+	bundles.m[key] = b
 	bundles.Unlock()
 	return b, nil
 }
@@ -85,6 +94,13 @@ func unchanged(inputs []Input) bool {
 }
 
 func hashFile(path string) (string, error) {
+	// A source swapped for a pipe or a device would block the read: it counts as changed,
+	// and the new build refuses it.
+	if st, err := os.Stat(path); err != nil {
+		return "", err
+	} else if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", path)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
@@ -93,8 +109,24 @@ func hashFile(path string) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-func build(entry string) (*Bundle, error) {
+func build(entry, root string) (*Bundle, error) {
 	dir := filepath.Dir(entry)
+	p, err := newProject(root, dir)
+	if err != nil {
+		return nil, &BuildError{Entry: entry, Messages: []string{err.Error()}}
+	}
+	if err := p.checkConfigFiles(); err != nil {
+		return nil, &BuildError{Entry: entry, Messages: []string{err.Error()}}
+	}
+	tsconfig, err := p.tsconfig(dir)
+	if err != nil {
+		return nil, &BuildError{Entry: entry, Messages: []string{err.Error()}}
+	}
+	tsconfigRaw := ""
+	if tsconfig == "" {
+		// Without one, esbuild would look for tsconfig.json in every parent folder.
+		tsconfigRaw = "{}"
+	}
 	r := api.Build(api.BuildOptions{
 		EntryPoints:   []string{entry},
 		AbsWorkingDir: dir,
@@ -119,11 +151,16 @@ func build(entry string) (*Bundle, error) {
 		Charset:        api.CharsetUTF8,
 		LegalComments:  api.LegalCommentsNone,
 		LogLevel:       api.LogLevelSilent,
+		// The project's own tsconfig.json only, checked by p.tsconfig; every import and
+		// every file read goes through p's check.
+		Tsconfig:    tsconfig,
+		TsconfigRaw: tsconfigRaw,
+		Plugins:     []api.Plugin{p.plugin()},
 	})
 	if len(r.Errors) > 0 {
 		e := &BuildError{Entry: entry}
 		for _, m := range r.Errors {
-			e.Messages = append(e.Messages, formatMessage(dir, m))
+			e.Messages = append(e.Messages, formatMessage(dir, p.redact(dir, m)))
 		}
 		return nil, e
 	}
@@ -149,6 +186,33 @@ func build(entry string) (*Bundle, error) {
 	}
 	b.Inputs = inputs
 	return b, nil
+}
+
+// redact keeps a message about a file outside the project from quoting it: esbuild also
+// reads package.json files in every parent folder, and a malformed one's message would
+// show its line (a package.json symlinked to /proc/self/environ shows the environment).
+func (p *project) redact(dir string, m api.Message) api.Message {
+	why := func(l *api.Location) string {
+		if l == nil || l.File == "" {
+			return ""
+		}
+		f := l.File
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(dir, f)
+		}
+		return p.refusal(f, "")
+	}
+	if w := why(m.Location); w != "" {
+		return api.Message{Text: fmt.Sprintf("%s: esbuild reported a problem in this file, not shown: %s; %s", m.Location.File, p.rule(), w)}
+	}
+	notes := m.Notes[:0:0]
+	for _, n := range m.Notes {
+		if why(n.Location) == "" {
+			notes = append(notes, n)
+		}
+	}
+	m.Notes = notes
+	return m
 }
 
 // formatMessage is "file:line:column: text" and the line itself, as compilers print.

@@ -57,6 +57,9 @@ type Options struct {
 	Fresh bool
 	// LoadTimeout bounds the handler module's top-level code [sandbox.DefaultLoadTimeout].
 	LoadTimeout time.Duration
+	// FlowsDir is the folder of the flows file naming the handler: the project its imports
+	// may read when the handler lies in it (ProjectRoot); "" finds the project by its markers.
+	FlowsDir string
 }
 
 // DefaultCacheDir is $XDG_CACHE_HOME/pgflow-wasm/js (or the platform's user cache folder).
@@ -127,7 +130,7 @@ func Load(ctx context.Context, eng sandbox.Engine, path string, mc sandbox.Modul
 	if err != nil {
 		return nil, &sandbox.Error{Kind: sandbox.KindInvalidModule, Message: err.Error()}
 	}
-	b, err := Build(path)
+	b, err := Build(path, opts.FlowsDir)
 	if err != nil {
 		var be *BuildError
 		if errors.As(err, &be) {

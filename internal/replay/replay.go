@@ -133,7 +133,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.NoHTTP {
 		mc.Capabilities.HTTP = nil
 	}
-	mod, err := stepmodule.LoadPath(ctx, cfg.Engine, res.Module, mc)
+	mod, err := stepmodule.LoadPath(ctx, cfg.Engine, res.Module, step.FlowsDir, mc)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", res.Module, err)
 	}

@@ -14,13 +14,15 @@ import (
 // Load loads the module of step with eng under mc (step.ModuleConfig() plus the step's
 // capabilities).
 func Load(ctx context.Context, eng sandbox.Engine, step *flowfile.Step, mc sandbox.ModuleConfig) (sandbox.Module, error) {
-	return LoadPath(ctx, eng, step.Module, mc)
+	return LoadPath(ctx, eng, step.Module, step.FlowsDir, mc)
 }
 
 // LoadPath loads the handler at path: a .wasm module, or a .ts, .mts, .js or .mjs file.
-func LoadPath(ctx context.Context, eng sandbox.Engine, path string, mc sandbox.ModuleConfig) (sandbox.Module, error) {
+// flowsDir is the folder of the flows file naming it ("" when none does): a TypeScript or
+// JavaScript handler in that folder may import its files (jshandler.ProjectRoot).
+func LoadPath(ctx context.Context, eng sandbox.Engine, path, flowsDir string, mc sandbox.ModuleConfig) (sandbox.Module, error) {
 	if jshandler.IsSource(path) {
-		m, err := jshandler.Load(ctx, eng, path, mc, jshandler.Options{})
+		m, err := jshandler.Load(ctx, eng, path, mc, jshandler.Options{FlowsDir: flowsDir})
 		if err != nil {
 			return nil, err
 		}
