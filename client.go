@@ -273,18 +273,7 @@ func (c *Client) WorkerIDs() map[string]string {
 func (c *Client) Ready() (bool, string) { return c.health.Ready() }
 
 // HealthHandler answers /livez (the process runs) and /readyz (Ready), for probes.
-func (c *Client) HealthHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		ok, why := c.Ready()
-		if !ok {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-		_, _ = w.Write([]byte(why + "\n"))
-	})
-	return mux
-}
+func (c *Client) HealthHandler() http.Handler { return c.health.Handler() }
 
 // MetricsHandler serves the client's Prometheus metrics, when it keeps its own registry
 // (Config.MetricsRegisterer unset); with a registerer of yours, serve your registry instead.

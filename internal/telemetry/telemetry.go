@@ -256,6 +256,21 @@ func (h *Health) Ready() (bool, string) {
 	return true, "ok"
 }
 
+// Handler answers /livez (the process runs) and /readyz (Ready: 200 "ok", or 503 with what
+// the worker waits for), for probes.
+func (h *Health) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		ok, why := h.Ready()
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_, _ = w.Write([]byte(why + "\n"))
+	})
+	return mux
+}
+
 // Server serves /metrics, /livez and /readyz.
 type Server struct {
 	srv *http.Server
@@ -272,14 +287,7 @@ func Listen(addr string, m *Metrics, h *Health) (*Server, error) {
 	if m != nil && m.Registry != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	}
-	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		ok, why := h.Ready()
-		if !ok {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-		_, _ = w.Write([]byte(why + "\n"))
-	})
+	mux.Handle("/", h.Handler())
 	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
