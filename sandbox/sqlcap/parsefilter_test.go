@@ -80,6 +80,7 @@ func TestCheckRefuses(t *testing.T) {
 		{"grant select on app.ledger to public", "GRANT statements are not allowed"},
 		{"/* c */ ( create table x ()", `syntax error at or near "create" (position 11)`},
 		{`"select" 1`, `syntax error at or near ""select"" (position 1)`},
+		{"selct 1", `syntax error at or near "selct" (position 1)`},
 		{"select x frm t", `syntax error at or near "t" (position 14)`},
 		{"select 'é' frm t", `syntax error at or near "t" (position 16)`}, // characters, as the server counts
 		// SELECT ... INTO creates a table, temporary or not.
