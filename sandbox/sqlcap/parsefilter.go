@@ -127,7 +127,9 @@ func syntaxError(err error) *Error {
 	if errors.As(err, &pe) && pe.Cursorpos > 0 {
 		return refuse("%s (position %d)", pe.Message, pe.Cursorpos)
 	}
-	return refuse("the statement does not parse: %v", err)
+	// The parse tree itself could not be read: in practice one nested deeper than the
+	// protobuf decoder's limit (thousands of levels).
+	return refuse("the statement could not be checked (%v): nest its expressions less deeply", err)
 }
 
 // oneStatement refuses empty statements around the one statement ("select 1;;",

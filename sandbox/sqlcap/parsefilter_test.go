@@ -5,6 +5,7 @@ package sqlcap
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
@@ -176,6 +177,9 @@ func TestCheckRefuses(t *testing.T) {
 		{"merge into pg_catalog.pg_settings s using app.t on s.name = t.n when matched then update set setting = t.v", "MERGE on pg_catalog.pg_settings is not allowed"},
 		{"insert into app.t select setting from pg_settings", "a statement that writes may not mention pg_settings"},
 		{"with s as (select * from pg_catalog.pg_settings) update app.t set v = (select setting from s limit 1)", "a statement that writes may not mention pg_settings"},
+		// Too deep for the parser, or for the decoder of its tree.
+		{"select " + strings.Repeat("1+(", 5000) + "1" + strings.Repeat(")", 5000), "memory exhausted"},
+		{"select " + strings.Repeat("not ", 6000) + "true", "the statement could not be checked"},
 		// What the server's scanner refuses.
 		{"select 'unterminated", "unterminated quoted string"},
 		{"select $x$ unterminated", "unterminated dollar-quoted string"},
@@ -184,12 +188,16 @@ func TestCheckRefuses(t *testing.T) {
 		{"select E'\\' ; select 2", "unterminated quoted string"},
 	} {
 		err := Check(c.sql)
+		sql := c.sql
+		if len(sql) > 200 {
+			sql = sql[:200] + "..."
+		}
 		if err == nil {
-			t.Errorf("Check(%q) = nil, want %q", c.sql, c.want)
+			t.Errorf("Check(%q) = nil, want %q", sql, c.want)
 			continue
 		}
 		if err.Code != abi.ErrSQLRefused || err.Reason != "refused" || !strings.HasPrefix(err.Message, "sql: ") || !strings.Contains(err.Message, c.want) {
-			t.Errorf("Check(%q) = %d %q, want code %d and %q", c.sql, err.Code, err.Message, abi.ErrSQLRefused, c.want)
+			t.Errorf("Check(%q) = %d %q, want code %d and %q", sql, err.Code, err.Message, abi.ErrSQLRefused, c.want)
 		}
 	}
 }
@@ -219,6 +227,32 @@ func TestCheckRemembersOnlyStatementsItLetThrough(t *testing.T) {
 	if !accepted.has(ok) || accepted.has(refused) {
 		t.Errorf("remembered %q: %v, %q: %v; want only the first", ok, accepted.has(ok), refused, accepted.has(refused))
 	}
+}
+
+// Workers check statements from many goroutines at once; each gets its own verdict.
+func TestCheckFromManyGoroutines(t *testing.T) {
+	t.Parallel()
+	stmts := map[string]bool{ // statement: let through
+		benchStatement:                         true,
+		"select * from ts_stat('select 1')":    false,
+		"select $1::int + 1":                   true,
+		"update pg_settings set setting = 'x'": false,
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 100 {
+				for stmt, ok := range stmts {
+					stmt := fmt.Sprintf("%s -- %d %d", stmt, g, i%10) // some new, some remembered
+					if got := Check(stmt) == nil; got != ok {
+						t.Errorf("Check(%q) let through %v, want %v", stmt, got, ok)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func TestTheAcceptedSetStaysWithinItsBytes(t *testing.T) {
