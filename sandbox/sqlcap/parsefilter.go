@@ -124,8 +124,11 @@ func check(sql string) *Error {
 // server gives it.
 func syntaxError(err error) *Error {
 	var pe *parser.Error
-	if errors.As(err, &pe) && pe.Cursorpos > 0 {
-		return refuse("%s (position %d)", pe.Message, pe.Cursorpos)
+	if errors.As(err, &pe) {
+		if pe.Cursorpos > 0 {
+			return refuse("%s (position %d)", pe.Message, pe.Cursorpos)
+		}
+		return refuse("%s", pe.Message)
 	}
 	// The parse tree itself could not be read: in practice one nested deeper than the
 	// protobuf decoder's limit (thousands of levels).
