@@ -80,6 +80,15 @@ func refusedFunc(name string) string {
 	return ""
 }
 
+// nulByte refuses a statement with a NUL byte: PostgreSQL's protocol and libpg_query both
+// end a statement's text there, so what follows would be read by no one the same way.
+func nulByte(sql string) *Error {
+	if strings.IndexByte(sql, 0) >= 0 {
+		return refuse("the statement contains a NUL byte (\\u0000 in the request's JSON): remove it")
+	}
+	return nil
+}
+
 func refuseCall(name string) *Error {
 	return refuse("calling %s is not allowed: %s", name, refusedFunc(name))
 }

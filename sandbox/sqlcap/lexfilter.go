@@ -23,6 +23,9 @@ var allowedFirst = map[string]bool{
 // parentheses; a semicolon followed by anything but comments; and every name called as a
 // function, its quoted form included, outside string constants and comments.
 func Check(sql string) *Error {
+	if e := nulByte(sql); e != nil {
+		return e
+	}
 	toks, err := lex(sql)
 	if err != nil {
 		return err

@@ -51,6 +51,7 @@ func TestTextFilterRefuses(t *testing.T) {
 		{"call p()", "CALL statements are not allowed"},
 		{"/* c */ ( create table x ()", "CREATE statements are not allowed"},
 		{`"select" 1`, `SELECT statements are not allowed`},
+		{"select 1\x00; select pg_read_file('x')", "the statement contains a NUL byte"},
 		{"", "the statement is empty"},
 		{"  -- only a comment", "the statement is empty"},
 		{"select 1; select 2", "one statement per call"},

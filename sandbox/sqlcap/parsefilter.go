@@ -87,6 +87,9 @@ func (a *acceptedSet) add(sql string) {
 
 // check is Check without the memory of accepted statements.
 func check(sql string) *Error {
+	if e := nulByte(sql); e != nil {
+		return e
+	}
 	tree, err := pg_query.Parse(sql)
 	if err != nil {
 		return syntaxError(err)

@@ -89,6 +89,7 @@ func TestCheckRefuses(t *testing.T) {
 		{"select * into temp t from app.ledger", "SELECT ... INTO is not allowed"},
 		{"select 1 into temporary table t", "SELECT ... INTO is not allowed"},
 		// One statement.
+		{"select 1\x00; select pg_read_file('x')", "the statement contains a NUL byte"},
 		{"", "the statement is empty"},
 		{"  -- only a comment", "the statement is empty"},
 		{"/* only a comment */ ;", "the statement is empty"},
