@@ -19,8 +19,8 @@ const (
 	whyFiles    = "it reaches the server's files"
 	whyServer   = "it acts on other sessions or on the server itself"
 	whyNotify   = "it sends notifications, on the worker's and pgflow's channels too (write rows instead)"
-	whyAdvisory = "it takes an advisory lock: a session-level one outlives the task on a pooled connection, " +
-		"and any may block the worker's own locks"
+	whyAdvisory = "it takes an advisory lock, in a space every session of the database shares: " +
+		"it may block the worker's own locks and other tasks'"
 	whyOutlives = "its effect is outside the transaction and outlives the task (replication slots and origins, WAL messages)"
 )
 
