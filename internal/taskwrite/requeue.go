@@ -40,6 +40,12 @@ type RequeueOptions struct {
 	// QueueNames: step_tasks.queue_name names the message's queue (pgflow 0.17+); before,
 	// the flow's slug does.
 	QueueNames bool
+	// GiveBack also takes back the start's count in attempts_count, so the next start has
+	// the same attempt number, as if the task had run in place. Only for an attempt that no
+	// one can still write an outcome for: the worker's own, started by a fetch whose reply
+	// it never got, or forgotten after a lost COMMIT answer (a dead worker may be a live one
+	// cut off, whose late write must not match the next attempt).
+	GiveBack bool
 }
 
 // requeueSQL picks the task if it is still started by the attempt, of a started step of a
@@ -93,15 +99,19 @@ func requeueStatement(o RequeueOptions) string {
 			true: "'it was requeued ' || st.requeued_count || ' times already, pgflow''s limit'",
 			false: "'it was started ' || st.attempts_count || ' times, its max_attempts (' || coalesce(s.opt_max_attempts, f.opt_max_attempts) || ') plus " +
 				fmt.Sprint(MaxRequeues) + ", the most pgflow-wasm requeues a task where pgflow keeps no requeue count'"}[o.Counted],
-		"{{COUNT}}", map[bool]string{true: ", requeued_count = st.requeued_count + 1, last_requeued_at = now()", false: ""}[o.Counted],
-		"{{HISTORY}}", map[bool]string{true: requeueHistory, false: ""}[o.AttemptHistory],
+		"{{COUNT}}", map[bool]string{true: ", requeued_count = st.requeued_count + 1, last_requeued_at = now()", false: ""}[o.Counted]+
+			map[bool]string{true: ", attempts_count = greatest(st.attempts_count - 1, 0)", false: ""}[o.GiveBack],
+		// A given-back start is no attempt of its own: its number is the next start's, whose
+		// own failure the history must be able to keep.
+		"{{HISTORY}}", map[bool]string{true: requeueHistory, false: ""}[o.AttemptHistory && !o.GiveBack],
 	)
 	return r.Replace(requeueSQL)
 }
 
 // RequeueOne puts one task back in its queue if it is still started by c.Attempt, without
 // spending an attempt, in a transaction of its own that first locks the task's run. c.Arg is
-// why (kept in the attempt history, and the fail_task message past the bound). Past the
+// why (kept in the attempt history unless the start is given back, and the fail_task
+// message past the bound). Past the
 // bound it fails the attempt through fail_task instead (FailOne), with c.Arg and the bound.
 // Result.Requeued says which; Result.Stale that the task had moved on and nothing changed.
 func RequeueOne(ctx context.Context, db Sender, c Call, o RequeueOptions) (Result, error) {

@@ -19,6 +19,11 @@ import (
 // the way pgflow's requeue_stalled_tasks puts a task back (taskwrite.RequeueOne): no attempt
 // is failed for a handler that never ran, and the worker's own next fetch, woken at once,
 // takes the task again (start_tasks builds its input, as only pgflow does on each release).
+// No one can still write an outcome for such an attempt, so the requeue also gives the
+// start's count back (GiveBack): the next start has the same attempt number, as if the task
+// had run in place. At most taskwrite.MaxRequeues times per task: a task whose every fetch
+// reply is lost (a reply too large for a proxy between, say) then counts its starts again,
+// and the requeue bound ends it.
 
 // fetchGenerations reads each flow's fetch counter; a flow with a fetch in flight reads -1.
 func (w *Worker) fetchGenerations() map[*flowState]int64 {
@@ -66,8 +71,12 @@ func (w *Worker) handBackOrphans(ctx context.Context, own []recovery.Started, be
 			what = "requeued a task whose written outcome the database lost (a failover)"
 		}
 		c := taskwrite.Call{RunID: o.RunID, StepSlug: o.StepSlug, TaskIndex: o.TaskIndex, Attempt: o.Attempt, Arg: why}
+		if w.ownRequeues == nil || len(w.ownRequeues) > 10000 {
+			w.ownRequeues = map[taskKey]int{} // a bound on memory; forgetting only makes one more give-back
+		}
+		giveBack := w.ownRequeues[key] < taskwrite.MaxRequeues
 		res, err := taskwrite.RequeueOne(ctx, w.cfg.Pool, c, taskwrite.RequeueOptions{Options: taskwrite.Options{AttemptHistory: w.history},
-			Counted: w.proto.Requeue, QueueNames: w.proto.QueueNames})
+			Counted: w.proto.Requeue, QueueNames: w.proto.QueueNames, GiveBack: giveBack})
 		if err != nil {
 			if ctx.Err() == nil {
 				w.log.Warn("requeueing a task of a lost fetch reply failed; next round retries", "run_id", o.RunID, "error", err)
@@ -77,11 +86,18 @@ func (w *Worker) handBackOrphans(ctx context.Context, own []recovery.Started, be
 		if res.Stale {
 			continue
 		}
+		if res.Requeued && giveBack {
+			w.ownRequeues[key]++
+		}
 		if !res.Requeued {
 			what += ", failed instead: past the requeue bound"
 		}
-		w.log.Warn(what, "run_id", o.RunID, "flow", fs.def.Slug,
-			"step", o.StepSlug, "task_index", o.TaskIndex, "attempt", o.Attempt, "status", res.Status, "error", res.ErrorMessage)
+		reason := why
+		if !res.Requeued && res.ErrorMessage != "" {
+			reason = res.ErrorMessage
+		}
+		w.log.Warn(what, "run_id", o.RunID, "flow", fs.def.Slug, "step", o.StepSlug, "task_index", o.TaskIndex,
+			"attempt", o.Attempt, "status", res.Status, "attempt_given_back", res.Requeued && giveBack, "reason", reason)
 		switch {
 		case res.Status != "queued":
 		case res.Requeued:
