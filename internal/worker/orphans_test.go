@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 )
@@ -28,7 +30,10 @@ flows:
 	// (with notify, the run's insert would).
 	w := startWorker(t, db.Pool, f, worker.Config{Signal: worker.SignalPolling, MinPollInterval: time.Hour, MaxPollInterval: time.Hour,
 		RecoveryInterval: 200 * time.Millisecond})
-	time.Sleep(300 * time.Millisecond) // past its first poll
+	waitFor(t, time.Minute, func() (bool, string) {
+		n := testutil.ToFloat64(w.Metrics.Polls.WithLabelValues("lost", "empty"))
+		return n >= 1, "the worker's first poll did not come back empty"
+	})
 	id := startRun(t, db.Pool, "lost", `{"n": 1}`)
 	var started int
 	if err := db.Pool.QueryRow(ctx, `select count(*) from `+db.StartTasks(t, `'lost'`,
