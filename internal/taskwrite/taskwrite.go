@@ -55,6 +55,8 @@ type Result struct {
 	Status       string
 	Attempts     int    // attempts_count after the call
 	ErrorMessage string // the task's error_message after the call ("" when none)
+	// Requeued: RequeueOne put the task back without fail_task (Status "queued").
+	Requeued bool
 }
 
 // Kind chooses the pgflow function.
@@ -162,8 +164,8 @@ type Sender interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// FailOne fails one task through the guarded call, in a transaction of its own: what the
-// recovery sweep and the worker's hand-back of lost fetch replies do.
+// FailOne fails one task through the guarded call, in a transaction of its own: what
+// RequeueOne does past its bound.
 func FailOne(ctx context.Context, db Sender, c Call, opts Options) (Result, error) {
 	res := make([]Result, 1)
 	b := &pgx.Batch{}

@@ -18,7 +18,7 @@ import (
 func (w *Worker) recoveryLoop(ctx context.Context) {
 	cfg := recovery.Config{WorkerStaleAfter: w.cfg.WorkerStaleAfter, StartedMargin: w.cfg.StalledMargin,
 		LivenessGrace: w.cfg.LivenessGrace, ForeignStaleAfter: max(w.cfg.ForeignStaleAfter, 0), Self: w.workerIDs(),
-		PermanentlyStalled: w.proto.Requeue, AttemptHistory: w.history,
+		PermanentlyStalled: w.proto.Requeue, QueueNames: w.proto.QueueNames, AttemptHistory: w.history,
 		Holding: func(run, step string, index int) bool { return w.known.has(taskKey{run, step, index}) }}
 	for _, fs := range w.flows {
 		cfg.Flows = append(cfg.Flows, fs.def.Slug)
@@ -53,11 +53,15 @@ func (w *Worker) recoveryLoop(ctx context.Context) {
 		for _, r := range got {
 			fs := w.byFlow[r.FlowSlug]
 			w.log.Warn("recovered a stalled task", "run_id", r.RunID, "flow", r.FlowSlug, "step", r.StepSlug,
-				"task_index", r.TaskIndex, "status", r.Status, "attempts", r.Attempts, "reason", r.Reason)
+				"task_index", r.TaskIndex, "status", r.Status, "requeued", r.Requeued, "attempts", r.Attempts, "reason", r.Reason)
 			if m := w.cfg.Metrics; m != nil {
 				m.Recovered.WithLabelValues(r.FlowSlug).Inc()
 			}
-			if fs != nil && r.Status == "queued" {
+			switch {
+			case fs == nil || r.Status != "queued":
+			case r.Requeued:
+				fs.ring() // its message is visible now
+			default:
 				w.wakeAfterRetry(fs, r.StepSlug, r.Attempts)
 			}
 		}

@@ -221,6 +221,9 @@ type Worker struct {
 	stepProofKey []byte
 	prunedAt     time.Time  // the recovery loop's last prune of the history
 	trace        *taskTrace // TaskTraceEnv's recorder; nil records nothing
+	// ownRequeues counts, per task, the requeues of the hand-back that gave the attempt
+	// back (orphans.go); only the recovery loop touches it.
+	ownRequeues map[taskKey]int
 }
 
 // flowState is one served flow.

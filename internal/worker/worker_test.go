@@ -321,10 +321,17 @@ flows:
 		t.Fatalf("run: %s (%s)", r.Status, r.Error)
 	}
 	jsonEqual(t, r.Output, `{"e": "survivor"}`)
+	// Requeued as pgflow's requeue_stalled_tasks requeues: no error on pgflow's row, the next
+	// start counted; the attempt history keeps why attempt 1 ended.
 	task := taskOf(t, db.Pool, id)
-	attempts, msg := task.Attempts, task.Error
-	if attempts != 2 || !strings.Contains(msg, "stopped heartbeating") {
-		t.Errorf("attempts %d, last error %q: want attempt 2 after a recovery that names the dead worker", attempts, msg)
+	var why string
+	if err := db.Pool.QueryRow(ctx, `select error_message from pgflow_wasm.task_attempts where run_id = $1::uuid and attempt = 1`, id).
+		Scan(&why); err != nil {
+		t.Fatalf("the attempt history of the requeued attempt: %v", err)
+	}
+	if task.Attempts != 2 || task.Error != "" || !strings.Contains(why, "stopped heartbeating") {
+		t.Errorf("attempts %d, error %q, attempt 1 ended with %q: want attempt 2, no error, a reason naming the dead worker",
+			task.Attempts, task.Error, why)
 	}
 }
 
