@@ -38,6 +38,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
@@ -78,9 +79,9 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 		return nil, errors.New("pgflowwasm: give Config.FlowsPath (a flows.yaml) or Config.Flows (a file built in Go), one of the two")
 	}
 	switch cfg.Signal {
-	case "", SignalPolling, SignalNotify:
+	case "", pgflowtype.SignalPolling, pgflowtype.SignalNotify:
 	default:
-		return nil, fmt.Errorf("pgflowwasm: Config.Signal %q: use SignalPolling or SignalNotify", cfg.Signal)
+		return nil, fmt.Errorf("pgflowwasm: Config.Signal %q: use pgflowtype.SignalPolling or pgflowtype.SignalNotify", cfg.Signal)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

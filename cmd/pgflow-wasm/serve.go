@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"log/slog"
 	"net"
 	"net/http"
@@ -124,7 +125,7 @@ func serveConfig(c *cli.Context, log *slog.Logger, reload <-chan os.Signal) (pgf
 		Engine:              c.String("engine"),
 		Sandbox:             sandbox.Config{CacheDir: c.String("cache-dir"), MaxInputBytes: maxInput},
 		Logger:              log, ExitOnRestart: true,
-		Concurrency: c.Int("concurrency"), BatchSize: c.Int("batch-size"), Signal: pgflowwasm.Signal(c.String("signal")),
+		Concurrency: c.Int("concurrency"), BatchSize: c.Int("batch-size"), Signal: pgflowtype.Signal(c.String("signal")),
 		MinPollInterval: c.Duration("min-poll-interval"), MaxPollInterval: c.Duration("max-poll-interval"),
 		NotifyFallback: c.Duration("notify-fallback"), HeartbeatInterval: c.Duration("heartbeat-interval"),
 		WorkerStaleAfter: c.Duration("worker-stale-after"), RecoveryInterval: c.Duration("recovery-interval"),
@@ -182,8 +183,8 @@ func serve(c *cli.Context) error {
 	cfg.Hooks = tracing.Chain(cfg.Hooks, tracer.Hooks())
 	extraConn := int32(0)
 	switch cfg.Signal {
-	case pgflowwasm.SignalPolling:
-	case pgflowwasm.SignalNotify:
+	case pgflowtype.SignalPolling:
+	case pgflowtype.SignalNotify:
 		extraConn = 1
 	default:
 		return cli.Exit(fmt.Sprintf("--signal %q: use polling or notify", cfg.Signal), 2)
@@ -230,7 +231,7 @@ func serve(c *cli.Context) error {
 	} else if ctx.Err() != nil {
 		return nil // stopped before it served
 	}
-	var shape *compile.ShapeError
+	var shape *pgflowtype.ShapeError
 	var ferr flowfile.Errors
 	var serr *sandbox.Error
 	switch {
@@ -351,7 +352,7 @@ func restartSelf(log *slog.Logger) error {
 // compileFlows runs compile with --update-options; a changed shape is a usage error (exit 2).
 func compileFlows(ctx context.Context, c *cli.Context, pool *pgxpool.Pool, file *flowfile.File) ([]compile.FlowReport, error) {
 	reports, err := compile.Compile(ctx, pool, file, compile.Options{UpdateOptions: c.Bool("update-options"), DryRun: c.Bool("dry-run")})
-	var shape *compile.ShapeError
+	var shape *pgflowtype.ShapeError
 	switch {
 	case errors.As(err, &shape):
 		return nil, cli.Exit(err.Error(), 2)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -106,7 +107,7 @@ func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) txEn
 		// failure is written, so a retry finds no lock of it; a no-op after Complete.
 		defer sess.Close()
 	}
-	ti := TaskInfo{FlowSlug: t.FlowSlug, StepSlug: t.StepSlug, RunID: t.RunID, TaskIndex: t.TaskIndex, Attempt: t.Attempt,
+	ti := pgflowtype.TaskInfo{FlowSlug: t.FlowSlug, StepSlug: t.StepSlug, RunID: t.RunID, TaskIndex: t.TaskIndex, Attempt: t.Attempt,
 		WorkerID: t.WorkerID, Engine: w.cfg.Engine.Name()}
 	hookCtx := w.hookStarted(ti)
 	log.ctx = hookCtx // a tracer's span reaches the log handler (trace_id)
@@ -129,7 +130,7 @@ func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) txEn
 	}
 	if err == nil {
 		log.log(slog.LevelDebug, "handler succeeded", "duration", res.Duration)
-		w.hookFinished(hookCtx, ti, TaskResult{Duration: res.Duration, FuelUsed: res.FuelUsed})
+		w.hookFinished(hookCtx, ti, pgflowtype.TaskResult{Duration: res.Duration, FuelUsed: res.FuelUsed})
 		o := completer.Outcome{Task: t, Output: res.Output}
 		if sess != nil && sess.Open() && cancelCause(ctx) == nil {
 			return w.completeInTx(t, sess, o)
@@ -139,13 +140,13 @@ func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) txEn
 	msg, kind := failMessage(err, st.timeout)
 	if why := cancelCause(ctx); why != nil {
 		// Stopped because pgflow cancelled the task: launch drops the outcome and says why.
-		w.hookFinished(hookCtx, ti, TaskResult{Duration: res.Duration, FuelUsed: res.FuelUsed, Failed: true, Kind: "cancelled", Error: why.Error()})
+		w.hookFinished(hookCtx, ti, pgflowtype.TaskResult{Duration: res.Duration, FuelUsed: res.FuelUsed, Failed: true, Kind: "cancelled", Error: why.Error()})
 		return txEnd{outcome: completer.Outcome{Task: t, Failed: true, Error: why.Error()}}
 	}
 	if w.runCtx.Err() != nil && kind != sandbox.KindTimeout {
 		msg = drainCutMessage(w.cfg.DrainTimeout, t.Attempt, st.maxAttempts, msg)
 	}
-	w.hookFinished(hookCtx, ti, TaskResult{Duration: res.Duration, FuelUsed: res.FuelUsed, Failed: true, Kind: string(kind), Error: msg})
+	w.hookFinished(hookCtx, ti, pgflowtype.TaskResult{Duration: res.Duration, FuelUsed: res.FuelUsed, Failed: true, Kind: string(kind), Error: msg})
 	if m := w.cfg.Metrics; m != nil {
 		m.TasksFailed.WithLabelValues(t.FlowSlug, t.StepSlug, string(kind)).Inc()
 		if kind == sandbox.KindTimeout {

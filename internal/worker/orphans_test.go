@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ flows:
 `)
 	// Polling, hour-long: after its first poll the worker only looks when something wakes it
 	// (with notify, the run's insert would).
-	w := startWorker(t, db.Pool, f, worker.Config{Signal: worker.SignalPolling, MinPollInterval: time.Hour, MaxPollInterval: time.Hour,
+	w := startWorker(t, db.Pool, f, worker.Config{Signal: pgflowtype.SignalPolling, MinPollInterval: time.Hour, MaxPollInterval: time.Hour,
 		RecoveryInterval: 200 * time.Millisecond})
 	waitFor(t, time.Minute, func() (bool, string) {
 		n := testutil.ToFloat64(w.Metrics.Polls.WithLabelValues("lost", "empty"))

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ flows:
 		t.Fatal(err)
 	}
 	began := time.Now()
-	startWorker(t, db.Pool, f, fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: worker.SignalPolling,
+	startWorker(t, db.Pool, f, fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: pgflowtype.SignalPolling,
 		RecoveryInterval: time.Hour, LivenessGrace: 500 * time.Millisecond}))
 	// The first sweep (at start) misses the lock, the second (a grace later) requeues the
 	// task, which runs again at once; an interval later would be an hour.
@@ -75,7 +76,7 @@ flows:
 		t.Fatal(err)
 	}
 	// The message stays hidden for an hour: only the requeue can show it again.
-	w := startWorker(t, db.Pool, f, fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: worker.SignalPolling,
+	w := startWorker(t, db.Pool, f, fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: pgflowtype.SignalPolling,
 		LivenessGrace: 500 * time.Millisecond}))
 	if r := waitRun(t, db.Pool, run, time.Minute); r.Status != "completed" {
 		t.Fatalf("run %s (%s): the dead worker's task cost the run its only attempt", r.Status, r.Error)

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"strings"
 	"time"
 
@@ -159,7 +160,7 @@ func splitFlowError(fl *flowfile.Flow, proto schema.Protocol) error {
 // (no privilege to add the trigger, say) is polled instead, with one warning: the worker
 // never refuses to start over how it learns about new tasks.
 func (w *Worker) prepareSignal(ctx context.Context) (*poller.Listener, error) {
-	if w.cfg.Signal != SignalNotify {
+	if w.cfg.Signal != pgflowtype.SignalNotify {
 		return nil, nil
 	}
 	channels := map[string]poller.Wake{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"strings"
 	"sync"
 	"testing"
@@ -234,7 +235,7 @@ func TestAStalledTaskOfAnExternalStepIsRequeuedWhereNoPgCronRunsPgflowsJob(t *te
 		where run_id = $1::uuid and step_slug = 'a'`, run); err != nil {
 		t.Fatal(err)
 	}
-	startWorker(t, db.Pool, f, fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: worker.SignalPolling}))
+	startWorker(t, db.Pool, f, fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: pgflowtype.SignalPolling}))
 	other := &sqlWorker{id: uuidv4.New(), pool: db.Pool, flow: "split", steps: map[string]func(string) string{
 		"a": func(string) string { return `{"from": "a"}` },
 		"c": func(string) string { return `{"from": "c"}` },

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -290,7 +291,7 @@ flows:
 `)
 			var mu sync.Mutex
 			var spun []time.Duration
-			hooks := worker.Hooks{TaskFinished: func(_ context.Context, ti worker.TaskInfo, r worker.TaskResult) {
+			hooks := pgflowtype.Hooks{TaskFinished: func(_ context.Context, ti pgflowtype.TaskInfo, r pgflowtype.TaskResult) {
 				if ti.FlowSlug == "runaway" {
 					mu.Lock()
 					spun = append(spun, r.Duration)

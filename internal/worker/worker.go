@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -44,19 +45,6 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
-// Signal chooses how a worker learns that new tasks wait.
-type Signal string
-
-// Signals.
-const (
-	// SignalPolling reads the queue with decorrelated-jitter backoff between
-	// MinPollInterval and MaxPollInterval, back to the minimum whenever work is found.
-	SignalPolling Signal = "polling"
-	// SignalNotify LISTENs for the queue's insert notifications, with a fallback poll
-	// every NotifyFallback.
-	SignalNotify Signal = "notify"
-)
-
 // ErrRestart is returned by Run when the worker stopped itself because handler calls
 // abandoned by the sandbox's watchdog piled up: the process should start afresh.
 var ErrRestart = errors.New("too many abandoned handler calls: restart the worker")
@@ -69,7 +57,7 @@ type Config struct {
 	Log     *slog.Logger       // [slog.Default()]
 	Metrics *telemetry.Metrics // optional
 	Health  *telemetry.Health  // optional
-	Hooks   Hooks              // optional
+	Hooks   pgflowtype.Hooks   // optional
 
 	Concurrency int // tasks running at once across all flows [32]
 	BatchSize   int // messages per read [32]
@@ -77,7 +65,7 @@ type Config struct {
 	// Signal is how the worker learns of new tasks [SignalNotify: a queue that cannot notify
 	// is polled instead]. Notify starts a run's first task within milliseconds of an idle
 	// minute, where polling waited for its backoff (1.4-3.9 s measured after a minute idle).
-	Signal          Signal
+	Signal          pgflowtype.Signal
 	MinPollInterval time.Duration // [100ms]
 	MaxPollInterval time.Duration // [5s]
 	// NotifyFallback is how often a notified flow polls anyway: messages that become visible
@@ -143,7 +131,7 @@ func (c Config) WithDefaults() Config {
 		c.BatchSize = 32
 	}
 	if c.Signal == "" {
-		c.Signal = SignalNotify
+		c.Signal = pgflowtype.SignalNotify
 	}
 	def(&c.MinPollInterval, 100*time.Millisecond)
 	def(&c.MaxPollInterval, 5*time.Second)
