@@ -596,6 +596,14 @@ func (c *Completer) writeClaiming(ctx context.Context, b *pgx.Batch, batch []Out
 		if cerr == nil || dberr.Transient(err) || ctx.Err() != nil {
 			return err // the connection or the completions, not the claim: written later
 		}
+		if dberr.SchemaChanged(cerr) {
+			// pgflow changed under the worker, whose watch prepares for the new one: this
+			// batch is written the plain way, and claims go on afterwards.
+			if c.cfg.OnError != nil {
+				c.cfg.OnError(cerr)
+			}
+			return nil
+		}
 		c.claimBroken.Store(true)
 		c.cfg.Log.Warn("starting successor tasks in their predecessors' transaction failed; completions are written without it from now on",
 			"error", cerr)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,8 +49,9 @@ type Config struct {
 
 // Service is the heartbeat of a set of worker rows.
 type Service struct {
-	cfg  Config
-	loop *service.Loop
+	cfg       Config
+	stoppedAt atomic.Bool // Config.StoppedAt, or what SetStoppedAt said since
+	loop      *service.Loop
 
 	conn *pgx.Conn // the liveness session; only the loop uses it once Start returned
 	told map[string]bool
@@ -58,6 +60,7 @@ type Service struct {
 // New returns a Service; nothing touches the database before Start.
 func New(cfg Config) *Service {
 	s := &Service{cfg: cfg, told: map[string]bool{}}
+	s.stoppedAt.Store(cfg.StoppedAt)
 	s.loop = service.NewLoop(s.run)
 	return s
 }
@@ -262,7 +265,7 @@ func (s *Service) markOnce(ctx context.Context) error {
 		where worker_id = any($1::text[]::uuid[])`, s.ids()); err != nil {
 		return err
 	}
-	if !s.cfg.StoppedAt {
+	if !s.stoppedAt.Load() {
 		return nil
 	}
 	for _, id := range s.ids() {
@@ -272,3 +275,6 @@ func (s *Service) markOnce(ctx context.Context) error {
 	}
 	return nil
 }
+
+// SetStoppedAt changes Config.StoppedAt: pgflow was upgraded under the worker.
+func (s *Service) SetStoppedAt(v bool) { s.stoppedAt.Store(v) }

@@ -35,8 +35,9 @@ func (f *Fetcher) QueueClaim(conn *pgxpool.Conn, b *pgx.Batch, runIDs, steps []s
 	if qty <= 0 || len(runIDs) == 0 || len(steps) == 0 || !f.readsTable.Load() {
 		return nil
 	}
-	c := &ClaimRead{f: f, startSchema: "pgflow"}
-	if !f.proto.queueNames {
+	proto := f.proto.Load()
+	c := &ClaimRead{f: f, startSchema: "pgflow", plan: readPlan{proto: proto}}
+	if !proto.queueNames {
 		c.startSchema = starttwin.Made(conn.Conn()) // making one would end the caller's transaction
 	}
 	table := schema.QueueTable(f.queue)
@@ -46,7 +47,7 @@ func (f *Fetcher) QueueClaim(conn *pgxpool.Conn, b *pgx.Batch, runIDs, steps []s
 		  where m.msg_id in (
 		      select st.message_id from pgflow.step_tasks st
 		      where st.flow_slug = $1 and st.run_id = any($2::text[]::uuid[]) and st.step_slug = any($3::text[])
-		        and st.status = 'queued' `+f.sameQueue("$6")+`)
+		        and st.status = 'queued' `+sameQueue(proto, "$6")+`)
 		    and m.vt <= clock_timestamp()
 		  order by m.msg_id limit $5 for update skip locked)
 		update `+table+` m set vt = clock_timestamp() + make_interval(secs => $4), read_ct = m.read_ct + 1

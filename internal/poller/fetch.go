@@ -49,17 +49,18 @@ type Task struct {
 // Fetcher runs the two-phase fetch for one queue of a flow: the flow's own queue, or on
 // pgflow 0.17+ a step's queue of a flow with per-step queues.
 type Fetcher struct {
-	pool     *pgxpool.Pool
-	flow     string
-	queue    string // the pgmq queue read
-	step     string // start_tasks' step selector (a per-step queue); "" for a flow queue
-	proto    claimProtocol
+	pool  *pgxpool.Pool
+	flow  string
+	queue string // the pgmq queue read
+	step  string // start_tasks' step selector (a per-step queue); "" for a flow queue
+	// proto is what the database's start_tasks takes and returns; a worker that finds pgflow
+	// upgraded under it swaps it (SetProtocol) while fetches go on.
+	proto    atomic.Pointer[claimProtocol]
 	workerID string
 	// visibility returns the seconds a started task's message stays hidden: the step's
 	// timeout plus a margin, so the message does not reappear while the handler runs.
 	visibility func(step string) int
 	readVT     int
-	flowInput  bool
 	mapStep    func(step string) bool
 	inputs     *runInputCache
 	// readSQL reads messages: $1 queue, $2 visibility seconds, $3 how many (queueRead); ""
@@ -95,9 +96,10 @@ type FetcherConfig struct {
 	// visibility of the flow's longest step: then only messages of shorter steps need a
 	// set_vt_batch after start_tasks, and a flow whose steps share one timeout needs none.
 	ReadVT int
-	// FlowInput says start_tasks returns flow_input and builds handler inputs without "run"
-	// (pgflow 0.12+): the fetcher then puts "run" back into single steps' inputs, so a handler
-	// gets ABI v1's input on every pgflow (see withRun).
+	// FlowInput says start_tasks returns flow_input (pgflow 0.12+), which then also builds
+	// handler inputs without "run". Whatever it says, the fetcher puts "run" back into a
+	// single step's input that lacks it, so a handler gets ABI v1's input on every pgflow,
+	// including one upgraded under the worker (see withRun).
 	FlowInput bool
 	// MapStep tells map steps (whose input is their element, on every pgflow) from single ones.
 	MapStep func(step string) bool
@@ -120,15 +122,25 @@ func NewFetcher(pool *pgxpool.Pool, cfg FetcherConfig) *Fetcher {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Fetcher{log: cfg.Log, pool: pool, flow: cfg.Flow, queue: cfg.Queue, step: cfg.Step,
-		proto: claimProtocol{queueNames: cfg.QueueNames, setsVisibility: cfg.SetsVisibility}, workerID: cfg.WorkerID, visibility: cfg.Visibility,
-		readVT: cfg.ReadVT, flowInput: cfg.FlowInput, mapStep: cfg.MapStep, inputs: newRunInputCache(runInputCacheBytes)}
+	f := &Fetcher{log: cfg.Log, pool: pool, flow: cfg.Flow, queue: cfg.Queue, step: cfg.Step,
+		workerID: cfg.WorkerID, visibility: cfg.Visibility,
+		readVT: cfg.ReadVT, mapStep: cfg.MapStep, inputs: newRunInputCache(runInputCacheBytes)}
+	f.SetProtocol(cfg.QueueNames, cfg.SetsVisibility, cfg.FlowInput)
+	return f
 }
 
 // claimProtocol is what the database's start_tasks takes and does.
 type claimProtocol struct {
 	queueNames     bool
 	setsVisibility bool
+	flowInput      bool
+}
+
+// SetProtocol changes what the fetcher's next fetches and claims expect of start_tasks
+// (FetcherConfig's QueueNames, SetsVisibility and FlowInput): for a worker that found pgflow
+// upgraded under it. A fetch or claim already begun keeps what it began with.
+func (f *Fetcher) SetProtocol(queueNames, setsVisibility, flowInput bool) {
+	f.proto.Store(&claimProtocol{queueNames: queueNames, setsVisibility: setsVisibility, flowInput: flowInput})
 }
 
 // Queue is the pgmq queue the fetcher reads.
@@ -232,8 +244,9 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 	}
 	// A connection released inside a transaction (a failed rollback) is closed by the pool.
 	defer conn.Release()
+	proto := f.proto.Load()
 	startSchema := "pgflow"
-	if !f.proto.queueNames {
+	if !proto.queueNames {
 		var why error
 		if startSchema, why = starttwin.Schema(ctx, conn.Conn()); why != nil {
 			f.log.Debug("fetches on this connection call pgflow.start_tasks itself, not a twin that keeps its plan", "why", why)
@@ -242,6 +255,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 	b := &pgx.Batch{}
 	b.Queue(`begin`).Exec(func(pgconn.CommandTag) error { return nil })
 	b.Queue(asyncCommit).Exec(func(pgconn.CommandTag) error { return nil })
+	b.Queue(schema.UpgradeLockShared).Exec(func(pgconn.CommandTag) error { return nil })
 	b.Queue(readSQL, f.queue, f.readVT, qty).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var r read
@@ -256,7 +270,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 		Rollback(conn)
 		return nil, fmt.Errorf("reading queue %s: %w", f.queue, err)
 	}
-	var p readPlan
+	p := readPlan{proto: proto}
 	for _, r := range got {
 		if err := f.add(&p, r.id, r.body); err != nil {
 			// Committed, the read keeps the message hidden for readVT seconds: rolled back,
@@ -287,6 +301,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 // whose step's visibility differs from the read's with that visibility, and the runs whose
 // input is not cached.
 type readPlan struct {
+	proto      *claimProtocol // what the fetch or claim that read them expects of start_tasks
 	ids, vtIDs []int64
 	offsets    []int32
 	missing    []string
@@ -366,6 +381,7 @@ type started struct {
 	tasks     []Task
 	attempts  map[int64]int
 	runInputs map[string][]byte // read by this start (the cache may drop them meanwhile)
+	noRun     []bool            // by task: its input has no "run" member
 	err       error             // start_tasks' own failure, when it is the batch's first
 }
 
@@ -373,28 +389,35 @@ type started struct {
 // or its twin in pg_temp (package starttwin), then the visibility of shorter steps' messages,
 // the attempt counts and the inputs of runs not cached. It leaves the commit to the caller.
 func (f *Fetcher) queueStart(b *pgx.Batch, startSchema string, p readPlan) *started {
+	proto := p.proto
 	s := &started{f: f, attempts: map[int64]int{}, runInputs: map[string][]byte{}}
 	ids, vtIDs, offsets, missingRuns := p.ids, p.vtIDs, p.offsets, p.missing
 	flowInput := "null::jsonb"
-	if f.flowInput {
+	if proto.flowInput {
 		flowInput = "flow_input"
 	}
 	claim, args := startSchema+`.start_tasks($1, $2::bigint[], $3::text::uuid)`, []any{f.flow, ids, f.workerID}
 	switch {
-	case f.proto.queueNames && f.step != "":
+	case proto.queueNames && f.step != "":
 		claim, args = `pgflow.start_tasks($1, $2::bigint[], $3::text::uuid, $4, $5)`, append(args, f.queue, f.step)
-	case f.proto.queueNames:
+	case proto.queueNames:
 		claim, args = `pgflow.start_tasks($1, $2::bigint[], $3::text::uuid, $4)`, append(args, f.queue)
 	}
-	b.Queue(`select run_id::text, step_slug, task_index, msg_id, input, `+flowInput+` from `+claim, args...).Query(func(rows pgx.Rows) error {
+	// hasRun: whether the input carries "run" is read off the input itself, not the protocol
+	// the fetcher expects, so a fetch that met a pgflow upgraded under it (0.12 dropped "run")
+	// still hands ABI v1's input to the handler (withRun).
+	b.Queue(`select run_id::text, step_slug, task_index, msg_id, input, `+flowInput+`,
+	            jsonb_typeof(input) = 'object' and input ? 'run' from `+claim, args...).Query(func(rows pgx.Rows) error {
 		now := time.Now()
 		for rows.Next() {
 			t := Task{FlowSlug: f.flow, StartedAt: now}
 			var input, runInput []byte
-			if err := rows.Scan(&t.RunID, &t.StepSlug, &t.TaskIndex, &t.MsgID, &input, &runInput); err != nil {
+			var hasRun bool
+			if err := rows.Scan(&t.RunID, &t.StepSlug, &t.TaskIndex, &t.MsgID, &input, &runInput, &hasRun); err != nil {
 				return err
 			}
 			t.Input = input
+			s.noRun = append(s.noRun, !hasRun)
 			if runInput != nil {
 				s.runInputs[t.RunID] = runInput
 			}
@@ -406,13 +429,13 @@ func (f *Fetcher) queueStart(b *pgx.Batch, startSchema string, p readPlan) *star
 	// pgflow 0.8's start_tasks means to set each message's visibility to its step's timeout
 	// + 2 s, but its set_vt_batch CTE is never evaluated. pgmq.read already gave every message
 	// the longest step's visibility; messages of shorter steps get theirs here.
-	if len(vtIDs) > 0 && !f.proto.setsVisibility {
+	if len(vtIDs) > 0 && !proto.setsVisibility {
 		b.Queue(`select count(*) from pgflow.set_vt_batch($1, $2::bigint[], $3::int[])`, f.flow, vtIDs, offsets).
 			Exec(func(pgconn.CommandTag) error { return nil })
 	}
 	b.Queue(`select st.message_id, st.attempts_count from pgflow.step_tasks st
 	          where st.flow_slug = $1 and st.message_id = any($2::bigint[]) and st.status = 'started' and st.last_worker_id = $3::text::uuid `+
-		f.sameQueue("$4"), f.flow, ids, f.workerID, f.queue).Query(func(rows pgx.Rows) error {
+		sameQueue(proto, "$4"), f.flow, ids, f.workerID, f.queue).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id int64
 			var n int
@@ -448,7 +471,7 @@ func (f *Fetcher) queueStart(b *pgx.Batch, startSchema string, p readPlan) *star
 func (s *started) mine(sent time.Time) []Task {
 	f := s.f
 	mine := s.tasks[:0]
-	for _, t := range s.tasks {
+	for i, t := range s.tasks {
 		n, ok := s.attempts[t.MsgID]
 		if !ok {
 			continue
@@ -460,7 +483,7 @@ func (s *started) mine(sent time.Time) []Task {
 		if t.FlowInput == nil {
 			t.FlowInput = f.inputs.get(t.RunID)
 		}
-		if f.flowInput && !f.mapStep(t.StepSlug) {
+		if s.noRun[i] && !f.mapStep(t.StepSlug) {
 			t.Input = withRun(t.Input, t.FlowInput)
 		}
 		mine = append(mine, t)
@@ -472,8 +495,10 @@ func (s *started) mine(sent time.Time) []Task {
 // sameQueue is the condition that a step_tasks row's message is in this fetcher's queue,
 // given the parameter holding the queue name: on pgflow 0.17+ message ids are unique per
 // queue only (a flow with per-step queues repeats them), before there is one queue a flow.
-func (f *Fetcher) sameQueue(param string) string {
-	if !f.proto.queueNames {
+func (f *Fetcher) sameQueue(param string) string { return sameQueue(f.proto.Load(), param) }
+
+func sameQueue(proto *claimProtocol, param string) string {
+	if !proto.queueNames {
 		return "and " + param + "::text is not null" // keeps the parameter in use
 	}
 	return "and st.queue_name = " + param

@@ -23,6 +23,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// StaleSQLState is the SQLSTATE a twin raises when pgflow's start_tasks it was copied from
+// has changed or gone (pgflow upgraded under the session): object_not_in_prerequisite_state,
+// which no pgflow function raises and which package dberr counts as neither transient nor
+// pgflow's verdict, so no task is failed over it. The transaction is rolled back: nothing is
+// started by a stale copy.
+const StaleSQLState = "55000"
+
 // key marks a connection (pgconn's CustomData) with the schema its fetches call.
 const key = "pgflow-wasm/starttwin"
 
@@ -57,6 +64,8 @@ func Made(conn *pgx.Conn) string {
 
 // overload is one pgflow.start_tasks as the catalogue describes it.
 type overload struct {
+	oid                      uint32
+	xmin                     string // the row version: changed by CREATE OR REPLACE
 	args, result, lang, body string
 	settings                 []string // proconfig: name=value
 }
@@ -74,7 +83,7 @@ func create(ctx context.Context, conn *pgx.Conn) error {
 	if _, err := tx.Exec(ctx, `select set_config('search_path', 'pg_catalog', true)`); err != nil {
 		return err
 	}
-	rows, err := tx.Query(ctx, `select pg_get_function_arguments(p.oid), pg_get_function_result(p.oid), l.lanname, p.prosrc,
+	rows, err := tx.Query(ctx, `select p.oid, p.xmin::text, pg_get_function_arguments(p.oid), pg_get_function_result(p.oid), l.lanname, p.prosrc,
 	       coalesce(p.proconfig, '{}')
 	  from pg_proc p join pg_language l on l.oid = p.prolang
 	 where p.pronamespace = 'pgflow'::regnamespace and p.proname = 'start_tasks'`)
@@ -82,7 +91,7 @@ func create(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("reading pgflow.start_tasks: %w", err)
 	}
 	overloads, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (o overload, err error) {
-		err = r.Scan(&o.args, &o.result, &o.lang, &o.body, &o.settings)
+		err = r.Scan(&o.oid, &o.xmin, &o.args, &o.result, &o.lang, &o.body, &o.settings)
 		return o, err
 	})
 	if err != nil {
@@ -130,8 +139,16 @@ func createSQL(o overload) (stmt string, settings []string, err error) {
 		return "", nil, fmt.Errorf("pgflow.start_tasks(%s): %w", o.args, err)
 	}
 	// use_column: where a name is both a column and an argument, an SQL function reads the
-	// column; PL/pgSQL would refuse the statement as ambiguous.
-	code := "#variable_conflict use_column\nbegin\nreturn query\n" + query + "\n;\nend"
+	// column; PL/pgSQL would refuse the statement as ambiguous. The twin first checks that the
+	// original is still the row it was copied from (one index lookup, its plan kept): a
+	// pgflow upgraded under the session fails the call rather than run the old body on the new
+	// tables.
+	code := fmt.Sprintf("#variable_conflict use_column\nbegin\n"+
+		"if not exists (select from pg_catalog.pg_proc where oid = %d and xmin = '%s'::xid) then\n"+
+		"raise exception using errcode = '%s', message = %s, hint = 'pgflow was changed under this session: reconnect';\n"+
+		"end if;\nreturn query\n", o.oid, o.xmin, StaleSQLState,
+		quoteLiteral("pgflow.start_tasks("+o.args+") has changed since this session's twin was copied from it")) +
+		query + "\n;\nend"
 	var set strings.Builder
 	for _, s := range o.settings {
 		name, _, ok := strings.Cut(s, "=")
@@ -144,6 +161,9 @@ func createSQL(o overload) (stmt string, settings []string, err error) {
 	return fmt.Sprintf("create function pg_temp.start_tasks(%s) returns %s language plpgsql%s as %s",
 		o.args, o.result, set.String(), dollarQuote(code)), settings, nil
 }
+
+// quoteLiteral is s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // dollarQuote is s between dollar quotes whose tag s does not contain.
 func dollarQuote(s string) string {

@@ -34,6 +34,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/plancache"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // Call is one guarded call: which task, which attempt, and the output JSON (complete) or the
@@ -130,6 +131,8 @@ func Queue(b *pgx.Batch, kind Kind, calls []Call, results []Result, opts Options
 	if kind == Fail {
 		sql = failSQL
 	}
+	// Not while pgflow is being migrated: the calls are pgflow's as it is before or after.
+	b.Queue(schema.UpgradeLockShared).Exec(func(pgconn.CommandTag) error { return nil })
 	plancache.QueueGeneric(b)
 	b.Queue(lockRunsSQL, runs).Exec(func(pgconn.CommandTag) error { return nil })
 	if kind == Fail && opts.AttemptHistory {

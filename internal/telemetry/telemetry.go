@@ -221,6 +221,7 @@ type Health struct {
 	dbUp     atomic.Bool
 	started  atomic.Bool
 	follows  atomic.Pointer[Health]
+	waiting  atomic.Pointer[string] // what the worker waits for before it serves again; nil: nothing
 }
 
 // SetStarted marks the worker as registered and taking work.
@@ -228,6 +229,16 @@ func (h *Health) SetStarted() { h.started.Store(true) }
 
 // SetDraining marks the worker as stopping: it takes no new work.
 func (h *Health) SetDraining() { h.draining.Store(true) }
+
+// SetWaiting says what the worker waits for before it takes work again (pgflow changed
+// under it, say); "" when it waits for nothing.
+func (h *Health) SetWaiting(what string) {
+	if what == "" {
+		h.waiting.Store(nil)
+		return
+	}
+	h.waiting.Store(&what)
+}
 
 // SetDatabase records whether the last database call succeeded.
 func (h *Health) SetDatabase(up bool) { h.dbUp.Store(up) }
@@ -250,6 +261,8 @@ func (h *Health) Ready() (bool, string) {
 		return false, "draining: the worker is stopping and takes no new tasks"
 	case !h.started.Load():
 		return false, "starting: waiting to check pgflow in the database and register this worker's flows"
+	case h.waiting.Load() != nil:
+		return false, *h.waiting.Load()
 	case !h.dbUp.Load():
 		return false, "database unreachable: waiting for a database call to succeed (retrying with backoff)"
 	}

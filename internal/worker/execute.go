@@ -91,7 +91,7 @@ func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) txEn
 		return txEnd{outcome: completer.Outcome{Task: t, Failed: true, Error: msg}}
 	}
 	log.log(slog.LevelDebug, "task started")
-	ctxJSON, err := TaskContext(t, fs.workerID, st.timeout, st.ctxShape, w.proto.Version)
+	ctxJSON, err := TaskContext(t, fs.workerID, st.timeout, st.ctxShape, w.pgflow().Version)
 	if err != nil {
 		return txEnd{outcome: completer.Outcome{Task: t, Failed: true, Error: err.Error()}}
 	}

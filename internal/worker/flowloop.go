@@ -63,7 +63,7 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 		}
 		began := time.Now()
 		fs.fetching.Add(1)
-		tasks, err := q.fetcher.Fetch(ctx, n)
+		tasks, err := w.fetch(ctx, q, n)
 		w.unreserve(fs, n-len(tasks))
 		if w.trace != nil {
 			fetched := time.Now()
@@ -76,13 +76,21 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 		}
 		fs.fetches.Add(1)
 		fs.fetching.Add(-1)
+		if err == errHalted {
+			// pgflow changed under the worker: the watch rings every queue once it has
+			// prepared for the new one (pgflowwatch.go).
+			timer.Reset(w.cfg.MaxPollInterval)
+			continue
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			w.metricPoll(fs, "error")
 			w.dbError("fetch", err)
-			w.cfg.Health.SetDatabase(false)
+			if !w.pgflowSuspect(err) {
+				w.cfg.Health.SetDatabase(false) // else the watch says what the worker waits for
+			}
 			wait := dbRetry.Next()
 			if !dbDown {
 				w.log.Warn("fetching tasks failed; retrying with backoff", "flow", fs.def.Slug, "error", err, "retry_in", wait)

@@ -76,7 +76,7 @@ func (w *Worker) handBackOrphans(ctx context.Context, own []recovery.Started, be
 		}
 		giveBack := w.ownRequeues[key] < taskwrite.MaxRequeues
 		res, err := taskwrite.RequeueOne(ctx, w.cfg.Pool, c, taskwrite.RequeueOptions{Options: taskwrite.Options{AttemptHistory: w.history},
-			Counted: w.proto.Requeue, QueueNames: w.proto.QueueNames, GiveBack: giveBack})
+			Counted: w.pgflow().Requeue, QueueNames: w.pgflow().QueueNames, GiveBack: giveBack})
 		if err != nil {
 			if ctx.Err() == nil {
 				w.log.Warn("requeueing a task of a lost fetch reply failed; next round retries", "run_id", o.RunID, "error", err)

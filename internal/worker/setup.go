@@ -31,7 +31,7 @@ func checkSchema(ctx context.Context, pool *pgxpool.Pool) (schema.Protocol, erro
 // queues and their fetchers.
 func (w *Worker) loadEffectiveOptions(ctx context.Context) error {
 	queueCols := `null::text, 'flow'`
-	if w.proto.QueueNames {
+	if w.pgflow().QueueNames {
 		queueCols = `s.queue_name, f.queue_mode`
 	}
 	for _, fs := range w.flows {
@@ -71,7 +71,7 @@ func (w *Worker) loadEffectiveOptions(ctx context.Context) error {
 			return fmt.Errorf("flow %s is not compiled into this database: run `pgflow-wasm compile` (serve does it first)", fs.def.Slug)
 		}
 		if fs.def.Split() && mode != "step" {
-			return splitFlowError(fs.def, w.proto)
+			return splitFlowError(fs.def, w.pgflow())
 		}
 		fs.queues = w.queuesOf(fs, mode, stepQueue)
 	}
@@ -100,10 +100,10 @@ func (w *Worker) queuesOf(fs *flowState, mode string, stepQueue map[string]strin
 			Flow:           fs.def.Slug,
 			Queue:          queue,
 			Step:           step,
-			QueueNames:     w.proto.QueueNames,
-			SetsVisibility: w.proto.Lifecycle,
+			QueueNames:     w.pgflow().QueueNames,
+			SetsVisibility: w.pgflow().Lifecycle,
 			WorkerID:       fs.workerID,
-			FlowInput:      w.proto.FlowInput,
+			FlowInput:      w.pgflow().FlowInput,
 			MapStep:        func(step string) bool { return mapSteps[step] },
 			ReadVT:         readVT,
 			Log:            w.log,

@@ -33,7 +33,6 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/heartbeat"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/requeueguard"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
@@ -100,6 +99,10 @@ type Config struct {
 	AttemptHistory  time.Duration
 	MaxAbandoned    int // abandoned sandbox calls that make the worker restart itself [4]
 	CompletionBatch int // outcomes per write transaction [100]
+	// PgflowCheckInterval is how often the worker looks whether pgflow was changed under it
+	// (a catalogue fingerprint, pgflowwatch.go); errors that say so make it look at once [5s].
+	// Negative: only errors make it look.
+	PgflowCheckInterval time.Duration
 	// CompletionWriters is how many write transactions may be in flight at once [2]:
 	// complete_task is heavy, and one transaction at a time keeps one database core busy.
 	CompletionWriters int
@@ -150,6 +153,9 @@ func (c Config) WithDefaults() Config {
 	}
 	def(&c.DrainTimeout, 30*time.Second)
 	def(&c.CancelCheckInterval, 500*time.Millisecond)
+	if c.PgflowCheckInterval == 0 {
+		c.PgflowCheckInterval = 5 * time.Second
+	}
 	def(&c.AttemptHistory, 7*24*time.Hour)
 	if c.MaxAbandoned <= 0 {
 		c.MaxAbandoned = 4
@@ -185,10 +191,13 @@ type Worker struct {
 	// are launched; the drain takes it (write) to end claims, so none launches a task
 	// while it waits for the running ones (claim.go).
 	claimGate sync.RWMutex
-	noClaims  bool            // guarded by claimGate
-	known     taskSet         // tasks launched whose outcome is not written yet (orphans.go)
-	proto     schema.Protocol // the pgflow the database speaks, read at Run
-	running   sync.WaitGroup  // tasks in flight
+	noClaims  bool           // guarded by claimGate
+	known     taskSet        // tasks launched whose outcome is not written yet (orphans.go)
+	running   sync.WaitGroup // tasks in flight
+	// proto is the pgflow the database speaks, read at Run and again whenever pgflow changes
+	// under the worker (pgflowwatch.go); upgrade is that watch's state.
+	proto   atomic.Pointer[schema.Protocol]
+	upgrade upgradeState
 
 	// runCtx is the context handlers run under; it is cancelled only when the drain
 	// deadline passes, never by the first shutdown signal.
@@ -288,6 +297,7 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 	}
 	w := &Worker{cfg: cfg, log: cfg.Log, byFlow: map[string]*flowState{}, byWorker: map[string]*flowState{}, stop: make(chan struct{}),
 		started: make(chan struct{})}
+	w.upgrade.checkNow = make(chan struct{}, 1)
 	w.global = &slots{max: cfg.Concurrency, onFree: w.wakeStarved}
 	w.runCtx, w.cancelRun = context.WithCancel(context.Background())
 	for _, fl := range cfg.Flows.Flows {
@@ -334,7 +344,11 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 		w.leases = fetchlease.New(fetchlease.Config{Pool: cfg.Pool, Slots: max(cfg.FetchLeases, 1), Log: w.log})
 	}
 	w.done = completer.New(cfg.Pool, completer.Config{MaxBatch: cfg.CompletionBatch, Writers: cfg.CompletionWriters,
-		OnWritten: w.onWritten, Log: w.log, OnError: func(err error) { w.dbError("write outcomes", err) }, Claim: w.claimSuccessors,
+		OnWritten: w.onWritten, Log: w.log, Claim: w.claimSuccessors,
+		OnError: func(err error) {
+			w.dbError("write outcomes", err)
+			w.pgflowSuspect(err)
+		},
 		AwaitedAtOnce: true})
 	return w, nil
 }
@@ -387,11 +401,17 @@ func (w *Worker) Stop() { w.stopOnce.Do(func() { close(w.stop) }) }
 func (w *Worker) Run(ctx context.Context) error {
 	defer w.closeModules(context.WithoutCancel(ctx))
 	defer w.trace.close()
+	// The fingerprint first: a change between the two reads is then seen by the first check.
+	catalogue, err := schema.CatalogueFingerprint(ctx, w.cfg.Pool)
+	if err != nil {
+		return err
+	}
 	proto, err := checkSchema(ctx, w.cfg.Pool)
 	if err != nil {
 		return err
 	}
-	w.proto = proto
+	w.proto.Store(&proto)
+	w.upgrade.catalogue, w.upgrade.release = catalogue, schema.InstalledRelease(ctx, w.cfg.Pool)
 	if err := w.checkSQLRoles(ctx); err != nil {
 		return err
 	}
@@ -441,6 +461,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.leases.Close(context.WithoutCancel(ctx)) // other workers read what is left
 	}
 	w.drain()
+	w.stopLateServices()
 	services.Stop()
 	w.log.Info("worker stopped")
 	if w.restart.Load() {
@@ -455,15 +476,14 @@ func (w *Worker) services(listen *poller.Listener) []service.Service {
 	for i, fs := range w.flows {
 		rows[i] = heartbeat.Row{WorkerID: fs.workerID, Queue: fs.def.Slug}
 	}
-	out := []service.Service{
-		heartbeat.New(heartbeat.Config{Pool: w.cfg.Pool, Rows: rows, Interval: w.cfg.HeartbeatInterval,
-			StoppedAt: w.proto.StoppedAt, ProcessMode: w.proto.StartModes, Log: w.log, Health: w.cfg.Health, OnDeprecated: w.deprecated}),
+	proto := w.pgflow()
+	w.upgrade.heartbeat = heartbeat.New(heartbeat.Config{Pool: w.cfg.Pool, Rows: rows, Interval: w.cfg.HeartbeatInterval,
+		StoppedAt: proto.StoppedAt, ProcessMode: proto.StartModes, Log: w.log, Health: w.cfg.Health, OnDeprecated: w.deprecated})
+	out := []service.Service{w.upgrade.heartbeat}
+	if g := w.requeueGuard(proto); g != nil {
+		out = append(out, g)
 	}
-	if w.proto.Requeue && w.cfg.RequeueGuardAfter > 0 {
-		out = append(out, requeueguard.New(requeueguard.Config{Pool: w.cfg.Pool, Interval: w.cfg.RequeueGuardInterval,
-			After: w.cfg.RequeueGuardAfter, StartedBefore: w.known.startedBefore, Log: w.log}))
-	}
-	out = append(out, service.NewLoop(w.recoveryLoop), service.NewLoop(w.cancelWatch), w.done)
+	out = append(out, service.NewLoop(w.recoveryLoop), service.NewLoop(w.cancelWatch), w.done, service.NewLoop(w.pgflowWatch))
 	if s := w.scheduler(); s != nil {
 		out = append(out, s)
 	}
