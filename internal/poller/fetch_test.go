@@ -10,6 +10,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // setup creates flow "f" (root map step "m" feeding single step "s"), registers a worker and
@@ -36,6 +37,7 @@ func setup(t *testing.T, db *pgtest.DB) string {
 func fetcher(t testing.TB, db *pgtest.DB, worker string) *poller.Fetcher {
 	proto := db.Protocol(t)
 	return poller.NewFetcher(db.Pool, poller.FetcherConfig{Flow: "f", WorkerID: worker, QueueNames: proto.QueueNames, SetsVisibility: proto.Lifecycle,
+		FlowInput: proto.FlowInput, MapStep: func(step string) bool { return step == "m" },
 		Visibility: func(step string) int {
 			if step == "m" {
 				return 9
@@ -241,5 +243,51 @@ func TestAFailedStartLeavesTheMessagesVisible(t *testing.T) {
 	}
 	if visible != 2 || readCt != 0 || queued != 2 {
 		t.Errorf("after the failed start: %d of 2 messages visible, read_ct total %d, %d tasks queued; want 2, 0, 2 (the read undone)", visible, readCt, queued)
+	}
+}
+
+// A fetcher that expects pgflow 0.8's start_tasks on a database whose pgflow was upgraded to
+// 0.12 or later under it (which leaves "run" out of a single step's input) still hands the
+// handler ABI v1's input: "run" is put back wherever it is missing, whatever was expected.
+func TestAnUpgradedPgflowStillGivesSingleStepsTheirRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t, pgtest.Empty())
+	conn := db.Conn(t)
+	if _, err := schema.Install(ctx, conn, schema.Options{MigrationsDir: pgtest.PgflowRelease(t, 16), Layer: schema.LayerSchema}); err != nil {
+		t.Fatal(err)
+	}
+	if !db.Protocol(t).FlowInput {
+		t.Fatalf("pgflow 0.12.0 was installed but the database has %s", db.Protocol(t))
+	}
+	worker := setup(t, db)
+	if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('f', '[{"b": 1}]')`); err != nil {
+		t.Fatal(err)
+	}
+	f := poller.NewFetcher(db.Pool, poller.FetcherConfig{Flow: "f", WorkerID: worker, FlowInput: false,
+		MapStep: func(step string) bool { return step == "m" }, Visibility: func(string) int { return 30 }})
+	tasks, err := f.Fetch(ctx, 10)
+	if err != nil || len(tasks) != 1 || string(tasks[0].Input) != `{"b": 1}` {
+		t.Fatalf("fetching the map step's task: %+v, %v; want one task with its bare element", tasks, err)
+	}
+	if _, err := db.Pool.Exec(ctx, `select pgflow.complete_task($1::uuid, 'm', 0, '"done"')`, tasks[0].RunID); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(tasks) == 1 && tasks[0].StepSlug == "m" && time.Now().Before(deadline) {
+		if tasks, err = f.Fetch(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		if len(tasks) == 0 {
+			tasks = []poller.Task{{StepSlug: "m"}}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if len(tasks) != 1 || tasks[0].StepSlug != "s" {
+		t.Fatalf("fetching the single step's task: %+v", tasks)
+	}
+	var in map[string]json.RawMessage
+	if err := json.Unmarshal(tasks[0].Input, &in); err != nil || string(in["run"]) != `[{"b": 1}]` || string(in["m"]) != `["done"]` {
+		t.Fatalf("the single step got %s, want {\"run\": [{\"b\": 1}], \"m\": [\"done\"]}", tasks[0].Input)
 	}
 }

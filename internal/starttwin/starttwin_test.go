@@ -2,11 +2,13 @@ package starttwin_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/starttwin"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
@@ -152,5 +154,29 @@ func TestWithoutTemporaryObjectsFetchesCallPgflows(t *testing.T) {
 	}
 	if got, why = starttwin.Schema(ctx, conn); got != "pgflow" || why != nil {
 		t.Errorf("asked again: Schema = %q, %v; want pgflow and no second attempt", got, why)
+	}
+}
+
+// Once pgflow's start_tasks is replaced (an upgrade under a serving worker), a session's twin
+// of it refuses to run, with starttwin.StaleSQLState, rather than run the old body.
+func TestATwinRefusesToRunOnceItsOriginalChanged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	conn := db.Conn(t)
+	if got, why := starttwin.Schema(ctx, conn); got != "pg_temp" {
+		t.Skipf("this database's start_tasks has no twin (%v)", why)
+	}
+	exec(t, conn, `select count(*) from pg_temp.start_tasks('f', '{}'::bigint[], null::uuid)`)
+	var def string
+	if err := conn.QueryRow(ctx, `select pg_get_functiondef(p.oid) from pg_proc p
+		where p.pronamespace = 'pgflow'::regnamespace and p.proname = 'start_tasks' limit 1`).Scan(&def); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, conn, def) // CREATE OR REPLACE: the same body, a new version of the row
+	_, err := conn.Exec(ctx, `select count(*) from pg_temp.start_tasks('f', '{}'::bigint[], null::uuid)`)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != starttwin.StaleSQLState || !strings.Contains(pgErr.Message, "has changed") {
+		t.Fatalf("the twin of a replaced start_tasks: %v, want SQLSTATE %s saying the original changed", err, starttwin.StaleSQLState)
 	}
 }
