@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
@@ -265,4 +266,70 @@ func waitVersion(t *testing.T, pool *pgxpool.Pool, since time.Time, want string)
 func itoa(i int) string {
 	b, _ := json.Marshal(i)
 	return string(b)
+}
+
+// A pgflow changed under the worker into one it cannot serve (here a task status no release
+// has) halts its fetching, and /readyz says why and what it waits for; once pgflow changes
+// back the worker serves again, and the run started meanwhile completes.
+func TestAWorkerWaitsOutAPgflowItCannotServeAndSaysSo(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	f := flows(t, `
+flows:
+  - slug: waits
+    max_attempts: 1
+    steps:
+      - {slug: only, module: "{{oracle}}"}
+`)
+	health := &telemetry.Health{}
+	startWorker(t, db.Pool, f, worker.Config{Health: health, PgflowCheckInterval: 100 * time.Millisecond})
+	if r := waitRun(t, db.Pool, startRun(t, db.Pool, "waits", `{}`), 60*time.Second); r.Status != "completed" {
+		t.Fatalf("before the change: %s (%s)", r.Status, r.Error)
+	}
+	var def string
+	if err := db.Pool.QueryRow(ctx, `select pg_get_constraintdef(oid) from pg_constraint
+		where conrelid = 'pgflow.step_tasks'::regclass and conname = 'valid_status'`).Scan(&def); err != nil {
+		t.Fatal(err)
+	}
+	newer := strings.Replace(def, "'queued'::text", "'queued'::text, 'paused'::text", 1)
+	if newer == def {
+		t.Fatalf("cannot add a status to %s", def)
+	}
+	if _, err := db.Pool.Exec(ctx, `alter table pgflow.step_tasks drop constraint valid_status, add constraint valid_status `+newer); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, health, false, "which this worker cannot serve")
+	if _, why := health.Ready(); !strings.Contains(why, "tasks have a status paused") || !strings.Contains(why, "waiting for pgflow to change again") {
+		t.Errorf("/readyz says %q, want what was found and what the worker waits for", why)
+	}
+	run := startRun(t, db.Pool, "waits", `{}`)
+	time.Sleep(time.Second)
+	var status string
+	if err := db.Pool.QueryRow(ctx, `select status from pgflow.step_tasks where run_id = $1::uuid`, run).Scan(&status); err != nil || status != "queued" {
+		t.Fatalf("a task of a pgflow the worker cannot serve is %s (%v), want it left queued", status, err)
+	}
+	if _, err := db.Pool.Exec(ctx, `alter table pgflow.step_tasks drop constraint valid_status, add constraint valid_status `+def); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, health, true, "ok")
+	if r := waitRun(t, db.Pool, run, 60*time.Second); r.Status != "completed" {
+		t.Fatalf("the run started while the worker waited: %s (%s)", r.Status, r.Error)
+	}
+}
+
+// waitReady waits until /readyz answers ready (or not) with a reason containing want.
+func waitReady(t *testing.T, h *telemetry.Health, ready bool, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, why := h.Ready()
+		if ok == ready && strings.Contains(why, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still says %v %q after 30 s, want %v and %q", ok, why, ready, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
