@@ -18,9 +18,9 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
-// A worker serving pgflow 0.8.1 with runs in flight is upgraded under it, in-process as
-// `db install --migrations` does, to 0.14.1 and then to pgflow's main: it notices, prepares
-// for each new pgflow and serves on, without a restart. Every run completes on its one
+// Two workers serving pgflow 0.8.1 with runs in flight have it upgraded under them, in-process
+// as `db install --migrations` does, to 0.14.1 and then to pgflow's main: each notices,
+// prepares for each new pgflow and serves on, without a restart. Every run completes on its one
 // attempt, every single step got ABI v1's input ("run" and all), and runs started after an
 // upgrade reach a TypeScript handler as the new release's worker gives them. The pause (the
 // upgrade's commit to the first task completed after it) is logged.
@@ -43,8 +43,16 @@ flows:
     steps:
       - {slug: echo, module: "{{echo_ts}}"}
 `)
-	logs := &syncBuffer{}
-	w := startWorker(t, db.Pool, f, worker.Config{Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	var workers []*runningWorker
+	var workerLogs []*syncBuffer
+	for range 2 {
+		l := &syncBuffer{}
+		workerLogs = append(workerLogs, l)
+		workers = append(workers, startWorker(t, db.Pool, f, worker.Config{Log: slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelInfo}))}))
+	}
+	logs := func() string {
+		return "worker 0:\n" + workerLogs[0].String() + "worker 1:\n" + workerLogs[1].String()
+	}
 
 	// Runs go on being started through both upgrades, a few at a time.
 	ctx, stopRuns := context.WithCancel(context.Background())
@@ -102,7 +110,7 @@ flows:
 			}
 		}
 		if first.IsZero() {
-			t.Fatalf("no task completed within 90 s of the upgrade to pgflow %s; the worker's log:\n%s", up.name, logs)
+			t.Fatalf("no task completed within 90 s of the upgrade to pgflow %s; the workers' logs:\n%s", up.name, logs())
 		}
 		// And to the first task both started and completed after it: fetching again.
 		var fetched time.Time
@@ -117,7 +125,7 @@ flows:
 		t.Logf("pause of the upgrade to pgflow %s: %s from its commit to the first task completed after it, %s to the first started and completed after it",
 			up.name, first.Sub(committed).Round(time.Millisecond), fetched.Sub(committed).Round(time.Millisecond))
 		if testing.Verbose() {
-			t.Logf("the worker's log so far:\n%s", logs)
+			t.Logf("the workers' logs so far:\n%s", logs())
 		}
 		// A run started now reaches a handler as the new pgflow gives it.
 		got := shapeRun(t, db.Pool)
@@ -143,7 +151,7 @@ flows:
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d runs still open 120 s after the last upgrade; the worker's log:\n%s", open, len(all), logs)
+			t.Fatalf("%d of %d runs still open 120 s after the last upgrade; the workers' logs:\n%s", open, len(all), logs())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -183,14 +191,16 @@ flows:
 		t.Fatal(err)
 	}
 	t.Logf("%d runs, all completed on their one attempt", n)
-	select {
-	case <-w.Stopped():
-		t.Fatalf("the worker stopped during the upgrades: %v", w.Err())
-	default:
-	}
-	for _, want := range []string{"pgflow changed under the worker", "serving again on the changed pgflow"} {
-		if !strings.Contains(logs.String(), want) {
-			t.Errorf("the worker's log does not say %q:\n%s", want, logs)
+	for i, w := range workers {
+		select {
+		case <-w.Stopped():
+			t.Fatalf("worker %d stopped during the upgrades: %v", i, w.Err())
+		default:
+		}
+		for _, want := range []string{"pgflow changed under the worker", "serving again on the changed pgflow", `to="main (2026-10-01) (protocol main`} {
+			if !strings.Contains(workerLogs[i].String(), want) {
+				t.Errorf("worker %d's log does not say %q:\n%s", i, want, workerLogs[i])
+			}
 		}
 	}
 }
