@@ -35,16 +35,21 @@ func CatalogueFingerprint(ctx context.Context, q interface {
 	return fp, nil
 }
 
-// InstalledRelease is the pgflow release of the newest migration `db install` applied
-// (pgflow_wasm.schema_migrations), for messages; "" when pgflow was installed otherwise or
-// the bookkeeping cannot be read.
-func InstalledRelease(ctx context.Context, q interface {
+// NewestMigrationSQL reads the name of the newest migration `db install` applied: each
+// migration's transaction holds the upgrade lock (UpgradeLockShared), so inside a
+// transaction that holds it shared, the name says which pgflow every statement of that
+// transaction meets.
+const NewestMigrationSQL = `select coalesce(max(name), '') from pgflow_wasm.schema_migrations`
+
+// NewestMigration is the newest migration `db install` applied (pgflow_wasm.schema_migrations)
+// and the pgflow release it came with; "", "" when pgflow was installed otherwise or the
+// bookkeeping cannot be read.
+func NewestMigration(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}) string {
-	var v string
-	err := q.QueryRow(ctx, `select pgflow_version from pgflow_wasm.schema_migrations order by name desc limit 1`).Scan(&v)
+}) (name, release string) {
+	err := q.QueryRow(ctx, `select name, pgflow_version from pgflow_wasm.schema_migrations order by name desc limit 1`).Scan(&name, &release)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return ""
+		return "", ""
 	}
-	return v
+	return name, release
 }

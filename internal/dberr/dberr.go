@@ -188,6 +188,12 @@ var schemaCodes = map[string]bool{
 	"55000": true, // object not in prerequisite state: a stale twin of start_tasks
 }
 
-// SchemaChanged reports whether err is one a changed schema causes (schemaCodes): a worker
-// should look whether pgflow was upgraded under it.
-func SchemaChanged(err error) bool { return schemaCodes[SQLState(err)] }
+// ErrSchemaChanged is wrapped by errors that found pgflow changed under the statement's
+// caller before the database said so (a fetch that saw a newer migration recorded).
+var ErrSchemaChanged = errors.New("pgflow changed under the worker")
+
+// SchemaChanged reports whether err is one a changed schema causes (schemaCodes, or
+// ErrSchemaChanged): a worker should look whether pgflow was upgraded under it.
+func SchemaChanged(err error) bool {
+	return errors.Is(err, ErrSchemaChanged) || schemaCodes[SQLState(err)]
+}

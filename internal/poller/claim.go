@@ -40,6 +40,8 @@ func (f *Fetcher) QueueClaim(conn *pgxpool.Conn, b *pgx.Batch, runIDs, steps []s
 	if !proto.queueNames {
 		c.startSchema = starttwin.Made(conn.Conn()) // making one would end the caller's transaction
 	}
+	// The completions' write took the upgrade lock: the newest migration holds for the claim.
+	f.queueWitness(b, &c.err)
 	table := schema.QueueTable(f.queue)
 	b.Queue(`
 		with picked as (

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/plancache"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/starttwin"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
@@ -55,7 +56,10 @@ type Fetcher struct {
 	step  string // start_tasks' step selector (a per-step queue); "" for a flow queue
 	// proto is what the database's start_tasks takes and returns; a worker that finds pgflow
 	// upgraded under it swaps it (SetProtocol) while fetches go on.
-	proto    atomic.Pointer[claimProtocol]
+	proto atomic.Pointer[claimProtocol]
+	// witness is the newest migration `db install` had applied when the worker prepared for
+	// its pgflow (schema.NewestMigration); "" checks none (SetWitness).
+	witness  atomic.Pointer[string]
 	workerID string
 	// visibility returns the seconds a started task's message stays hidden: the step's
 	// timeout plus a margin, so the message does not reappear while the handler runs.
@@ -134,6 +138,43 @@ type claimProtocol struct {
 	queueNames     bool
 	setsVisibility bool
 	flowInput      bool
+}
+
+// SetWitness gives the newest migration `db install` had applied when the worker read the
+// protocol (SetProtocol): a fetch or claim that finds another refuses to start tasks, with an
+// error wrapping dberr.ErrSchemaChanged, so no task is started on a pgflow the worker has not
+// prepared for. Checked inside the transaction after it takes the upgrade lock, in the round
+// trip of the read. "" checks nothing (pgflow installed by other tools).
+func (f *Fetcher) SetWitness(newest string) { f.witness.Store(&newest) }
+
+// queueWitness queues into b the check of the newest migration, where there is one to
+// check: a newer one than SetWitness gave is the error returned to b's reader, and kept in
+// *failed where failed is not nil.
+func (f *Fetcher) queueWitness(b *pgx.Batch, failed *error) {
+	w := f.witness.Load()
+	if w == nil || *w == "" {
+		return
+	}
+	want := *w
+	b.Queue(schema.NewestMigrationSQL).QueryRow(func(row pgx.Row) error {
+		var got string
+		if err := row.Scan(&got); err != nil {
+			return err
+		}
+		if got != want {
+			err := f.witnessError(want, got)
+			if failed != nil {
+				*failed = err
+			}
+			return err
+		}
+		return nil
+	})
+}
+
+// witnessError is the error of a fetch or claim that found another newest migration.
+func (f *Fetcher) witnessError(want, got string) error {
+	return fmt.Errorf("queue %s: pgflow migration %s was applied after the worker prepared for %s: %w", f.queue, got, want, dberr.ErrSchemaChanged)
 }
 
 // SetProtocol changes what the fetcher's next fetches and claims expect of start_tasks
@@ -256,6 +297,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 	b.Queue(`begin`).Exec(func(pgconn.CommandTag) error { return nil })
 	b.Queue(asyncCommit).Exec(func(pgconn.CommandTag) error { return nil })
 	b.Queue(schema.UpgradeLockShared).Exec(func(pgconn.CommandTag) error { return nil })
+	f.queueWitness(b, nil)
 	b.Queue(readSQL, f.queue, f.readVT, qty).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var r read

@@ -3,10 +3,13 @@ package poller_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
@@ -289,5 +292,41 @@ func TestAnUpgradedPgflowStillGivesSingleStepsTheirRun(t *testing.T) {
 	var in map[string]json.RawMessage
 	if err := json.Unmarshal(tasks[0].Input, &in); err != nil || string(in["run"]) != `[{"b": 1}]` || string(in["m"]) != `["done"]` {
 		t.Fatalf("the single step got %s, want {\"run\": [{\"b\": 1}], \"m\": [\"done\"]}", tasks[0].Input)
+	}
+}
+
+// A fetcher told the newest migration its worker prepared for starts no task once `db
+// install` has recorded another: the fetch fails with dberr.ErrSchemaChanged and leaves the
+// message visible and its task queued, for the fetch after the worker prepared again.
+func TestAFetchRefusesAMigrationItWasNotPreparedFor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	worker := setup(t, db)
+	newest, _ := schema.NewestMigration(ctx, db.Pool)
+	if newest == "" {
+		t.Skip("this database's pgflow was not installed by db install: no migration to compare")
+	}
+	f := fetcher(t, db, worker)
+	f.SetWitness(newest)
+	if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('f', '[1]')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `insert into pgflow_wasm.schema_migrations (name, sha256, pgflow_version)
+		values ('99999999999999_later.sql', 'x', 'later')`); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := f.Fetch(ctx, 10)
+	if !errors.Is(err, dberr.ErrSchemaChanged) || len(tasks) != 0 || !strings.Contains(err.Error(), "99999999999999_later.sql") {
+		t.Fatalf("a fetch after a newer migration: %d tasks, %v; want none and dberr.ErrSchemaChanged naming it", len(tasks), err)
+	}
+	var queued, visible int
+	if err := db.Pool.QueryRow(ctx, `select (select count(*) from pgflow.step_tasks where status = 'queued'),
+		(select count(*) from pgmq.q_f where vt <= now())`).Scan(&queued, &visible); err != nil || queued != 1 || visible != 1 {
+		t.Fatalf("after the refused fetch: %d tasks queued, %d messages visible (%v); want 1 and 1", queued, visible, err)
+	}
+	f.SetWitness("99999999999999_later.sql")
+	if tasks, err := f.Fetch(ctx, 10); err != nil || len(tasks) != 1 {
+		t.Fatalf("a fetch prepared for the newer migration: %d tasks, %v; want the one", len(tasks), err)
 	}
 }

@@ -41,10 +41,12 @@ type upgradeState struct {
 	checkNow   chan struct{} // an error says pgflow may have changed: look at once
 
 	// Only the watch's goroutine touches these once Run serves.
-	catalogue   string // schema.CatalogueFingerprint of the pgflow the worker prepared for
-	release     string // schema.InstalledRelease then, for messages
-	unsupported bool   // the catalogue is a pgflow the worker does not speak: halted until it changes
-	heartbeat   *heartbeat.Service
+	catalogue string // schema.CatalogueFingerprint of the pgflow the worker prepared for
+	// newest and release: schema.NewestMigration then. Fetches refuse to start tasks once
+	// another migration is recorded (poller.Fetcher.SetWitness); release names the pgflow.
+	newest, release string
+	unsupported     bool // the catalogue is a pgflow the worker does not speak: halted until it changes
+	heartbeat       *heartbeat.Service
 
 	lateMu  sync.Mutex
 	late    service.Group // services a changed pgflow needs that the first did not (the requeue guard)
@@ -118,7 +120,8 @@ func (w *Worker) reprepare(ctx context.Context, fp string) {
 	u.gate.Lock() // waits for the fetches in flight
 	u.halted.Store(true)
 	u.gate.Unlock()
-	release := schema.InstalledRelease(ctx, w.cfg.Pool)
+	// Read before the protocol: a migration recorded after it is one the fetches refuse.
+	newest, release := schema.NewestMigration(ctx, w.cfg.Pool)
 	from, to := pgflowName(old, u.release), pgflowName(schema.Protocol{}, release)
 	w.cfg.Health.SetWaiting(fmt.Sprintf("pgflow changed from %s to %s: re-preparing", from, to))
 	w.log.Warn("pgflow changed under the worker: fetching halted while it prepares for the new pgflow", "from", from, "to", to)
@@ -147,6 +150,7 @@ func (w *Worker) reprepare(ctx context.Context, fp string) {
 	for _, fs := range w.flows {
 		for _, q := range fs.queues {
 			q.fetcher.SetProtocol(proto.QueueNames, proto.Lifecycle, proto.FlowInput)
+			q.fetcher.SetWitness(newest)
 		}
 	}
 	if u.heartbeat != nil {
@@ -162,7 +166,7 @@ func (w *Worker) reprepare(ctx context.Context, fp string) {
 		w.startLate(ctx, g)
 	}
 	u.generation.Add(1)
-	u.catalogue, u.release, u.unsupported = fp, release, false
+	u.catalogue, u.newest, u.release, u.unsupported = fp, newest, release, false
 	u.halted.Store(false)
 	w.cfg.Health.SetWaiting("")
 	for _, fs := range w.flows {

@@ -96,7 +96,7 @@ func (w *Worker) queuesOf(fs *flowState, mode string, stepQueue map[string]strin
 		mapSteps[s.Slug] = s.Type == flowfile.StepMap
 	}
 	fetcher := func(queue, step string, readVT int) *poller.Fetcher {
-		return poller.NewFetcher(w.cfg.Pool, poller.FetcherConfig{
+		f := poller.NewFetcher(w.cfg.Pool, poller.FetcherConfig{
 			Flow:           fs.def.Slug,
 			Queue:          queue,
 			Step:           step,
@@ -114,6 +114,8 @@ func (w *Worker) queuesOf(fs *flowState, mode string, stepQueue map[string]strin
 				return longest
 			},
 		})
+		f.SetWitness(w.upgrade.newest)
+		return f
 	}
 	if mode != "step" {
 		// pgflow names a flow's queue after the flow: the slug as written before 0.17, its

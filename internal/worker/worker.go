@@ -401,17 +401,19 @@ func (w *Worker) Stop() { w.stopOnce.Do(func() { close(w.stop) }) }
 func (w *Worker) Run(ctx context.Context) error {
 	defer w.closeModules(context.WithoutCancel(ctx))
 	defer w.trace.close()
-	// The fingerprint first: a change between the two reads is then seen by the first check.
+	// The fingerprint and the newest migration first: a change after them is then seen by
+	// the first check, or refused by the first fetch.
 	catalogue, err := schema.CatalogueFingerprint(ctx, w.cfg.Pool)
 	if err != nil {
 		return err
 	}
+	w.upgrade.catalogue = catalogue
+	w.upgrade.newest, w.upgrade.release = schema.NewestMigration(ctx, w.cfg.Pool)
 	proto, err := checkSchema(ctx, w.cfg.Pool)
 	if err != nil {
 		return err
 	}
 	w.proto.Store(&proto)
-	w.upgrade.catalogue, w.upgrade.release = catalogue, schema.InstalledRelease(ctx, w.cfg.Pool)
 	if err := w.checkSQLRoles(ctx); err != nil {
 		return err
 	}
