@@ -174,7 +174,7 @@ func (f *Fetcher) queueWitness(b *pgx.Batch, failed *error) {
 
 // witnessError is the error of a fetch or claim that found another newest migration.
 func (f *Fetcher) witnessError(want, got string) error {
-	return fmt.Errorf("queue %s: pgflow migration %s was applied after the worker prepared for %s: %w", f.queue, got, want, dberr.ErrSchemaChanged)
+	return fmt.Errorf("pgflow migration %s was applied after the worker prepared for %s: %w", got, want, dberr.ErrSchemaChanged)
 }
 
 // SetProtocol changes what the fetcher's next fetches and claims expect of start_tasks

@@ -88,10 +88,15 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 			}
 			w.metricPoll(fs, "error")
 			w.dbError("fetch", err)
-			if !w.pgflowSuspect(err) {
-				w.cfg.Health.SetDatabase(false) // else the watch says what the worker waits for
-			}
 			wait := dbRetry.Next()
+			if w.pgflowSuspect(err) {
+				// The watch looks at once, halts the fetches and says on /readyz what the
+				// worker waits for: not a database outage.
+				w.log.Info("a fetch met a pgflow changed under the worker; it prepares for it", "flow", fs.def.Slug, "error", err)
+				timer.Reset(wait)
+				continue
+			}
+			w.cfg.Health.SetDatabase(false)
 			if !dbDown {
 				w.log.Warn("fetching tasks failed; retrying with backoff", "flow", fs.def.Slug, "error", err, "retry_in", wait)
 			}

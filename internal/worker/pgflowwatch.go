@@ -124,7 +124,7 @@ func (w *Worker) reprepare(ctx context.Context, fp string) {
 	newest, release := schema.NewestMigration(ctx, w.cfg.Pool)
 	from, to := pgflowName(old, u.release), pgflowName(schema.Protocol{}, release)
 	w.cfg.Health.SetWaiting(fmt.Sprintf("pgflow changed from %s to %s: re-preparing", from, to))
-	w.log.Warn("pgflow changed under the worker: fetching halted while it prepares for the new pgflow", "from", from, "to", to)
+	w.log.Info("pgflow changed under the worker: fetching halted while it prepares for the new pgflow", "from", from, "to", to)
 
 	proto, err := schema.DetectPgflow(ctx, w.cfg.Pool)
 	if err != nil {
