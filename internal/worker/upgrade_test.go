@@ -199,10 +199,16 @@ flows:
 			t.Fatalf("worker %d stopped during the upgrades: %v", i, w.Err())
 		default:
 		}
-		for _, want := range []string{"pgflow changed under the worker", "serving again on the changed pgflow", `to="main (2026-10-01) (protocol main`} {
-			if !strings.Contains(workerLogs[i].String(), want) {
-				t.Errorf("worker %d's log does not say %q:\n%s", i, want, workerLogs[i])
-			}
+		// A worker that fetched nothing meanwhile (the other held the queue's fetch lease)
+		// notices at its next periodic look.
+		deadline := time.Now().Add(30 * time.Second)
+		want := `msg="serving again on the changed pgflow" from=`
+		final := `to="main (2026-10-01) (protocol main of 2026-10-01 (after 0.17.0))"`
+		for !strings.Contains(workerLogs[i].String(), final) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if l := workerLogs[i].String(); !strings.Contains(l, want) || !strings.Contains(l, final) {
+			t.Errorf("worker %d's log does not say %q ... %q:\n%s", i, want, final, l)
 		}
 	}
 }
