@@ -306,7 +306,7 @@ func (c *Client) workerConfig() worker.Config {
 		MinPollInterval: cfg.MinPollInterval, MaxPollInterval: cfg.MaxPollInterval, NotifyFallback: cfg.NotifyFallback,
 		HeartbeatInterval: cfg.HeartbeatInterval, WorkerStaleAfter: cfg.WorkerStaleAfter, LivenessGrace: cfg.LivenessGrace,
 		RecoveryInterval: cfg.RecoveryInterval, StalledMargin: cfg.StalledMargin, ForeignStaleAfter: cfg.ForeignStaleAfter,
-		DrainTimeout: cfg.DrainTimeout, AttemptHistory: cfg.AttemptHistory,
+		DrainTimeout: cfg.DrainTimeout, AttemptHistory: cfg.AttemptHistory, PgflowCheckInterval: cfg.PgflowCheckInterval,
 		CompletionBatch: cfg.CompletionBatch, CompletionWriters: cfg.CompletionWriters, FetchLeases: cfg.FetchLeases,
 	}
 }

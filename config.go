@@ -63,6 +63,10 @@ type Config struct {
 	// ForeignStaleAfter: tasks of workers of other kinds (pgflow's own) are recovered once
 	// their heartbeat is this old; negative never.
 	ForeignStaleAfter time.Duration
+	// PgflowCheckInterval: how often the worker looks whether pgflow was upgraded under it
+	// (errors that say so, and a fetch after a `db install` migration, make it look at once);
+	// negative: only those.
+	PgflowCheckInterval time.Duration
 
 	DrainTimeout      time.Duration // Stop: how long running tasks may finish
 	AttemptHistory    time.Duration // how long failed attempts are kept; negative keeps none
@@ -79,24 +83,25 @@ type Config struct {
 func DefaultConfig() Config {
 	d := worker.Config{}.WithDefaults()
 	return Config{
-		WatchInterval:     worker.DefaultWatchInterval,
-		Engine:            sandbox.EngineWazero,
-		Concurrency:       d.Concurrency,
-		BatchSize:         d.BatchSize,
-		Signal:            d.Signal,
-		MinPollInterval:   d.MinPollInterval,
-		MaxPollInterval:   d.MaxPollInterval,
-		NotifyFallback:    d.NotifyFallback,
-		HeartbeatInterval: d.HeartbeatInterval,
-		WorkerStaleAfter:  d.WorkerStaleAfter,
-		LivenessGrace:     d.LivenessGrace,
-		RecoveryInterval:  d.RecoveryInterval,
-		StalledMargin:     d.StalledMargin,
-		ForeignStaleAfter: d.ForeignStaleAfter,
-		DrainTimeout:      d.DrainTimeout,
-		AttemptHistory:    d.AttemptHistory,
-		CompletionBatch:   d.CompletionBatch,
-		CompletionWriters: d.CompletionWriters,
-		FetchLeases:       d.FetchLeases,
+		WatchInterval:       worker.DefaultWatchInterval,
+		Engine:              sandbox.EngineWazero,
+		Concurrency:         d.Concurrency,
+		BatchSize:           d.BatchSize,
+		Signal:              d.Signal,
+		MinPollInterval:     d.MinPollInterval,
+		MaxPollInterval:     d.MaxPollInterval,
+		NotifyFallback:      d.NotifyFallback,
+		HeartbeatInterval:   d.HeartbeatInterval,
+		WorkerStaleAfter:    d.WorkerStaleAfter,
+		LivenessGrace:       d.LivenessGrace,
+		RecoveryInterval:    d.RecoveryInterval,
+		StalledMargin:       d.StalledMargin,
+		ForeignStaleAfter:   d.ForeignStaleAfter,
+		PgflowCheckInterval: d.PgflowCheckInterval,
+		DrainTimeout:        d.DrainTimeout,
+		AttemptHistory:      d.AttemptHistory,
+		CompletionBatch:     d.CompletionBatch,
+		CompletionWriters:   d.CompletionWriters,
+		FetchLeases:         d.FetchLeases,
 	}
 }
