@@ -24,10 +24,13 @@ import (
 // query, the pgflow version handlers see. The watch below notices the change (a catalogue
 // fingerprint, read every PgflowCheckInterval, and at once after an error a changed schema
 // causes), holds the fetches, reads the protocol again, prepares for it and fetches again.
-// Two things keep the tasks fetched before it noticed right: a twin refuses to run once its
-// original changed (package starttwin), and a single step's input gets "run" wherever it
-// lacks it, whatever the protocol (package poller). docs/RATIONALE.md "pgflow upgraded under
-// a serving worker".
+// No task is started on a pgflow the worker has not prepared for: `db install` and the
+// worker's transactions exclude each other (schema.UpgradeLockShared), a fetch or claim
+// refuses to start tasks once a migration it was not prepared for is recorded
+// (poller.Fetcher.SetWitness), and a twin of start_tasks refuses to run once its original
+// changed (package starttwin). For other tools' migrations, a single step's input gets "run"
+// wherever it lacks it, whatever the protocol (package poller). docs/RATIONALE.md "pgflow
+// upgraded under a serving worker".
 
 // upgradeState is the watch's state.
 type upgradeState struct {
@@ -45,7 +48,6 @@ type upgradeState struct {
 	// newest and release: schema.NewestMigration then. Fetches refuse to start tasks once
 	// another migration is recorded (poller.Fetcher.SetWitness); release names the pgflow.
 	newest, release string
-	unsupported     bool // the catalogue is a pgflow the worker does not speak: halted until it changes
 	heartbeat       *heartbeat.Service
 
 	lateMu  sync.Mutex
@@ -136,7 +138,7 @@ func (w *Worker) reprepare(ctx context.Context, fp string) {
 	}
 	to = pgflowName(proto, release)
 	if err := proto.Supported(); err != nil {
-		u.catalogue, u.unsupported = fp, true
+		u.catalogue = fp // halted until the catalogue changes again
 		w.cfg.Health.SetWaiting(fmt.Sprintf("pgflow changed from %s to %s, which this worker cannot serve: %v; "+
 			"waiting for pgflow to change again (or deploy a pgflow-wasm that speaks it)", from, to, err))
 		w.log.Error("pgflow changed to one this worker cannot serve: no task is fetched until it changes again", "from", from, "to", to,
@@ -166,7 +168,7 @@ func (w *Worker) reprepare(ctx context.Context, fp string) {
 		w.startLate(ctx, g)
 	}
 	u.generation.Add(1)
-	u.catalogue, u.newest, u.release, u.unsupported = fp, newest, release, false
+	u.catalogue, u.newest, u.release = fp, newest, release
 	u.halted.Store(false)
 	w.cfg.Health.SetWaiting("")
 	for _, fs := range w.flows {
