@@ -76,7 +76,7 @@ func serveCommand() *cli.Command {
 		durationFlag("stalled-margin", d.StalledMargin, "recovery: a pgflow-wasm task started longer ago than its timeout plus this is requeued\n"+
 			"\t(under the 30 s pgflow 0.13.2+'s own requeue adds to a flow's timeout, so this sweep acts first)"),
 		durationFlag("pgflow-check-interval", d.PgflowCheckInterval, "how often to look whether pgflow was upgraded under the worker (a fetch\n"+
-			"\tafter a `db install` migration, and errors a changed schema causes, look at once; docs/deploy.md \"Upgrading pgflow\")"),
+			"\tafter a db install migration, and errors a changed schema causes, look at once; docs/deploy.md \"Upgrading pgflow\")"),
 		durationFlag("drain-timeout", d.DrainTimeout, "shutdown: how long running tasks may finish; the rest are failed for a retry"),
 		durationFlag("attempt-history", d.AttemptHistory, "how long failed attempts are kept in pgflow_wasm.task_attempts (pgflow keeps only\n"+
 			"\ta task's last error; `run` and the dashboard show every attempt); negative keeps none"),
