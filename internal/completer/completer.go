@@ -25,8 +25,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
 )
@@ -316,7 +316,7 @@ func (c *Completer) take(least int) []Outcome {
 // writer writes batches until the completer stops (nothing pending) or aborts. Writer 0
 // writes whatever is pending; the others only a backlog (parallelBacklog).
 func (c *Completer) writer(ctx context.Context, i int) {
-	retry := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+	retry := kit.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	wake, least := c.wakeFirst, 1
 	if i > 0 {
 		wake, least = c.wakeMore, parallelBacklog
@@ -582,7 +582,7 @@ func (c *Completer) writeClaiming(ctx context.Context, b *pgx.Batch, batch []Out
 		b.Queue(`commit`)
 		began = time.Now()
 		if err := conn.SendBatch(ctx, b).Close(); err != nil {
-			poller.Rollback(conn)
+			kit.Rollback(conn)
 			return nil, began, committed, err
 		}
 		return made(batch, results), began, time.Now(), nil
@@ -590,7 +590,7 @@ func (c *Completer) writeClaiming(ctx context.Context, b *pgx.Batch, batch []Out
 	// failed ends a transaction that did not commit: a failure of the claim's own stops
 	// claims and leaves the batch to the plain way; any other is the batch's.
 	failed := func(err error) error {
-		poller.Rollback(conn)
+		kit.Rollback(conn)
 		claim.Done(false, nil)
 		cerr := claim.Err()
 		if cerr == nil || dberr.Transient(err) || ctx.Err() != nil {

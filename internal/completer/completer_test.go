@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 )
 
 // startedTasks creates a one-step flow, starts n runs and starts their tasks as a worker
@@ -21,7 +21,7 @@ import (
 func startedTasks(t *testing.T, db *pgtest.DB, n int) []poller.Task {
 	t.Helper()
 	ctx := context.Background()
-	worker := uuidv4.New()
+	worker := kit.NewUUID()
 	for _, q := range []string{
 		`select pgflow.create_flow('c', 2, 0, 60)`,
 		`select pgflow.add_step('c', 's')`,

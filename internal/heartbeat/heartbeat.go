@@ -15,10 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/pgsession"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 )
@@ -99,7 +98,7 @@ func (s *Service) ids() []string {
 // one advisory lock per row and heartbeats at once. When the process dies the server drops
 // the locks and any sweeper knows within seconds.
 func (s *Service) connect(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgsession.Open(ctx, s.cfg.Pool, "pgflow-wasm liveness")
+	conn, err := kit.OpenSession(ctx, s.cfg.Pool, "pgflow-wasm liveness")
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +151,7 @@ func (s *Service) register(ctx context.Context, conn *pgx.Conn) error {
 // locks) at once when it breaks.
 func (s *Service) run(ctx context.Context) {
 	conn := s.conn
-	retry := backoff.Backoff{Min: 100 * time.Millisecond, Max: time.Second}
+	retry := kit.Backoff{Min: 100 * time.Millisecond, Max: time.Second}
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
 	defer func() { s.conn = conn }() // Stop closes what is left
@@ -243,7 +242,7 @@ const stopWindow = 5 * time.Second
 func (s *Service) markStopped() {
 	ctx, cancel := context.WithTimeout(context.Background(), stopWindow)
 	defer cancel()
-	retry := backoff.Backoff{Min: 100 * time.Millisecond, Max: time.Second}
+	retry := kit.Backoff{Min: 100 * time.Millisecond, Max: time.Second}
 	for {
 		err := s.markOnce(ctx)
 		if err == nil {

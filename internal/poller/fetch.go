@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/plancache"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/starttwin"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
@@ -309,7 +310,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 		return rows.Err()
 	})
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		Rollback(conn)
+		kit.Rollback(conn)
 		return nil, fmt.Errorf("reading queue %s: %w", f.queue, err)
 	}
 	p := readPlan{proto: proto}
@@ -330,7 +331,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 	}
 	tasks, err := f.start(ctx, conn, startSchema, p)
 	if err != nil {
-		Rollback(conn)
+		kit.Rollback(conn)
 		// Rolled back, the read is undone too. Only a commit whose reply was lost may have
 		// hidden these messages for readVT seconds, with no notification to say when they
 		// show again: once the database answers, show those whose task is still queued.
@@ -369,16 +370,6 @@ func (f *Fetcher) add(p *readPlan, id int64, body []byte) error {
 	}
 	p.seenRun[m.RunID] = true
 	return nil
-}
-
-// Rollback ends a failed transaction on a pooled connection (a fetch's, or the completer's
-// when a claim joins it), even where the caller's context is done. Where it cannot (the
-// connection is gone), the pool closes the connection on its release, which ends the
-// transaction too.
-func Rollback(conn *pgxpool.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, _ = conn.Exec(ctx, `rollback`)
 }
 
 // showUnstarted makes the messages of failed starts visible again when their tasks are still

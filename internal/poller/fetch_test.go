@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
@@ -21,7 +20,7 @@ import (
 func setup(t *testing.T, db *pgtest.DB) string {
 	t.Helper()
 	ctx := context.Background()
-	worker := uuidv4.New()
+	worker := kit.NewUUID()
 	for _, q := range []string{
 		`select pgflow.create_flow('f', 3, 1, 60)`,
 		`select pgflow.add_step('f', 'm', step_type => 'map', timeout => 7)`,
@@ -100,7 +99,7 @@ func TestFetchSkipsATaskAnotherWorkerStartedFirst(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	mine := setup(t, db)
-	other := uuidv4.New()
+	other := kit.NewUUID()
 	ctx := context.Background()
 	if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name) values ($1::uuid, 'f', 'test')`, other); err != nil {
 		t.Fatal(err)
@@ -146,7 +145,7 @@ func TestFetchSkipsATaskAnotherWorkerStartedFirst(t *testing.T) {
 
 func TestBackoffStaysWithinBoundsAndResets(t *testing.T) {
 	t.Parallel()
-	b := backoff.Backoff{Min: 10 * time.Millisecond, Max: 80 * time.Millisecond}
+	b := kit.Backoff{Min: 10 * time.Millisecond, Max: 80 * time.Millisecond}
 	sawMax := false
 	for range 200 {
 		d := b.Next()
@@ -232,7 +231,7 @@ func TestAFailedStartLeavesTheMessagesVisible(t *testing.T) {
 		t.Fatal(err)
 	}
 	// start_tasks refuses a worker that pgflow.workers does not hold (a foreign key).
-	unknown := uuidv4.New()
+	unknown := kit.NewUUID()
 	if tasks, err := fetcher(t, db, unknown).Fetch(ctx, 10); err == nil {
 		t.Fatalf("fetch as an unregistered worker started %d tasks; want start_tasks' error", len(tasks))
 	}

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/recovery"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 )
 
 // startedTask creates flow f (one step, the given attempts, timeout 1 s), starts one run and
@@ -24,7 +24,7 @@ func startedTask(t *testing.T, db *pgtest.DB, maxAttempts int, heartbeatAgo time
 func startedTaskOf(t *testing.T, db *pgtest.DB, kind string, maxAttempts int, heartbeatAgo time.Duration) (worker, run string) {
 	t.Helper()
 	ctx := context.Background()
-	worker = uuidv4.New()
+	worker = kit.NewUUID()
 	if _, err := db.Pool.Exec(ctx, `select pgflow.create_flow('f', $1, 0, 1)`, maxAttempts); err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +378,7 @@ func TestReadersCountsTheLiveWorkersOfEachOwnQueue(t *testing.T) {
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
 	row := func(queue, kind string, alive bool) string {
-		id := uuidv4.New()
+		id := kit.NewUUID()
 		if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name) values ($1::uuid, $2, $3)`,
 			id, queue, kind); err != nil {
 			t.Fatal(err)

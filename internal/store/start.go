@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
@@ -28,7 +28,7 @@ type Querier interface {
 // starts the run inside it: its first tasks are queued when the transaction commits, and
 // never if it rolls back.
 func Start(ctx context.Context, q Querier, flow string, input json.RawMessage) (string, error) {
-	return startWithID(ctx, q, flow, input, uuidv4.New())
+	return startWithID(ctx, q, flow, input, kit.NewUUID())
 }
 
 func startWithID(ctx context.Context, q Querier, flow string, input json.RawMessage, id string) (string, error) {
@@ -53,7 +53,7 @@ func startWithID(ctx context.Context, q Querier, flow string, input json.RawMess
 // event channel before starting it, so no event is missed; if the database sends no events
 // (another realtime.send than pgflow-wasm's) it still checks the run every recheck interval.
 func (s *Store) StartAndWait(ctx context.Context, flow string, input json.RawMessage, recheck time.Duration) (*pgflowtype.Run, error) {
-	id := uuidv4.New()
+	id := kit.NewUUID()
 	return s.listenAndWait(ctx, id, recheck, func(conn *pgx.Conn) error {
 		_, err := startWithID(ctx, conn, flow, input, id)
 		return err

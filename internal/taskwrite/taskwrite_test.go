@@ -6,9 +6,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 )
 
 // A write's transaction reuses generic plans: pgflow's statements and the layer's, some of
@@ -23,7 +23,7 @@ func TestAWriteReusesGenericPlans(t *testing.T) {
 	// A task that does not exist: the guard picks nothing and the write is reported stale.
 	results := make([]taskwrite.Result, 1)
 	b := &pgx.Batch{}
-	taskwrite.Queue(b, taskwrite.Complete, []taskwrite.Call{{RunID: uuidv4.New(), StepSlug: "s", Attempt: 1, Arg: `{}`}}, results, taskwrite.Options{})
+	taskwrite.Queue(b, taskwrite.Complete, []taskwrite.Call{{RunID: kit.NewUUID(), StepSlug: "s", Attempt: 1, Arg: `{}`}}, results, taskwrite.Options{})
 	var during string
 	b.Queue(`select current_setting('plan_cache_mode')`).QueryRow(func(r pgx.Row) error { return r.Scan(&during) })
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {

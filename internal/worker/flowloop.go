@@ -5,7 +5,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 )
 
@@ -16,8 +16,8 @@ import (
 // the notify fallback interval.
 func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Listener) {
 	fs := q.fs
-	idle := backoff.Backoff{Min: w.cfg.MinPollInterval, Max: w.cfg.MaxPollInterval}
-	dbRetry := backoff.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
+	idle := kit.Backoff{Min: w.cfg.MinPollInterval, Max: w.cfg.MaxPollInterval}
+	dbRetry := kit.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
 	timer := time.NewTimer(0) // first poll at once
 	defer timer.Stop()
 	dbDown := false

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 )
 
@@ -29,7 +29,7 @@ flows:
 	workertest.Compile(t, db.Pool, f)
 	// A pgflow-wasm worker, heartbeating a moment ago, started the run's task and died: no
 	// session holds its liveness lock.
-	dead := uuidv4.New()
+	dead := kit.NewUUID()
 	if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name)
 		values ($1::uuid, 'orphaned', $2)`, dead, liveness.FunctionName); err != nil {
 		t.Fatal(err)
@@ -65,7 +65,7 @@ flows:
     steps: [{slug: a, module: "{{oracle}}"}]
 `)
 	workertest.Compile(t, db.Pool, f)
-	dead := uuidv4.New()
+	dead := kit.NewUUID()
 	if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name)
 		values ($1::uuid, 'once', $2)`, dead, liveness.FunctionName); err != nil {
 		t.Fatal(err)

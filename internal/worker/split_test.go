@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 )
 
@@ -125,7 +125,7 @@ func TestASplitFlowIsServedByTwoKindsOfWorker(t *testing.T) {
 	}
 	f := flows(t, splitFlows)
 	w := startWorker(t, db.Pool, f, worker.Config{})
-	other := &sqlWorker{id: uuidv4.New(), pool: db.Pool, flow: "split", steps: map[string]func(string) string{
+	other := &sqlWorker{id: kit.NewUUID(), pool: db.Pool, flow: "split", steps: map[string]func(string) string{
 		"a": func(string) string { return `{"from": "a"}` },
 		"c": func(input string) string { return `{"from": "c", "got": ` + input + `}` },
 	}}
@@ -216,7 +216,7 @@ func TestAStalledTaskOfAnExternalStepIsRequeuedWhereNoPgCronRunsPgflowsJob(t *te
 	run := startRun(t, db.Pool, "split", `{"i": 1}`)
 	// The other side's worker takes a's task and its handler hangs: the worker row stays
 	// fresh (a live worker), the task stays started, its message hidden for an hour.
-	stalled := uuidv4.New()
+	stalled := kit.NewUUID()
 	if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name) values ($1::uuid, 'split', 'sql-test-worker')`,
 		stalled); err != nil {
 		t.Fatal(err)
@@ -236,7 +236,7 @@ func TestAStalledTaskOfAnExternalStepIsRequeuedWhereNoPgCronRunsPgflowsJob(t *te
 		t.Fatal(err)
 	}
 	startWorker(t, db.Pool, f, fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: pgflowtype.SignalPolling}))
-	other := &sqlWorker{id: uuidv4.New(), pool: db.Pool, flow: "split", steps: map[string]func(string) string{
+	other := &sqlWorker{id: kit.NewUUID(), pool: db.Pool, flow: "split", steps: map[string]func(string) string{
 		"a": func(string) string { return `{"from": "a"}` },
 		"c": func(string) string { return `{"from": "c"}` },
 	}}

@@ -26,11 +26,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/fetchlease"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/heartbeat"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
@@ -39,7 +39,6 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
@@ -253,11 +252,11 @@ type queueState struct {
 	notified bool // inserts notify (--signal notify): idle, it waits for them
 	starved  atomic.Bool
 	// Fetch lease state, touched only by the queue's own loop (leases.go).
-	fullSince    time.Time       // when the loop last found every handler slot taken, while it still is
-	leaseRetryAt time.Time       // no lease: when to ask again
-	leaseRetry   backoff.Backoff // no lease: the wait before asking again, growing while refused
-	fetchTime    ewma            // how long its fetches take
-	lastTasksAt  time.Time       // when a read last found tasks
+	fullSince    time.Time   // when the loop last found every handler slot taken, while it still is
+	leaseRetryAt time.Time   // no lease: when to ask again
+	leaseRetry   kit.Backoff // no lease: the wait before asking again, growing while refused
+	fetchTime    ewma        // how long its fetches take
+	lastTasksAt  time.Time   // when a read last found tasks
 	// foundTasks: a claim of successors (claim.go) started tasks of this queue since the
 	// loop last looked, so its polling backoff starts again from the shortest interval.
 	foundTasks atomic.Bool
@@ -301,7 +300,7 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 	w.global = &slots{max: cfg.Concurrency, onFree: w.wakeStarved}
 	w.runCtx, w.cancelRun = context.WithCancel(context.Background())
 	for _, fl := range cfg.Flows.Flows {
-		fs := &flowState{def: fl, workerID: uuidv4.New(), steps: map[string]*stepState{}}
+		fs := &flowState{def: fl, workerID: kit.NewUUID(), steps: map[string]*stepState{}}
 		if cfg.Metrics != nil {
 			fs.inFlight = cfg.Metrics.InFlight.WithLabelValues(fl.Slug)
 		}

@@ -12,9 +12,9 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 )
 
@@ -304,7 +304,7 @@ flows:
 	if _, err := compile.Compile(ctx, db.Pool, f, compile.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	dead := uuidv4.New()
+	dead := kit.NewUUID()
 	id := startRun(t, db.Pool, "orphan", `{"value": "survivor"}`)
 	if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name, last_heartbeat_at)
 		values ($1::uuid, 'orphan', 'dead-worker', now() - interval '1 hour')`, dead); err != nil {
