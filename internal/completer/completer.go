@@ -26,14 +26,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
 )
 
 // Outcome is what a handler produced for one task: Output on success, or Error.
 type Outcome struct {
-	Task   poller.Task
+	Task   fetched.Task
 	Output []byte // valid JSON; used when Failed is false
 	Failed bool
 	Error  string // the fail_task message when Failed
@@ -695,7 +695,7 @@ func staleReason(o Outcome, status string, attempts int, lastWorker, errMsg stri
 }
 
 // compareTasks orders by run, then step, then index: the lock order of every batch.
-func compareTasks(a, b poller.Task) int {
+func compareTasks(a, b fetched.Task) int {
 	if c := strings.Compare(a.RunID, b.RunID); c != 0 {
 		return c
 	}

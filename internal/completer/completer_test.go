@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
@@ -18,7 +19,7 @@ import (
 
 // startedTasks creates a one-step flow, starts n runs and starts their tasks as a worker
 // would, returning them.
-func startedTasks(t *testing.T, db *pgtest.DB, n int) []poller.Task {
+func startedTasks(t *testing.T, db *pgtest.DB, n int) []fetched.Task {
 	t.Helper()
 	ctx := context.Background()
 	worker := kit.NewUUID()

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/starttwin"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
@@ -98,7 +99,7 @@ func (c *ClaimRead) Err() error {
 
 // Tasks are the tasks the claim started for this worker, once the start's batch ran; sent is
 // when that batch was sent.
-func (c *ClaimRead) Tasks(sent time.Time) []Task {
+func (c *ClaimRead) Tasks(sent time.Time) []fetched.Task {
 	if c.start == nil {
 		return nil
 	}

@@ -19,34 +19,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/plancache"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/starttwin"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
-
-// Task is one started pgflow task, ready to run.
-type Task struct {
-	FlowSlug  string
-	RunID     string
-	StepSlug  string
-	TaskIndex int
-	MsgID     int64
-	// Attempt is 1 on the first try; pgflow counts it in step_tasks.attempts_count.
-	Attempt int
-	// Input is the handler input exactly as pgflow built it.
-	Input json.RawMessage
-	// FlowInput is the run's input; map steps see only their element in Input.
-	FlowInput json.RawMessage
-	// StartedAt is when start_tasks returned, for durations and logs.
-	StartedAt time.Time
-	// ClaimSent is when start_tasks was sent, the read already back (the benchmark's hop ends
-	// there: pgflow's started_at is the fetch transaction's start, before the read).
-	ClaimSent time.Time
-	// WorkerID is the pgflow.workers row that started the task (step_tasks.last_worker_id):
-	// with Attempt it names this one attempt, and every outcome write is guarded by both.
-	WorkerID string
-}
 
 // Fetcher runs the two-phase fetch for one queue of a flow: the flow's own queue, or on
 // pgflow 0.17+ a step's queue of a flow with per-step queues.
@@ -255,7 +233,7 @@ type message struct {
 // Once begun, a fetch is not cut short by ctx: cancelled between start_tasks and reading its
 // result, it would leave tasks started that nobody runs. It checks ctx only before it begins
 // and otherwise ends within fetchTimeout; the caller runs (or drains) what it returns.
-func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
+func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]fetched.Task, error) {
 	if qty <= 0 {
 		return nil, nil
 	}
@@ -392,7 +370,7 @@ func (f *Fetcher) showUnstarted(ctx context.Context) error {
 
 // start claims the read messages' tasks through startSchema's start_tasks (queueStart) and
 // commits the transaction with them, in one round trip.
-func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema string, p readPlan) ([]Task, error) {
+func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema string, p readPlan) ([]fetched.Task, error) {
 	b := &pgx.Batch{}
 	// The read, sent before, kept its custom plan; start_tasks and the lookups reuse theirs.
 	// (A claim's start needs no switch of its own: the completions' write made it.)
@@ -411,7 +389,7 @@ func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema str
 // it as they come.
 type started struct {
 	f         *Fetcher
-	tasks     []Task
+	tasks     []fetched.Task
 	attempts  map[int64]int
 	runInputs map[string][]byte // read by this start (the cache may drop them meanwhile)
 	noRun     []bool            // by task: its input has no "run" member
@@ -443,7 +421,7 @@ func (f *Fetcher) queueStart(b *pgx.Batch, startSchema string, p readPlan) *star
 	            jsonb_typeof(input) = 'object' and input ? 'run' from `+claim, args...).Query(func(rows pgx.Rows) error {
 		now := time.Now()
 		for rows.Next() {
-			t := Task{FlowSlug: f.flow, StartedAt: now}
+			t := fetched.Task{FlowSlug: f.flow, StartedAt: now}
 			var input, runInput []byte
 			var hasRun bool
 			if err := rows.Scan(&t.RunID, &t.StepSlug, &t.TaskIndex, &t.MsgID, &input, &runInput, &hasRun); err != nil {
@@ -501,7 +479,7 @@ func (f *Fetcher) queueStart(b *pgx.Batch, startSchema string, p readPlan) *star
 // batch was sent. start_tasks returns a task to every caller racing on its message, though
 // only one caller's update applies (its CTE reads the statement snapshot): the attempt lookup,
 // which matches last_worker_id, says which.
-func (s *started) mine(sent time.Time) []Task {
+func (s *started) mine(sent time.Time) []fetched.Task {
 	f := s.f
 	mine := s.tasks[:0]
 	for i, t := range s.tasks {
@@ -521,7 +499,7 @@ func (s *started) mine(sent time.Time) []Task {
 		}
 		mine = append(mine, t)
 	}
-	slices.SortFunc(mine, func(a, b Task) int { return cmp.Compare(a.MsgID, b.MsgID) })
+	slices.SortFunc(mine, func(a, b fetched.Task) int { return cmp.Compare(a.MsgID, b.MsgID) })
 	return mine
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
@@ -122,7 +123,7 @@ func TestFetchSkipsATaskAnotherWorkerStartedFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	type result struct {
-		tasks []poller.Task
+		tasks []fetched.Task
 		err   error
 	}
 	got := make(chan result, 1)
@@ -281,7 +282,7 @@ func TestAnUpgradedPgflowStillGivesSingleStepsTheirRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(tasks) == 0 {
-			tasks = []poller.Task{{StepSlug: "m"}}
+			tasks = []fetched.Task{{StepSlug: "m"}}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
@@ -80,7 +80,7 @@ type Task struct {
 	Record  store.TaskRecord
 	Context []byte
 	Timeout time.Duration
-	poller  poller.Task
+	poller  fetched.Task
 }
 
 // Prepare reads the task and rebuilds its context, under timeout (0: the step's).
@@ -96,7 +96,7 @@ func Prepare(ctx context.Context, pool *pgxpool.Pool, runID, step string, index 
 	if timeout <= 0 {
 		timeout = rec.Timeout
 	}
-	t := poller.Task{FlowSlug: rec.FlowSlug, RunID: rec.RunID, StepSlug: rec.Step.Slug, TaskIndex: rec.Index,
+	t := fetched.Task{FlowSlug: rec.FlowSlug, RunID: rec.RunID, StepSlug: rec.Step.Slug, TaskIndex: rec.Index,
 		MsgID: rec.MsgID, Attempt: max(rec.Attempts, 1), Input: rec.Input, FlowInput: rec.FlowInput, WorkerID: rec.WorkerID}
 	workerID := rec.WorkerID
 	if workerID == "" {

@@ -14,13 +14,13 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
 // launch runs a started task on its own goroutine; its slot is freed when the handler ends.
-func (w *Worker) launch(fs *flowState, t poller.Task) {
+func (w *Worker) launch(fs *flowState, t fetched.Task) {
 	w.running.Add(1)
 	ctx := w.known.add(w.runCtx, &t)
 	if st := fs.steps[t.StepSlug]; st != nil && st.metrics != nil {
@@ -70,7 +70,7 @@ func (w *Worker) launch(fs *flowState, t poller.Task) {
 // another attempt holds it): its handler was stopped, and its outcome is not written, since
 // pgflow would ignore it (0.15.1+) or, before, let a late fail_task overwrite a cancelled
 // sibling's state.
-func (w *Worker) dropCancelled(fs *flowState, t poller.Task, why *cancelled) {
+func (w *Worker) dropCancelled(fs *flowState, t fetched.Task, why *cancelled) {
 	w.known.remove(&t)
 	w.taskLog(&t).log(slog.LevelInfo, "handler stopped: pgflow cancelled the task", "why", why.reason, "task_status", why.status)
 	if m := w.cfg.Metrics; m != nil {
@@ -82,7 +82,7 @@ func (w *Worker) dropCancelled(fs *flowState, t poller.Task, why *cancelled) {
 // execute runs one task in the sandbox, under ctx (cancelled when pgflow cancels the task,
 // or when the drain runs out), and returns its outcome: for the completer, or, for a
 // transactional SQL step, written already with the handler's writes (sql.go).
-func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) txEnd {
+func (w *Worker) execute(ctx context.Context, fs *flowState, t fetched.Task) txEnd {
 	log := w.taskLog(&t)
 	st := fs.steps[t.StepSlug]
 	if st == nil {
@@ -174,7 +174,7 @@ func drainCutMessage(drain time.Duration, attempt, maxAttempts int, handler stri
 
 // TaskSeed is the identity a deterministic step's random bytes are drawn from: the run,
 // the step and the task index (not the attempt: a retry draws what the first try drew).
-func TaskSeed(t *poller.Task) []byte {
+func TaskSeed(t *fetched.Task) []byte {
 	return []byte(t.RunID + "/" + t.FlowSlug + "/" + t.StepSlug + "/" + strconv.Itoa(t.TaskIndex))
 }
 
@@ -206,7 +206,7 @@ func (w *Worker) checkAbandoned() {
 // map over a large array would copy the whole array into every task). timeout is the
 // step's, shape its StepShape, version the pgflow the database speaks
 // (schema.Protocol.Version).
-func TaskContext(t poller.Task, workerID string, timeout time.Duration, shape []byte, version string) ([]byte, error) {
+func TaskContext(t fetched.Task, workerID string, timeout time.Duration, shape []byte, version string) ([]byte, error) {
 	flowInput := t.FlowInput
 	omitted := len(flowInput) > abi.MaxContextFlowInput
 	if len(flowInput) == 0 || omitted {
@@ -360,14 +360,14 @@ func (w *Worker) onWritten(written []completer.Written) {
 // id. The attributes are only formatted when a line is actually logged: building them for
 // every task showed in profiles, and at the default level (info) a successful task logs
 // nothing (its lines are debug; metrics count them).
-func (w *Worker) taskLog(t *poller.Task) *taskLogger {
+func (w *Worker) taskLog(t *fetched.Task) *taskLogger {
 	return &taskLogger{base: w.log, ctx: w.runCtx, t: t}
 }
 
 type taskLogger struct {
 	base *slog.Logger
 	ctx  context.Context
-	t    *poller.Task
+	t    *fetched.Task
 	l    *slog.Logger
 }
 

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/heartbeat"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/requeueguard"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
@@ -68,7 +68,7 @@ func (w *Worker) pgflow() schema.Protocol {
 }
 
 // fetch fetches q's tasks unless the worker is halted.
-func (w *Worker) fetch(ctx context.Context, q *queueState, n int) ([]poller.Task, error) {
+func (w *Worker) fetch(ctx context.Context, q *queueState, n int) ([]fetched.Task, error) {
 	w.upgrade.gate.RLock()
 	defer w.upgrade.gate.RUnlock()
 	if w.upgrade.halted.Load() {

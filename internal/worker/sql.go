@@ -12,7 +12,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
@@ -174,7 +174,7 @@ func (w *Worker) checkSQLRoles(ctx context.Context) error {
 //   - forget: the COMMIT's answer was lost; the task stays started and the worker forgets
 //     it, so its hand-back (orphans.go) or recovery returns it to pgflow if the commit did
 //     not land.
-func (w *Worker) completeInTx(t poller.Task, sess *sqlsession.Session, o completer.Outcome) txEnd {
+func (w *Worker) completeInTx(t fetched.Task, sess *sqlsession.Session, o completer.Outcome) txEnd {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.runCtx), 45*time.Second)
 	defer cancel()
 	call := taskwrite.Call{RunID: t.RunID, StepSlug: t.StepSlug, TaskIndex: t.TaskIndex, Attempt: t.Attempt, Arg: string(o.Output)}

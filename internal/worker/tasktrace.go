@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 )
 
 // TaskTraceEnv names a file the worker appends one JSON line per written task to: when its
@@ -57,7 +57,7 @@ func openTaskTrace() (*taskTrace, error) {
 	return &taskTrace{f: f, m: map[writtenKey]*TraceLine{}}, nil
 }
 
-func (tt *taskTrace) line(t *poller.Task) *TraceLine {
+func (tt *taskTrace) line(t *fetched.Task) *TraceLine {
 	k := writtenKey{keyOf(t), t.Attempt}
 	l := tt.m[k]
 	if l == nil {
@@ -68,7 +68,7 @@ func (tt *taskTrace) line(t *poller.Task) *TraceLine {
 }
 
 // fetched records the fetch that started t.
-func (tt *taskTrace) fetched(t *poller.Task, cause string, woke, began, fetched time.Time) {
+func (tt *taskTrace) fetched(t *fetched.Task, cause string, woke, began, fetched time.Time) {
 	if tt == nil {
 		return
 	}
@@ -79,7 +79,7 @@ func (tt *taskTrace) fetched(t *poller.Task, cause string, woke, began, fetched 
 }
 
 // handler records when t's handler started (end false) or ended (end true).
-func (tt *taskTrace) handler(t *poller.Task, end bool) {
+func (tt *taskTrace) handler(t *fetched.Task, end bool) {
 	if tt == nil {
 		return
 	}
