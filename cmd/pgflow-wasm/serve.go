@@ -24,7 +24,7 @@ import (
 	pgflowwasm "github.com/pgflow-wasm/pgflow-wasm"
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/step"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/tracing"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
@@ -393,7 +393,7 @@ func validateCommand() *cli.Command {
 						}
 						continue
 					}
-					m, err := stepmodule.Load(c.Context, engine, s, s.ModuleConfig())
+					m, err := step.Load(c.Context, engine, file, fl, s, nil, slog.New(slog.DiscardHandler))
 					if err != nil {
 						rejected++
 						fmt.Fprintf(c.App.ErrWriter, "%s:%d: flow %q step %q: %v\n", file.Path, s.ModuleLine, fl.Slug, s.Slug, err)

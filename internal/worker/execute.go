@@ -2,20 +2,18 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
-	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/step"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
@@ -91,13 +89,13 @@ func (w *Worker) execute(ctx context.Context, fs *flowState, t fetched.Task) txE
 		return txEnd{outcome: completer.Outcome{Task: t, Failed: true, Error: msg}}
 	}
 	log.log(slog.LevelDebug, "task started")
-	ctxJSON, err := TaskContext(t, fs.workerID, st.timeout, st.ctxShape, w.pgflow().Version)
+	ctxJSON, err := step.Context(t, fs.workerID, st.timeout, st.ctxShape, w.pgflow().Version)
 	if err != nil {
 		return txEnd{outcome: completer.Outcome{Task: t, Failed: true, Error: err.Error()}}
 	}
 	task := sandbox.Task{Input: t.Input, Context: ctxJSON, Timeout: st.timeout}
 	if st.def.Deterministic {
-		task.Seed, task.FixedClock = TaskSeed(&t), true
+		task.Seed, task.FixedClock = step.Seed(&t), true
 	}
 	var sess *sqlsession.Session
 	if st.sql != nil {
@@ -172,12 +170,6 @@ func drainCutMessage(drain time.Duration, attempt, maxAttempts int, handler stri
 		drain, next, handler)
 }
 
-// TaskSeed is the identity a deterministic step's random bytes are drawn from: the run,
-// the step and the task index (not the attempt: a retry draws what the first try drew).
-func TaskSeed(t *fetched.Task) []byte {
-	return []byte(t.RunID + "/" + t.FlowSlug + "/" + t.StepSlug + "/" + strconv.Itoa(t.TaskIndex))
-}
-
 // failMessage is the fail_task message: pgflow's wording for timeouts, "kind: message" else.
 func failMessage(err error, timeout time.Duration) (string, sandbox.Kind) {
 	var se *sandbox.Error
@@ -198,79 +190,6 @@ func (w *Worker) checkAbandoned() {
 		w.restart.Store(true)
 		w.Stop()
 	}
-}
-
-// TaskContext builds the context JSON of ABI v1 (replay builds the same one) by appending, not encoding/json: the flow
-// input is copied as it came from PostgreSQL's jsonb output, which is valid JSON, instead of
-// being validated and compacted again for every task. An input over 64 KiB is left out (a
-// map over a large array would copy the whole array into every task). timeout is the
-// step's, shape its StepShape, version the pgflow the database speaks
-// (schema.Protocol.Version).
-func TaskContext(t fetched.Task, workerID string, timeout time.Duration, shape []byte, version string) ([]byte, error) {
-	flowInput := t.FlowInput
-	omitted := len(flowInput) > abi.MaxContextFlowInput
-	if len(flowInput) == 0 || omitted {
-		flowInput = json.RawMessage("null")
-	}
-	b := make([]byte, 0, 300+2*len(t.RunID)+len(t.FlowSlug)+2*len(t.StepSlug)+len(flowInput))
-	b = append(b, `{"`+abi.CtxRunID+`":`...)
-	b = appendJSONString(b, t.RunID)
-	b = append(b, `,"`+abi.CtxFlowSlug+`":`...)
-	b = appendJSONString(b, t.FlowSlug)
-	b = append(b, `,"`+abi.CtxStepSlug+`":`...)
-	b = appendJSONString(b, t.StepSlug)
-	b = append(b, `,"`+abi.CtxTaskIndex+`":`...)
-	b = strconv.AppendInt(b, int64(t.TaskIndex), 10)
-	b = append(b, `,"`+abi.CtxAttempt+`":`...)
-	b = strconv.AppendInt(b, int64(t.Attempt), 10)
-	b = append(b, `,"`+abi.CtxMsgID+`":`...)
-	b = strconv.AppendInt(b, t.MsgID, 10)
-	b = append(b, `,"`+abi.CtxFlowInput+`":`...)
-	b = append(b, flowInput...)
-	if omitted {
-		b = append(b, `,"`+abi.CtxFlowInputOmitted+`":true,"`+abi.CtxFlowInputBytes+`":`...)
-		b = strconv.AppendInt(b, int64(len(t.FlowInput)), 10)
-	}
-	b = append(b, `,"`+abi.CtxWorkerID+`":`...)
-	b = appendJSONString(b, workerID)
-	b = append(b, `,"`+abi.CtxTimeoutMS+`":`...)
-	b = strconv.AppendInt(b, timeout.Milliseconds(), 10)
-	b = append(b, `,"`+abi.CtxIdempotencyKey+`":`...)
-	b = appendJSONString(b, abi.IdempotencyKey(t.RunID, t.StepSlug, t.TaskIndex))
-	if version != "" {
-		b = append(b, `,"`+abi.CtxPgflowVersion+`":`...)
-		b = appendJSONString(b, version)
-	}
-	b = append(b, shape...)
-	return append(b, '}'), nil
-}
-
-// StepShape is the context's step_type and depends_on members of a step, made once.
-func StepShape(s *flowfile.Step) []byte {
-	b := []byte(`,"` + abi.CtxStepType + `":`)
-	b = appendJSONString(b, s.Type)
-	b = append(b, `,"`+abi.CtxDependsOn+`":[`...)
-	for i, d := range s.DependsOn {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendJSONString(b, d)
-	}
-	return append(b, ']')
-}
-
-// appendJSONString appends s as a JSON string. Slugs, uuids and worker ids need no escapes,
-// so the common case is a plain copy; anything else goes through encoding/json.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 func guestLevel(l int32) slog.Level {

@@ -36,7 +36,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/step"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
@@ -308,15 +308,13 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 			fs.slots = &slots{max: fl.MaxConcurrency, onFree: fs.ring}
 		}
 		for _, s := range fl.Served() {
-			mc := s.ModuleConfig()
-			mc.Capabilities = StepCapabilities(cfg.Flows, fl, s, cfg.Metrics, cfg.Log)
-			mod, err := stepmodule.Load(ctx, cfg.Engine, s, mc)
+			mod, err := step.Load(ctx, cfg.Engine, cfg.Flows, fl, s, cfg.Metrics, cfg.Log)
 			if err != nil {
 				w.closeModules(ctx)
 				return nil, fmt.Errorf("%s:%d: flow %q step %q: %w", cfg.Flows.Path, s.ModuleLine, fl.Slug, s.Slug, err)
 			}
 			st := &stepState{def: s, module: mod, metrics: newStepMetrics(cfg.Metrics, fl.Slug, s.Slug),
-				sql: w.sqlGrant(cfg.Flows, fl, s), ctxShape: StepShape(s)}
+				sql: w.sqlGrant(cfg.Flows, fl, s), ctxShape: step.Shape(s)}
 			for _, dep := range fl.Dependents(s.Slug) {
 				st.hasDependents = true
 				d := fl.Step(dep)
@@ -376,7 +374,7 @@ func (w *Worker) moduleSources() []string {
 	var out []string
 	for _, fs := range w.flows {
 		for _, st := range fs.steps {
-			out = append(out, stepmodule.Sources(st.module)...)
+			out = append(out, step.Sources(st.module)...)
 		}
 	}
 	return out
