@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,7 +32,14 @@ import (
 )
 
 //go:embed prelude.js
-var prelude []byte
+var preludeJS []byte
+
+//go:embed sql.js
+var sqlJS []byte
+
+// prelude is what the engine evaluates first: prelude.js, with sql.js's value (ctx.sql) in
+// scope as pgflowSQL and nowhere else (no global of the handler's sees it).
+var prelude = slices.Concat([]byte("(function (pgflowSQL) { return (\n"), preludeJS, []byte("\n); })(\n"), sqlJS, []byte("\n)"))
 
 // snapshotVersion changes whenever the way snapshots are made changes, so no cached one of an
 // older kind is used.
