@@ -421,7 +421,9 @@ func (s *Session) failure(ctx context.Context, err error, beginning bool, idx in
 	if n := len(s.levels); n > 0 {
 		// The innermost block is aborted: PostgreSQL takes no more statements until the
 		// guest rolls it back.
-		s.levels[n-1].failed = e
+		if s.levels[n-1].failed == nil {
+			s.levels[n-1].failed = e
+		}
 		return e
 	}
 	if l.spAt >= 0 && idx > l.spAt {
@@ -696,7 +698,9 @@ func (s *Session) tx(ctx context.Context, kind string) ([]byte, error) {
 			case beginning:
 				s.rollback(ctx)
 			case n > 0:
-				s.levels[n-1].failed = e
+				if s.levels[n-1].failed == nil {
+					s.levels[n-1].failed = e
+				}
 			default:
 				s.failed = e
 			}
