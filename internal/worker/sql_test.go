@@ -360,7 +360,8 @@ func TestALostCommitAnswerLeavesTheTaskToTheHandBack(t *testing.T) {
 		create function app.slow_first_commit() returns trigger language plpgsql as $$
 		begin if nextval('app.commits') = 1 then perform pg_sleep(30); end if; return null; end $$;
 		create constraint trigger slow_first_commit after insert on app.ledger deferrable initially deferred
-		  for each row execute function app.slow_first_commit()`); err != nil {
+		  for each row execute function app.slow_first_commit();
+		grant usage on sequence app.commits to `+role); err != nil {
 		t.Fatal(err)
 	}
 	f := flows(t, fmt.Sprintf(`
