@@ -99,6 +99,30 @@ func TestCtxSQLHelpersAreThoseOfPostgresJS(t *testing.T) {
 		"unsafe": [{"n": 2}], "fragment": [1, 3], "values": [[1, "b"]], "row1": {"tags": ["x", "y"], "meta": {"k": 1}}}`)
 }
 
+// The edges: begin's options (read write is taken, an isolation level refused), a block
+// returning an array of queries, sql() with nothing, sql.unsafe as a fragment, NaN and
+// infinities, arrays with bounds and empty ones, a query awaited twice running once, and a
+// step without an sql grant.
+func TestCtxSQLEdges(t *testing.T) {
+	t.Parallel()
+	_, pool, role := sqlApp(t)
+	e, err := sandbox.New(sandbox.Engines()[0], sandbox.Config{CacheDir: sandbox.DefaultCacheDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close(context.Background()) })
+	m := load(t, e, "sql.ts", sandbox.ModuleConfig{})
+	_, got := runSQL(t, m, &sqlsession.Grant{Where: "step s", Role: role, DB: pool, Transactional: true}, "edges")
+	jsonEqual(t, []byte(got), `{"options": "sql.begin: the options \"isolation level serializable\" are not available (a task's transaction is read committed, read write)",
+		"readWrite": 1, "arrayResult": [1, 2], "noArgument": "TypeError",
+		"unsafeFragment": "sql.unsafe with parameters cannot be a fragment of another statement", "unsafeInline": 42,
+		"special": ["NaN", "-Infinity", [5, 6], []], "once": 1}`)
+	res, err := m.Run(context.Background(), sandbox.Task{Input: []byte(`{"case": "denied"}`), Context: taskContext(nil), Timeout: 10 * time.Second})
+	if err != nil || !strings.Contains(string(res.Output), `[-1,"sql: `) || !strings.Contains(string(res.Output), "may not run SQL") {
+		t.Errorf("without a grant: %s, %v", res.Output, err)
+	}
+}
+
 // sql.begin commits or rolls back as a block (a savepoint in a transactional step, a real
 // transaction in another), sql.savepoint nests, and a failed statement outside a block can be
 // caught: the statements after it run, and a transactional task's transaction is not aborted.

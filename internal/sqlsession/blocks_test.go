@@ -2,10 +2,12 @@ package sqlsession_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
 )
 
 func raw(t *testing.T, s interface {
@@ -111,5 +113,27 @@ func TestATypedResultKeepsTheText(t *testing.T) {
 		"params": ["2024-01-02T03:04:05Z"], "param_types": [1082], "typed": true}`)
 	if err != nil || out != `{"columns":["i","a","n","d"],"types":[20,1009,25,1082],"rows":[["9007199254740993","{\"a b\",NULL}",null,"2024-01-02"]],"row_count":1,"command":"SELECT 1"}` {
 		t.Fatalf("%s, %v", out, err)
+	}
+}
+
+// A transactional task whose handler returns with a block still open is not completed in
+// its transaction: nothing it wrote is kept, and the error says to await sql.begin.
+func TestATaskWithAnOpenBlockDoesNotComplete(t *testing.T) {
+	t.Parallel()
+	a := newApp(t)
+	s := a.grant(true).Begin(time.Now().Add(time.Minute))
+	defer s.Close()
+	for _, req := range []string{`{"sql": "insert into app.ledger values (gen_random_uuid(), 0, 1)"}`, `{"tx": "begin"}`,
+		`{"sql": "insert into app.ledger values (gen_random_uuid(), 0, 1)"}`} {
+		if _, err := raw(t, s, req); err != nil {
+			t.Fatalf("%s: %v", req, err)
+		}
+	}
+	_, err := s.Complete(context.Background(), taskwrite.Call{}, "")
+	if err == nil || !strings.Contains(err.Error(), "1 sql.begin block(s) of its were still open") {
+		t.Fatalf("Complete: %v", err)
+	}
+	if n := count(t, a.db.Pool, "select count(*) from app.ledger"); n != 0 {
+		t.Fatalf("%d rows kept", n)
 	}
 }

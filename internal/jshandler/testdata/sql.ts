@@ -103,6 +103,28 @@ async function transactions(sql: Sql) {
   return { committed, codes, ids };
 }
 
+async function edges(sql: Sql) {
+  const out: Record<string, unknown> = {};
+  out.options = await sql.begin("isolation level serializable", async () => 1).catch((e: Error) => e.message);
+  out.readWrite = await sql.begin("read write", async (tx: Sql) => (await tx`select 1 as one`)[0].one);
+  out.arrayResult = (await sql.begin(async (tx: Sql) => [tx`select 1 as a`, tx`select 2 as a`])).map((r: Rows) => r[0].a);
+  try {
+    sql();
+    out.noArgument = "no error";
+  } catch (e: any) {
+    out.noArgument = e.constructor.name;
+  }
+  out.unsafeFragment = await sql`select ${sql.unsafe("$1", [1])}`.catch((e: Error) => e.message);
+  out.unsafeInline = (await sql`select ${sql.unsafe("42")} as n`)[0].n;
+  const [f] = await sql`select 'NaN'::float8 as a, '-Infinity'::float8 as b, '[0:1]={5,6}'::int[] as c, '{}'::text[] as d`;
+  out.special = [String(f.a), String(f.b), f.c, f.d];
+  const q = sql`insert into app.items (id, name) values (${100}, ${"once"})`;
+  await q;
+  await q; // a query runs once, however often it is awaited
+  out.once = (await sql`select count(*)::int as n from app.items where id = 100`)[0].n;
+  return out;
+}
+
 export default async function handler(input: { case: string }, ctx: { sql: Sql }) {
   switch (input.case) {
     case "types":
@@ -113,6 +135,10 @@ export default async function handler(input: { case: string }, ctx: { sql: Sql }
       return helpers(ctx.sql);
     case "transactions":
       return transactions(ctx.sql);
+    case "edges":
+      return edges(ctx.sql);
+    case "denied":
+      return ctx.sql`select 1`.catch((e: any) => [e.code, e.message]);
   }
   throw new Error("unknown case " + input.case);
 }
