@@ -11,6 +11,7 @@
 package jshandler
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	_ "embed"
@@ -37,9 +38,12 @@ var preludeJS []byte
 //go:embed sql.js
 var sqlJS []byte
 
-// prelude is what the engine evaluates first: prelude.js, with sql.js's value (ctx.sql) in
-// scope as pgflowSQL and nowhere else (no global of the handler's sees it).
-var prelude = slices.Concat([]byte("(function (pgflowSQL) { return (\n"), preludeJS, []byte("\n); })(\n"), sqlJS, []byte("\n)"))
+// prelude is what the engine evaluates first: prelude.js, with sql.js's function (ctx.sql)
+// in its scope as pgflowSQL and nowhere else (no global of the handler's sees it). sql.js is
+// written as a module (export default) so that a bundled prelude can import it as it is.
+var prelude = slices.Concat([]byte("(function () {\n"),
+	bytes.Replace(sqlJS, []byte("export default function pgflowSQL("), []byte("function pgflowSQL("), 1),
+	[]byte("\nreturn (\n"), preludeJS, []byte("\n);\n})()"))
 
 // snapshotVersion changes whenever the way snapshots are made changes, so no cached one of an
 // older kind is used.

@@ -1,13 +1,14 @@
 // ctx.sql: postgres.js's API (the `postgres` npm package, which pgflow's worker hands its
-// handlers as ctx.sql) on the ABI's sql_query (abi/SPEC.md, SQL). jshandler.go puts this
-// expression's value in scope of the prelude, which calls it once with the engine's natives
-// and gives the result to every task as ctx.sql. Nothing here may depend on a task: the
-// host keeps the task's session (its transaction and open blocks).
+// handlers as ctx.sql) on the ABI's sql_query (abi/SPEC.md, SQL). A module of the prelude:
+// jshandler.go puts its function in the prelude's scope (and nowhere else), which calls it
+// once with the engine's natives and gives the result to every task as ctx.sql. Nothing
+// here may depend on a task: the host keeps the task's session (its transaction and open
+// blocks).
 //
 // What differs from postgres.js is written in docs/guests.md: statements run one at a time
 // on the task's one session, so a statement of the outer sql sent while a sql.begin block
 // is open runs inside that block.
-(function pgflowSQL(natives) {
+export default function pgflowSQL(natives) {
   "use strict";
   const native = natives.sql;
   const define = (obj, name, value) =>
@@ -344,4 +345,4 @@
   }
 
   return make(0);
-})
+}
