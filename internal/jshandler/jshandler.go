@@ -38,11 +38,16 @@ var preludeJS []byte
 //go:embed sql.js
 var sqlJS []byte
 
-// prelude is what the engine evaluates first: prelude.js, with sql.js's function (ctx.sql)
-// in its scope as pgflowSQL and nowhere else (no global of the handler's sees it). sql.js is
-// written as a module (export default) so that a bundled prelude can import it as it is.
+//go:embed supabase.js
+var supabaseJS []byte
+
+// prelude is what the engine evaluates first: prelude.js, with the functions of sql.js
+// (ctx.sql) and supabase.js (ctx.supabase) in its scope as pgflowSQL and pgflowSupabase and
+// nowhere else (no global of the handler's sees them). Those files are written as modules
+// (export default) so that a bundled prelude can import them as they are.
 var prelude = slices.Concat([]byte("(function () {\n"),
 	bytes.Replace(sqlJS, []byte("export default function pgflowSQL("), []byte("function pgflowSQL("), 1),
+	bytes.Replace(supabaseJS, []byte("export default function pgflowSupabase("), []byte("function pgflowSupabase("), 1),
 	[]byte("\nreturn (\n"), preludeJS, []byte("\n);\n})()"))
 
 // snapshotVersion changes whenever the way snapshots are made changes, so no cached one of an

@@ -431,6 +431,8 @@
   // ---- ctx.sql: postgres.js's API on the step's SQL capability (sql.js) ----------------------
 
   const ctxSQL = pgflowSQL(natives);
+  // No supabase-js in this engine yet: ctx.supabase says so when read (supabase.js).
+  const defineSupabase = pgflowSupabase(undefined);
 
   const unavailable = (what, instead) =>
     ({ get() { throw new TypeError(`${what} is not available in pgflow-wasm: ${instead} (docs/from-typescript.md)`); }, enumerable: false });
@@ -487,7 +489,7 @@
     } else Object.defineProperty(ctx, "flowInput", unavailable("ctx.flowInput",
       `the run's input is ${c.flow_input_bytes} bytes, over the 64 KiB a map task's context carries; pass what the map needs in its array`));
     define(ctx, "sql", ctxSQL);
-    Object.defineProperty(ctx, "supabase", unavailable("ctx.supabase", "call Supabase's HTTP API with fetch and a key from ctx.env"));
+    defineSupabase(ctx, env);
     Object.defineProperty(ctx, "serviceSupabase", unavailable("ctx.serviceSupabase", "call Supabase's HTTP API with fetch and a key from ctx.env"));
     Object.defineProperty(ctx, "anonSupabase", unavailable("ctx.anonSupabase", "call Supabase's HTTP API with fetch and a key from ctx.env"));
     return [handlerInput, ctx];
