@@ -502,8 +502,14 @@ func (s *Session) rollback(ctx context.Context) {
 	}
 }
 
-// discard closes the connection (the server rolls back what it held open) and drops it.
+// discard closes the connection (the server rolls back what it held open) and drops it,
+// with the blocks that were open on it (a transactional task's T stays marked as begun: its
+// completion then fails for want of the connection).
 func (s *Session) discard() {
+	s.levels = nil
+	if !s.g.Transactional {
+		s.inTx = false
+	}
 	if s.conn == nil {
 		return
 	}
