@@ -11,6 +11,7 @@
 package jshandler
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	_ "embed"
@@ -19,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,7 +33,22 @@ import (
 )
 
 //go:embed prelude.js
-var prelude []byte
+var preludeJS []byte
+
+//go:embed sql.js
+var sqlJS []byte
+
+//go:embed supabase.js
+var supabaseJS []byte
+
+// prelude is what the engine evaluates first: prelude.js, with the functions of sql.js
+// (ctx.sql) and supabase.js (ctx.supabase) in its scope as pgflowSQL and pgflowSupabase and
+// nowhere else (no global of the handler's sees them). Those files are written as modules
+// (export default) so that a bundled prelude can import them as they are.
+var prelude = slices.Concat([]byte("(function () {\n"),
+	bytes.Replace(sqlJS, []byte("export default function pgflowSQL("), []byte("function pgflowSQL("), 1),
+	bytes.Replace(supabaseJS, []byte("export default function pgflowSupabase("), []byte("function pgflowSupabase("), 1),
+	[]byte("\nreturn (\n"), preludeJS, []byte("\n);\n})()"))
 
 // snapshotVersion changes whenever the way snapshots are made changes, so no cached one of an
 // older kind is used.

@@ -428,41 +428,11 @@
     ownKeys() { return []; },
   });
 
-  // ---- ctx.sql: statements through the step's SQL capability ------------------------------
+  // ---- ctx.sql: postgres.js's API on the step's SQL capability (sql.js) ----------------------
 
-  // ctx.sql`select * from t where id = ${id}` runs one statement as the step's role
-  // (flows.yaml `sql:`): each ${value} becomes a parameter ($1, $2...), never text of the
-  // statement. It resolves to the rows as objects keyed by column, with count (rows affected
-  // or returned), command ("INSERT 0 1") and columns, as postgres.js (pgflow's ctx.sql) does;
-  // it rejects with the host's refusal or PostgreSQL's error (its SQLSTATE in the message).
-  function sqlTag(strings, ...values) {
-    if (!Array.isArray(strings) || !Array.isArray(strings.raw)) {
-      return Promise.reject(new TypeError("ctx.sql is a tagged template: ctx.sql`select ... where id = ${id}` (values become parameters)"));
-    }
-    let text = strings[0];
-    for (let i = 0; i < values.length; i++) text += "$" + (i + 1) + strings[i + 1];
-    const params = values.map((v) => (v instanceof Date ? v.toISOString() : typeof v === "bigint" ? String(v) : v === undefined ? null : v));
-    return new Promise((resolve, reject) => {
-      const r = sql(JSON.stringify({ sql: text, params }));
-      if (typeof r !== "string") {
-        const e = new Error(r.message);
-        e.code = r.code;
-        reject(e);
-        return;
-      }
-      const res = JSON.parse(r);
-      const columns = res.columns || [];
-      const rows = (res.rows || []).map((row) => {
-        const o = {};
-        columns.forEach((c, i) => (o[c] = row[i]));
-        return o;
-      });
-      define(rows, "count", res.row_count);
-      define(rows, "command", res.command);
-      define(rows, "columns", columns.map((name) => ({ name })));
-      resolve(rows);
-    });
-  }
+  const ctxSQL = pgflowSQL(natives);
+  // No supabase-js in this engine yet: ctx.supabase says so when read (supabase.js).
+  const defineSupabase = pgflowSupabase(undefined);
 
   const unavailable = (what, instead) =>
     ({ get() { throw new TypeError(`${what} is not available in pgflow-wasm: ${instead} (docs/from-typescript.md)`); }, enumerable: false });
@@ -518,8 +488,8 @@
       });
     } else Object.defineProperty(ctx, "flowInput", unavailable("ctx.flowInput",
       `the run's input is ${c.flow_input_bytes} bytes, over the 64 KiB a map task's context carries; pass what the map needs in its array`));
-    define(ctx, "sql", sqlTag);
-    Object.defineProperty(ctx, "supabase", unavailable("ctx.supabase", "call Supabase's HTTP API with fetch and a key from ctx.env"));
+    define(ctx, "sql", ctxSQL);
+    defineSupabase(ctx, env);
     Object.defineProperty(ctx, "serviceSupabase", unavailable("ctx.serviceSupabase", "call Supabase's HTTP API with fetch and a key from ctx.env"));
     Object.defineProperty(ctx, "anonSupabase", unavailable("ctx.anonSupabase", "call Supabase's HTTP API with fetch and a key from ctx.env"));
     return [handlerInput, ctx];

@@ -22,6 +22,7 @@ func init() {
 	testModules["ledger_rs"] = "modules/examples/rust/ledger.wasm"
 	testModules["ledger_tg"] = "modules/examples/tinygo/ledger.wasm"
 	testModules["ledger_ts"] = "modules/examples/typescript/ledger.ts"
+	testModules["caught_ts"] = "modules/testdata/ts/caught.ts"
 }
 
 func ledgerRows(t *testing.T, db *pgtest.DB, where string) int {
@@ -481,4 +482,47 @@ flows:
 	if n != 1 || key != run+":call:0" || attempt != 1 {
 		t.Errorf("app.mail: %d rows, key %q, attempt %d; want the first attempt's one row keyed %s:call:0", n, key, attempt, run)
 	}
+}
+
+// A TypeScript handler in a transactional step catches a failed statement and goes on, as
+// with postgres.js: its writes before and after (one in a sql.begin block) commit with its
+// completion, once; an attempt that fails after writing leaves nothing, and its retry writes
+// the rows once.
+func TestACaughtStatementLeavesTheTaskExactlyOnce(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	role := db.Ledger(t)
+	f := flows(t, fmt.Sprintf(`
+flows:
+  - slug: caught
+    max_attempts: 2
+    base_delay: 0
+    sql: {role: %s}
+    steps:
+      - {slug: call, module: "{{caught_ts}}"}
+`, role))
+	w := startWorker(t, db.Pool, f, worker.Config{})
+	ok := startRun(t, db.Pool, "caught", `{}`)
+	retried := startRun(t, db.Pool, "caught", `{"fail": true}`)
+	for _, c := range []struct {
+		run      string
+		attempts int
+	}{{ok, 1}, {retried, 2}} {
+		if r := waitRun(t, db.Pool, c.run, 60*time.Second); r.Status != "completed" {
+			t.Fatalf("run %s: %s (%s)", c.run, r.Status, r.Error)
+		}
+		k := taskOf(t, db.Pool, c.run)
+		jsonEqual(t, []byte(k.Output), `{"code": "22P02", "n": 2, "total": 3}`)
+		if k.Attempts != c.attempts {
+			t.Errorf("run %s: %d attempts, want %d", c.run, k.Attempts, c.attempts)
+		}
+		if n := ledgerRows(t, db, "where run_id = '"+c.run+"'"); n != 2 {
+			t.Errorf("run %s: %d rows, want 2", c.run, n)
+		}
+	}
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		c := testutil.ToFloat64(w.Metrics.SQLTransactions.WithLabelValues("caught", "call", "committed"))
+		rb := testutil.ToFloat64(w.Metrics.SQLTransactions.WithLabelValues("caught", "call", "rolled_back"))
+		return c == 2 && rb == 1, fmt.Sprintf("committed %v, rolled back %v; want 2 and 1", c, rb)
+	})
 }

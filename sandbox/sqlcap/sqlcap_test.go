@@ -34,11 +34,21 @@ func TestParseRequest(t *testing.T) {
 		{`{"sql": ""}`, `has no "sql" string`},
 		{`{"sql": "select 1"} {}`, "more than one JSON value"},
 		{`{"sql": "select $1", "params": {"a": 1}}`, "is not a JSON object"},
+		{`{"tx": "commit;"}`, `"tx" is "begin", "commit" or "rollback"`},
+		{`{"tx": "begin", "sql": "begin"}`, `a "tx" request has no "sql"`},
+		{`{"sql": "select $1", "params": [1], "param_types": [23, 23]}`, `"param_types" has 2 types for 1 parameters`},
 	} {
 		_, err := ParseRequest([]byte(c.in))
 		if err == nil || err.Code != abi.ErrBadRequest || !strings.Contains(err.Message, c.want) {
 			t.Errorf("ParseRequest(%s) = %v, want %q", c.in, err, c.want)
 		}
+	}
+	req, err = ParseRequest([]byte(`{"sql": "select $1", "params": ["x"], "param_types": [3802], "typed": true, "savepoint": true}`))
+	if err != nil || len(req.ParamTypes) != 1 || req.ParamTypes[0] != 3802 || !req.Typed || !req.Savepoint || req.Tx != "" {
+		t.Errorf("the optional keys: %+v, %v", req, err)
+	}
+	if req, err := ParseRequest([]byte(`{"tx": "rollback"}`)); err != nil || req.Tx != "rollback" || req.SQL != "" {
+		t.Errorf("a tx request: %+v, %v", req, err)
 	}
 	if _, err := ParseRequest(make([]byte, MaxRequestBytes+1)); err == nil || err.Code != abi.ErrRequestTooLarge {
 		t.Errorf("oversized request: %v", err)
