@@ -10,7 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/step"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
 )
@@ -62,7 +62,7 @@ func execCommand() *cli.Command {
 			}
 			defer engine.Close(c.Context)
 			// A .ts or .js handler is bundled and snapshotted as the worker does it.
-			m, err := stepmodule.LoadPath(c.Context, engine, c.Args().First(), "", sandbox.ModuleConfig{MemoryLimit: limit, Fuel: c.Int64("fuel")})
+			m, err := step.LoadPath(c.Context, engine, c.Args().First(), "", sandbox.ModuleConfig{MemoryLimit: limit, Fuel: c.Int64("fuel")})
 			if err != nil {
 				return cli.Exit(err.Error(), 2)
 			}
