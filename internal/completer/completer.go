@@ -94,11 +94,6 @@ type Config struct {
 	// ready to their transaction (the worker's claim.go): it may queue statements into b,
 	// which runs begin and the completions first. It returns nil where it queued nothing.
 	Claim func(conn *pgxpool.Conn, b *pgx.Batch, batch []Outcome) Claim
-	// AwaitedAtOnce lets an awaited completion start a second writer's transaction at once,
-	// rather than wait for the first writer's next one as other outcomes do below
-	// parallelBacklog: a chain's step waits for it (docs/RATIONALE.md "Awaited completions
-	// do not queue"). The worker always sets it; off, outcomes batch as they did before.
-	AwaitedAtOnce bool
 }
 
 // Claim is a start of successor tasks joined to the transaction of a batch of completions
@@ -175,7 +170,7 @@ func (c *Completer) Add(o Outcome) { c.AddReleasing(o, nil) }
 // an awaited outcome counts in Awaited, before any writer can take it. The worker frees the
 // ended handler's slot there. Counted first, the slot is one a read leaves free; freed
 // before a writer can claim, the claim finds it free. Freed after Add, a second writer that
-// took an awaited outcome at once (AwaitedAtOnce) sometimes claimed before the slot was
+// took an awaited outcome at once sometimes claimed before the slot was
 // free and left the successor to a read (47 of 48 in the worker's test).
 func (c *Completer) AddReleasing(o Outcome, release func()) {
 	if o.Awaited {
@@ -199,10 +194,12 @@ func (c *Completer) AddReleasing(o Outcome, release func()) {
 	c.ring(n, urgent)
 }
 
-// urgent tells whether an awaited outcome waits that a second writer may take at once
-// (Config.AwaitedAtOnce); c.mu is held.
+// urgent tells whether an awaited outcome waits, which a second writer takes at once rather
+// than wait for the first writer's next transaction as other outcomes do below
+// parallelBacklog: a chain's step waits for it (docs/RATIONALE.md "Awaited completions do
+// not queue"); c.mu is held.
 func (c *Completer) urgent() bool {
-	return c.cfg.AwaitedAtOnce && c.awaited > 0
+	return c.awaited > 0
 }
 
 // Awaited is the number of outcomes marked Awaited not yet written, in all and of one flow:

@@ -345,8 +345,7 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 		OnError: func(err error) {
 			w.dbError("write outcomes", err)
 			w.pgflowSuspect(err)
-		},
-		AwaitedAtOnce: true})
+		}})
 	return w, nil
 }
 
