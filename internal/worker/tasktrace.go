@@ -14,7 +14,7 @@ import (
 // fetch loop woke for the task and why, when the fetch began and returned, when the handler
 // started and ended, when the outcome's write began and when its commit came back (Unix
 // microseconds, this machine's clock). It is the benchmark's instrument for where a chain's
-// step-to-step hop goes (`pgflow-wasm bench`, docs/benchmarks.md); unset, nothing is
+// step-to-step hop goes (`pgflow-wasm-bench`, docs/benchmarks.md); unset, nothing is
 // recorded and nothing is paid.
 const TaskTraceEnv = "PGFLOW_WASM_TASK_TRACE"
 
