@@ -176,7 +176,7 @@ func connectionLost(err error) bool {
 func UndefinedTable(err error) bool { return SQLState(err) == "42P01" }
 
 // schemaCodes are SQLSTATEs of a statement that does not fit the schema it met: what a
-// worker's prepared statements, or a twin of start_tasks (package starttwin), meet when
+// worker's prepared statements, or a twin of start_tasks (package plans), meet when
 // pgflow is upgraded under them.
 var schemaCodes = map[string]bool{
 	"42804": true, // datatype mismatch (a function's result type changed)

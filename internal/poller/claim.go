@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/starttwin"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/plans"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
@@ -39,7 +39,7 @@ func (f *Fetcher) QueueClaim(conn *pgxpool.Conn, b *pgx.Batch, runIDs, steps []s
 	proto := f.proto.Load()
 	c := &ClaimRead{f: f, startSchema: "pgflow", plan: readPlan{proto: proto}}
 	if !proto.queueNames {
-		c.startSchema = starttwin.Made(conn.Conn()) // making one would end the caller's transaction
+		c.startSchema = plans.TwinMade(conn.Conn()) // making one would end the caller's transaction
 	}
 	// The completions' write took the upgrade lock: the newest migration holds for the claim.
 	f.queueWitness(b, &c.err)

@@ -21,8 +21,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/plancache"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/starttwin"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/plans"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
@@ -87,7 +86,7 @@ type FetcherConfig struct {
 	// MapStep tells map steps (whose input is their element, on every pgflow) from single ones.
 	MapStep func(step string) bool
 	// Log is told, at debug level, when a connection cannot have a twin of start_tasks
-	// (package starttwin) and why.
+	// (package plans) and why.
 	Log *slog.Logger
 }
 
@@ -268,7 +267,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]fetched.Task, error) {
 	startSchema := "pgflow"
 	if !proto.queueNames {
 		var why error
-		if startSchema, why = starttwin.Schema(ctx, conn.Conn()); why != nil {
+		if startSchema, why = plans.TwinSchema(ctx, conn.Conn()); why != nil {
 			f.log.Debug("fetches on this connection call pgflow.start_tasks itself, not a twin that keeps its plan", "why", why)
 		}
 	}
@@ -374,7 +373,7 @@ func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema str
 	b := &pgx.Batch{}
 	// The read, sent before, kept its custom plan; start_tasks and the lookups reuse theirs.
 	// (A claim's start needs no switch of its own: the completions' write made it.)
-	plancache.QueueGeneric(b)
+	plans.QueueGeneric(b)
 	s := f.queueStart(b, startSchema, p)
 	// The commit, with the read's: both are kept or both are lost.
 	b.Queue(`commit`).Exec(func(pgconn.CommandTag) error { return nil })
@@ -397,7 +396,7 @@ type started struct {
 }
 
 // queueStart queues into b the start of p's tasks through startSchema's start_tasks: pgflow's,
-// or its twin in pg_temp (package starttwin), then the visibility of shorter steps' messages,
+// or its twin in pg_temp (package plans), then the visibility of shorter steps' messages,
 // the attempt counts and the inputs of runs not cached. It leaves the commit to the caller.
 func (f *Fetcher) queueStart(b *pgx.Batch, startSchema string, p readPlan) *started {
 	proto := p.proto

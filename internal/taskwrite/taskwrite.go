@@ -12,7 +12,7 @@
 // A write is queued into a pgx.Batch as three statements, run in the batch's one implicit
 // transaction:
 //
-//  0. switch the rest of the transaction to generic plans (package plancache): pgflow's
+//  0. switch the rest of the transaction to generic plans (package plans): pgflow's
 //     statements and the layer's then reuse their plans instead of planning at every call.
 //  1. lock the batch's runs, in run order. pgflow's complete_task locks the run row first
 //     too, so every writer takes run locks in the same order; and while a run is locked no
@@ -33,7 +33,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/plancache"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/plans"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
@@ -133,7 +133,7 @@ func Queue(b *pgx.Batch, kind Kind, calls []Call, results []Result, opts Options
 	}
 	// Not while pgflow is being migrated: the calls are pgflow's as it is before or after.
 	b.Queue(schema.UpgradeLockShared).Exec(func(pgconn.CommandTag) error { return nil })
-	plancache.QueueGeneric(b)
+	plans.QueueGeneric(b)
 	b.Queue(lockRunsSQL, runs).Exec(func(pgconn.CommandTag) error { return nil })
 	if kind == Fail && opts.AttemptHistory {
 		b.Queue(historySQL, runs, steps, idx, attempts, args).Exec(func(pgconn.CommandTag) error { return nil })

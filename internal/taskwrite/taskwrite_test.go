@@ -12,7 +12,7 @@ import (
 )
 
 // A write's transaction reuses generic plans: pgflow's statements and the layer's, some of
-// which take arrays, are not planned again at every call (package plancache).
+// which take arrays, are not planned again at every call (package plans).
 func TestAWriteReusesGenericPlans(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

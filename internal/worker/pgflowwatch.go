@@ -28,7 +28,7 @@ import (
 // worker's transactions exclude each other (schema.UpgradeLockShared), a fetch or claim
 // refuses to start tasks once a migration it was not prepared for is recorded
 // (poller.Fetcher.SetWitness), and a twin of start_tasks refuses to run once its original
-// changed (package starttwin). For other tools' migrations, a single step's input gets "run"
+// changed (package plans). For other tools' migrations, a single step's input gets "run"
 // wherever it lacks it, whatever the protocol (package poller). docs/RATIONALE.md "pgflow
 // upgraded under a serving worker".
 

@@ -1,11 +1,12 @@
-// Package starttwin gives a database session a twin of pgflow's start_tasks whose plan
-// PostgreSQL keeps.
+// Package plans keeps the plans of the statements the worker runs for every task: a twin of
+// pgflow's start_tasks whose plan PostgreSQL keeps (twin.go), and the switch of a
+// transaction to generic plans (generic.go).
 //
-// Up to 0.16, pgflow's start_tasks is an SQL-language function, and PostgreSQL 15 plans an
+// The twin: // Up to 0.16, pgflow's start_tasks is an SQL-language function, and PostgreSQL 15 plans an
 // SQL function's body afresh at every call: for start_tasks, a 175-line statement, that
 // planning is most of the 3-5 ms a call costs, whatever the number of tasks. PL/pgSQL keeps
 // a session's plans (for a statement with an array argument such as msg_ids, only where the
-// transaction asks for generic plans: package plancache, which fetches use). So, once per
+// transaction asks for generic plans: QueueGeneric, which fetches use). So, once per
 // connection, the twin is made in pg_temp from the body the database itself holds: the same
 // single statement, the same arguments, result and settings, inside a PL/pgSQL function that
 // returns it. Nothing of pgflow's is copied into pgflow-wasm;
@@ -13,7 +14,7 @@
 // body is not one statement, pgflow's start_tasks is PL/pgSQL already (0.17+), or the session
 // may not create temporary objects, fetches call pgflow's own (docs/RATIONALE.md, "A twin of
 // start_tasks keeps its plan").
-package starttwin
+package plans
 
 import (
 	"context"
@@ -37,7 +38,7 @@ const key = "pgflow-wasm/starttwin"
 // session holds a twin, else "pgflow". The first call on a connection makes the twin (one
 // catalogue read, one create, one check); why it could not is returned beside "pgflow", for
 // a log line, and is not asked again on that connection.
-func Schema(ctx context.Context, conn *pgx.Conn) (schema string, why error) {
+func TwinSchema(ctx context.Context, conn *pgx.Conn) (schema string, why error) {
 	data := conn.PgConn().CustomData()
 	if s, ok := data[key].(string); ok {
 		return s, nil
@@ -55,7 +56,7 @@ func Schema(ctx context.Context, conn *pgx.Conn) (schema string, why error) {
 // Made returns the schema whose start_tasks a call on conn should use without making
 // anything: "pg_temp" where Schema made the session's twin, else "pgflow". For callers
 // inside a transaction of their own, which Schema's would end.
-func Made(conn *pgx.Conn) string {
+func TwinMade(conn *pgx.Conn) string {
 	if s, ok := conn.PgConn().CustomData()[key].(string); ok {
 		return s
 	}
