@@ -121,7 +121,6 @@ func TestNothingSurvivesATaskOnAPooledSession(t *testing.T) {
 	}
 }
 
-
 // handler runs statements through a real guest (modules/testdata/sql_call.wasm) in the
 // sandbox, as a task does.
 type handler struct {
