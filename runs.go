@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 // StartRun starts a run of flow with input and returns its id. input is a

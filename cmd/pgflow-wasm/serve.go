@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"log/slog"
 	"net"
 	"net/http"
@@ -26,6 +25,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/step"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/tracing"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
 )

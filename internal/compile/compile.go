@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"reflect"
 	"slices"
 	"sort"
@@ -23,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 // load parses a flows file; module paths point at /dev/null, which exists: compile never

@@ -2,12 +2,12 @@ package dashboard
 
 import (
 	"errors"
-	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 // searchLimit is how many runs the search page lists.

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 const workerID = "00000000-0000-4000-8000-0000000000aa"

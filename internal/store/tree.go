@@ -3,12 +3,12 @@ package store
 import (
 	"context"
 	"fmt"
-	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 // Tree is a run with its steps and all their tasks (Step.Tasks), for a terminal.

@@ -16,7 +16,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -31,6 +30,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/buildinfo"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/httpcap"
 )
 

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"log/slog"
 	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 func TestTraceIDIsTheRunsOnEveryWorker(t *testing.T) {

@@ -3,7 +3,6 @@ package worker_test
 import (
 	"context"
 	"fmt"
-	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"log/slog"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 // A step's successors start in the transaction that completes it: pgflow stamps both with

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"log/slog"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/step"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 

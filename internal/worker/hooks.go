@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+
 	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 

@@ -3,13 +3,13 @@ package worker_test
 import (
 	"context"
 	"fmt"
-	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"testing"
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/fetchlease"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 // statusCounts counts a flow's tasks by status.

@@ -3,7 +3,6 @@ package worker_test
 import (
 	"context"
 	"fmt"
-	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 // A fetch whose reply was lost (the connection died after start_tasks committed) leaves a

@@ -2,7 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 // With a long recovery interval (many workers sweeping rarely), a dead worker's task still

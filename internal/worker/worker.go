@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -39,6 +38,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/step"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )

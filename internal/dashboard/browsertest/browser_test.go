@@ -9,7 +9,6 @@ package browsertest_test
 import (
 	"context"
 	"fmt"
-	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"io"
 	"log/slog"
 	"net"
@@ -33,6 +32,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 // UpdateScreenshotsEnv names the variable that makes TestBrowser rewrite docs/ui/*.png.
