@@ -14,6 +14,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/httpcap"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/sqlcap"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/webcrypto"
 )
 
 // Capabilities are what a step's handler may do besides computing: send HTTP requests
@@ -126,7 +127,28 @@ func capabilityFuncs() []hostFunc {
 		f(abi.ImportSQLResultRead, func(s *callState, mem []byte, a []uint64) (uint64, error) {
 			return s.copyOut(mem, abi.ImportSQLResultRead, s.sqlResult, a[0], a[1])
 		}),
+		f(abi.ImportCryptoCall, (*callState).cryptoCall),
+		f(abi.ImportCryptoResultRead, func(s *callState, mem []byte, a []uint64) (uint64, error) {
+			return s.copyOut(mem, abi.ImportCryptoResultRead, s.cryptoResult, a[0], a[1])
+		}),
 	}
+}
+
+// cryptoCall computes one Web Crypto operation (sandbox/webcrypto): no grant is needed, as
+// it reads nothing and sends nothing.
+func (s *callState) cryptoCall(mem []byte, a []uint64) (uint64, error) {
+	ptr, n := uint64(uint32(a[0])), uint64(uint32(a[1]))
+	b, ok := span(mem, ptr, n)
+	if !ok {
+		return 0, s.badPointer(mem, abi.ImportCryptoCall, ptr, n)
+	}
+	s.cryptoResult = nil
+	out, err := webcrypto.Call(b)
+	if err != nil {
+		return s.refuse(abi.ErrBadRequest, err.Error())
+	}
+	s.cryptoResult = out
+	return uint64(len(out)), nil
 }
 
 func (s *callState) sqlQuery(mem []byte, a []uint64) (uint64, error) {

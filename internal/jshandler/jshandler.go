@@ -3,7 +3,7 @@
 // A handler file (`export default async function handler(input, ctx)`) is bundled with
 // esbuild's Go API (bundle.go), then run in QuickJS-NG compiled to WebAssembly (engine/, built
 // by mk/jsengine.mk). The engine is initialised once per handler, Wizer-style: it evaluates
-// the prelude (prelude.js: console, fetch, crypto, timers, ctx) and the bundle, and its memory
+// the prelude (prelude/prelude.js: the web platform, ctx) and the bundle, and its memory
 // is written back into the module's data (snapshot.go). The result is an ordinary ABI v1
 // reactor that goes through sandbox.Engine.LoadBytes like any other module, so every task
 // gets a fresh instance of the initialised engine under the step's limits and capabilities.
@@ -13,7 +13,6 @@ package jshandler
 import (
 	"context"
 	"crypto/sha256"
-	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -29,9 +28,6 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
 )
-
-//go:embed prelude.js
-var prelude []byte
 
 // snapshotVersion changes whenever the way snapshots are made changes, so no cached one of an
 // older kind is used.
@@ -130,6 +126,10 @@ func Load(ctx context.Context, eng sandbox.Engine, path string, mc sandbox.Modul
 	if err != nil {
 		return nil, &sandbox.Error{Kind: sandbox.KindInvalidModule, Message: err.Error()}
 	}
+	prelude, err := engine.Prelude()
+	if err != nil {
+		return nil, &sandbox.Error{Kind: sandbox.KindInvalidModule, Message: err.Error()}
+	}
 	b, err := Build(path, opts.FlowsDir)
 	if err != nil {
 		var be *BuildError
@@ -142,7 +142,7 @@ func Load(ctx context.Context, eng sandbox.Engine, path string, mc sandbox.Modul
 	if limit == 0 {
 		limit = sandbox.DefaultMemoryLimit
 	}
-	snap, err := snapshotOf(ctx, engineWasm, engineVersion, b, limit, opts)
+	snap, err := snapshotOf(ctx, engineWasm, engineVersion, prelude, b, limit, opts)
 	if err != nil {
 		var ie *initError
 		if errors.As(err, &ie) {
@@ -168,7 +168,7 @@ var snapshots = struct {
 // cache keeps the rest.
 const maxSnapshotsInMemory = 32
 
-func snapshotOf(ctx context.Context, engineWasm []byte, engineVersion string, b *Bundle, memoryLimit uint64, opts Options) ([]byte, error) {
+func snapshotOf(ctx context.Context, engineWasm []byte, engineVersion string, prelude []byte, b *Bundle, memoryLimit uint64, opts Options) ([]byte, error) {
 	h := sha256.New()
 	for _, part := range [][]byte{[]byte(snapshotVersion), engineWasm, []byte(engineVersion), prelude, b.JS, []byte(fmt.Sprint(opts.Fresh))} {
 		fmt.Fprintf(h, "%d:", len(part))

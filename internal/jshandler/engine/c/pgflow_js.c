@@ -255,6 +255,34 @@ static JSValue js_flow_input(JSContext *c, JSValueConst this_val, int argc, JSVa
 	return v;
 }
 
+/* crypto_call(request JSON) -> the host's answer JSON, or {code, message} (the host names the
+ * DOMException in the message: "DataError: ..."). The host computes with Go's crypto and
+ * touches neither files nor the network (sandbox/webcrypto). */
+PGFLOW_IMPORT_("crypto_call") int pgflow_host_crypto_call(const void *request, size_t request_len);
+PGFLOW_IMPORT_("crypto_result_read") int pgflow_host_crypto_result_read(void *ptr, size_t cap);
+
+static JSValue js_crypto_call(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
+	(void)this_val;
+	if (argc < 1) return JS_ThrowTypeError(c, "crypto_call needs a request");
+	size_t len;
+	const char *req = JS_ToCStringLen(c, &len, argv[0]);
+	if (req == NULL) return JS_EXCEPTION;
+	int n = pgflow_host_crypto_call(req, len);
+	JS_FreeCString(c, req);
+	if (n < 0) {
+		JSValue r = JS_NewObject(c);
+		JS_SetPropertyStr(c, r, "code", JS_NewInt32(c, n));
+		JS_SetPropertyStr(c, r, "message", last_error_string(c));
+		return r;
+	}
+	char *buf = malloc((size_t)n + 1);
+	if (buf == NULL) return JS_ThrowOutOfMemory(c);
+	if (n > 0) pgflow_host_crypto_result_read(buf, (size_t)n);
+	JSValue s = JS_NewStringLen(c, buf, (size_t)n);
+	free(buf);
+	return s;
+}
+
 /* ---- initialisation ------------------------------------------------------------------- */
 
 static JSValue get_fn(JSContext *c, JSValueConst obj, const char *name) {
@@ -284,6 +312,7 @@ static int init(void) {
 	JS_SetPropertyStr(ctx, natives, "utf8_decode", JS_NewCFunction(ctx, js_utf8_decode, "utf8_decode", 1));
 	JS_SetPropertyStr(ctx, natives, "utf8_encode", JS_NewCFunction(ctx, js_utf8_encode, "utf8_encode", 1));
 	JS_SetPropertyStr(ctx, natives, "flow_input", JS_NewCFunction(ctx, js_flow_input, "flow_input", 0));
+	JS_SetPropertyStr(ctx, natives, "crypto_call", JS_NewCFunction(ctx, js_crypto_call, "crypto_call", 1));
 	JSValue hooks = JS_Call(ctx, install, JS_UNDEFINED, 1, &natives);
 	JS_FreeValue(ctx, install);
 	JS_FreeValue(ctx, natives);
