@@ -14,7 +14,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/httpcap"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/sqlcap"
-	"github.com/pgflow-wasm/pgflow-wasm/sandbox/webcrypto"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/compute"
 )
 
 // Capabilities are what a step's handler may do besides computing: send HTTP requests
@@ -127,27 +127,27 @@ func capabilityFuncs() []hostFunc {
 		f(abi.ImportSQLResultRead, func(s *callState, mem []byte, a []uint64) (uint64, error) {
 			return s.copyOut(mem, abi.ImportSQLResultRead, s.sqlResult, a[0], a[1])
 		}),
-		f(abi.ImportCryptoCall, (*callState).cryptoCall),
-		f(abi.ImportCryptoResultRead, func(s *callState, mem []byte, a []uint64) (uint64, error) {
-			return s.copyOut(mem, abi.ImportCryptoResultRead, s.cryptoResult, a[0], a[1])
+		f(abi.ImportComputeCall, (*callState).computeCall),
+		f(abi.ImportComputeResultRead, func(s *callState, mem []byte, a []uint64) (uint64, error) {
+			return s.copyOut(mem, abi.ImportComputeResultRead, s.computeResult, a[0], a[1])
 		}),
 	}
 }
 
-// cryptoCall computes one Web Crypto operation (sandbox/webcrypto): no grant is needed, as
-// it reads nothing and sends nothing.
-func (s *callState) cryptoCall(mem []byte, a []uint64) (uint64, error) {
+// computeCall does one computation for the guest (sandbox/compute: Web Crypto, IDNA): no
+// grant is needed, as it reads nothing and sends nothing.
+func (s *callState) computeCall(mem []byte, a []uint64) (uint64, error) {
 	ptr, n := uint64(uint32(a[0])), uint64(uint32(a[1]))
 	b, ok := span(mem, ptr, n)
 	if !ok {
-		return 0, s.badPointer(mem, abi.ImportCryptoCall, ptr, n)
+		return 0, s.badPointer(mem, abi.ImportComputeCall, ptr, n)
 	}
-	s.cryptoResult = nil
-	out, err := webcrypto.Call(b)
+	s.computeResult = nil
+	out, err := compute.Call(b)
 	if err != nil {
 		return s.refuse(abi.ErrBadRequest, err.Error())
 	}
-	s.cryptoResult = out
+	s.computeResult = out
 	return uint64(len(out)), nil
 }
 

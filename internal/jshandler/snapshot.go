@@ -13,7 +13,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
-	"github.com/pgflow-wasm/pgflow-wasm/sandbox/webcrypto"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/compute"
 )
 
 // The engine's exports that only the snapshot uses (engine/c/pgflow_js.c).
@@ -172,30 +172,30 @@ func stubHost(ctx context.Context, rt wazero.Runtime, hs *hostState) error {
 	def(abi.ImportSQLResultRead, func(_ context.Context, _ api.Module, s []uint64) { s[0] = 0 })
 	// Crypto computes and reaches nothing, so top-level code may import its keys once for
 	// every task; only a generated key is refused, as every task would share it.
-	var cryptoResult []byte
-	def(abi.ImportCryptoCall, func(_ context.Context, m api.Module, s []uint64) {
+	var computeResult []byte
+	def(abi.ImportComputeCall, func(_ context.Context, m api.Module, s []uint64) {
 		req := []byte(read(m, s[0], s[1]))
-		cryptoResult = nil
+		computeResult = nil
 		if bytes.Contains(req, []byte(`"op":"generate"`)) {
 			refusal = "crypto.subtle.generateKey is " + topLevelRefusal
 			s[0] = api.EncodeI32(abi.ErrDenied)
 			return
 		}
-		out, err := webcrypto.Call(req)
+		out, err := compute.Call(req)
 		if err != nil {
 			refusal = err.Error()
 			s[0] = api.EncodeI32(abi.ErrBadRequest)
 			return
 		}
-		cryptoResult = out
+		computeResult = out
 		s[0] = api.EncodeI32(int32(len(out)))
 	})
-	def(abi.ImportCryptoResultRead, func(_ context.Context, m api.Module, s []uint64) {
-		n := uint32(min(uint64(len(cryptoResult)), s[1]))
+	def(abi.ImportComputeResultRead, func(_ context.Context, m api.Module, s []uint64) {
+		n := uint32(min(uint64(len(computeResult)), s[1]))
 		if n > 0 {
-			m.Memory().Write(uint32(s[0]), cryptoResult[:n])
+			m.Memory().Write(uint32(s[0]), computeResult[:n])
 		}
-		s[0] = api.EncodeI32(int32(len(cryptoResult)))
+		s[0] = api.EncodeI32(int32(len(computeResult)))
 	})
 	def(abi.ImportLastError, func(_ context.Context, m api.Module, s []uint64) {
 		n := uint32(min(uint64(len(refusal)), s[1]))

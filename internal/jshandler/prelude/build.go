@@ -19,6 +19,16 @@ import (
 	"github.com/evanw/esbuild/pkg/api"
 )
 
+// lazyTR46 gives whatwg-url tr46.js in place of tr46, which loads the real one only for a
+// host name that needs it (see tr46.js).
+func lazyTR46(dir string) api.Plugin {
+	return api.Plugin{Name: "lazy-tr46", Setup: func(b api.PluginBuild) {
+		b.OnResolve(api.OnResolveOptions{Filter: `^tr46$`}, func(args api.OnResolveArgs) (api.OnResolveResult, error) {
+			return api.OnResolveResult{Path: filepath.Join(dir, "tr46.js")}, nil
+		})
+	}}
+}
+
 func main() {
 	if len(os.Args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: go run build.go OUT")
@@ -51,6 +61,7 @@ func main() {
 		LegalComments:    api.LegalCommentsNone,
 		LogLevel:         api.LogLevelSilent,
 		Outfile:          "prelude.js",
+		Plugins:          []api.Plugin{lazyTR46(dir)},
 	})
 	for _, m := range r.Errors {
 		loc := ""

@@ -12,9 +12,10 @@ import { installWeb } from "./web.js";
 import { makeSubtle } from "./subtle.js";
 import { makeNode } from "./node.js";
 import { installIntl } from "./intl.js";
+import { setHost as setIDNAHost } from "./tr46.js";
 
 export function install(natives) {
-  const { log, random, http, config, sql, utf8_decode, utf8_encode, flow_input, crypto_call } = natives;
+  const { log, random, http, config, sql, utf8_decode, utf8_encode, flow_input, compute_call } = natives;
   const g = globalThis;
   const define = (obj, name, value) =>
     Object.defineProperty(obj, name, { value, writable: true, configurable: true, enumerable: false });
@@ -246,12 +247,13 @@ export function install(natives) {
   // ---- the web platform: fetch and its family (web.js), crypto, Deno, Node built-ins, Intl ----
 
   const web = installWeb(g, define, { http, utf8_decode, utf8_encode, monoNow, random, setTimeout: g.setTimeout, URLSearchParams, toBytes });
-  const { subtle, CryptoKey, call: cryptoCall, b64: toB64, unb64 } = makeSubtle({ crypto_call, toBytes, DOMException: web.DOMException });
+  const { subtle, CryptoKey, call: computeCall, b64: toB64, unb64 } = makeSubtle({ compute_call, toBytes, DOMException: web.DOMException });
   define(g, "CryptoKey", CryptoKey);
   const cryptoObj = { getRandomValues, randomUUID, subtle };
   Object.defineProperty(cryptoObj, Symbol.toStringTag, { value: "Crypto" });
   define(g, "crypto", cryptoObj);
-  const node = makeNode({ show, call: cryptoCall, b64: toB64, unb64, random, randomUUID, TextEncoder, TextDecoder, subtle, getRandomValues, CryptoKey });
+  setIDNAHost(computeCall);
+  const node = makeNode({ show, call: computeCall, b64: toB64, unb64, random, randomUUID, TextEncoder, TextDecoder, subtle, getRandomValues, CryptoKey });
   // Buffer is a global as in Deno's npm compatibility and Node, so npm packages that use it work.
   define(g, "Buffer", node.Buffer);
   // The bundle's imports of node:buffer, node:events, node:util and node:crypto read the

@@ -1,9 +1,9 @@
-// crypto.subtle over the host's crypto_call (Go's crypto/*, sandbox/webcrypto): the guest
+// crypto.subtle over the host's compute_call (Go's crypto/*, sandbox/compute): the guest
 // keeps a key as its JWK and hands it to the host with every operation; the host reads no
 // file and no network for it. Requests and results are JSON, bytes in standard base64.
 import { fromByteArray, toByteArray } from "base64-js";
 
-export function makeSubtle({ crypto_call, toBytes, DOMException }) {
+export function makeSubtle({ compute_call, toBytes, DOMException }) {
   const b64 = (data) => fromByteArray(toBytes(data));
   const unb64 = (s) => toByteArray(s);
   const ab = (s) => {
@@ -13,7 +13,7 @@ export function makeSubtle({ crypto_call, toBytes, DOMException }) {
 
   // call(req): the host's JSON answer, or a DOMException named by the host ("DataError: ...").
   function call(req) {
-    const r = crypto_call(JSON.stringify(req));
+    const r = compute_call(JSON.stringify(req));
     if (typeof r === "string") return JSON.parse(r);
     const m = /^([A-Za-z]+Error): ([\s\S]*)$/.exec(r.message);
     throw m ? new DOMException(m[2], m[1]) : new DOMException(r.message, "OperationError");

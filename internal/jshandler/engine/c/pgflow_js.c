@@ -15,6 +15,7 @@
  * never become globals themselves, and returns the hooks this file calls: describe(error),
  * fireTimer(), and prepare(), which finds the bundle's handler and returns run(input, context).
  */
+#include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,19 +256,19 @@ static JSValue js_flow_input(JSContext *c, JSValueConst this_val, int argc, JSVa
 	return v;
 }
 
-/* crypto_call(request JSON) -> the host's answer JSON, or {code, message} (the host names the
+/* compute_call(request JSON) -> the host's answer JSON, or {code, message} (the host names the
  * DOMException in the message: "DataError: ..."). The host computes with Go's crypto and
- * touches neither files nor the network (sandbox/webcrypto). */
-PGFLOW_IMPORT_("crypto_call") int pgflow_host_crypto_call(const void *request, size_t request_len);
-PGFLOW_IMPORT_("crypto_result_read") int pgflow_host_crypto_result_read(void *ptr, size_t cap);
+ * touches neither files nor the network (sandbox/compute). */
+PGFLOW_IMPORT_("compute_call") int pgflow_host_compute_call(const void *request, size_t request_len);
+PGFLOW_IMPORT_("compute_result_read") int pgflow_host_compute_result_read(void *ptr, size_t cap);
 
-static JSValue js_crypto_call(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
+static JSValue js_compute_call(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
 	(void)this_val;
-	if (argc < 1) return JS_ThrowTypeError(c, "crypto_call needs a request");
+	if (argc < 1) return JS_ThrowTypeError(c, "compute_call needs a request");
 	size_t len;
 	const char *req = JS_ToCStringLen(c, &len, argv[0]);
 	if (req == NULL) return JS_EXCEPTION;
-	int n = pgflow_host_crypto_call(req, len);
+	int n = pgflow_host_compute_call(req, len);
 	JS_FreeCString(c, req);
 	if (n < 0) {
 		JSValue r = JS_NewObject(c);
@@ -277,7 +278,7 @@ static JSValue js_crypto_call(JSContext *c, JSValueConst this_val, int argc, JSV
 	}
 	char *buf = malloc((size_t)n + 1);
 	if (buf == NULL) return JS_ThrowOutOfMemory(c);
-	if (n > 0) pgflow_host_crypto_result_read(buf, (size_t)n);
+	if (n > 0) pgflow_host_compute_result_read(buf, (size_t)n);
 	JSValue s = JS_NewStringLen(c, buf, (size_t)n);
 	free(buf);
 	return s;
@@ -294,14 +295,66 @@ static JSValue get_fn(JSContext *c, JSValueConst obj, const char *name) {
 	return f;
 }
 
+/* Evaluates the prelude without the source text QuickJS keeps for every function (for
+ * toString): each nested function keeps its own copy, so the prelude's bundled packages would
+ * put several times their text into every task's snapshot. Compiled, written without the
+ * sources, read back, then run; its functions print as native ones, as a browser's do. */
+static JSValue eval_stripped(const char *src, size_t len) {
+	JSValue fn = JS_Eval(ctx, src, len, PRELUDE_NAME, JS_EVAL_TYPE_GLOBAL | JS_EVAL_FLAG_STRICT | JS_EVAL_FLAG_COMPILE_ONLY);
+	if (JS_IsException(fn)) return fn;
+	size_t n;
+	uint8_t *buf = JS_WriteObject(ctx, &n, fn, JS_WRITE_OBJ_BYTECODE | JS_WRITE_OBJ_STRIP_SOURCE);
+	JS_FreeValue(ctx, fn);
+	if (buf == NULL) return JS_EXCEPTION;
+	fn = JS_ReadObject(ctx, buf, n, JS_READ_OBJ_BYTECODE);
+	js_free(ctx, buf);
+	if (JS_IsException(fn)) return fn;
+	return JS_EvalFunction(ctx, fn);
+}
+
+/* While the engine initialises, what it frees is zeroed first: freed memory keeps its bytes,
+ * and the snapshot stores every non-zero byte, so the garbage of parsing the prelude and the
+ * bundle would otherwise be copied into every task's instance. Tasks free as usual. */
+static int zero_frees;
+/* Called through a volatile pointer: a memset just before free is otherwise optimised away. */
+static void *(*volatile zero_memory)(void *, int, size_t) = memset;
+
+static void *m_calloc(void *opaque, size_t count, size_t size) { (void)opaque; return calloc(count, size); }
+static void *m_malloc(void *opaque, size_t size) { (void)opaque; return malloc(size); }
+static void m_free(void *opaque, void *ptr) {
+	(void)opaque;
+	if (zero_frees && ptr != NULL) zero_memory(ptr, 0, malloc_usable_size(ptr));
+	free(ptr);
+}
+static void *m_realloc(void *opaque, void *ptr, size_t size) {
+	(void)opaque;
+	if (!zero_frees || ptr == NULL || size == 0) {
+		if (size == 0 && ptr != NULL) {
+			m_free(opaque, ptr);
+			return NULL;
+		}
+		return realloc(ptr, size);
+	}
+	size_t old = malloc_usable_size(ptr);
+	if (size <= old) return ptr;
+	void *p = malloc(size);
+	if (p == NULL) return NULL;
+	memcpy(p, ptr, old);
+	m_free(opaque, ptr);
+	return p;
+}
+static size_t m_usable_size(const void *ptr) { return malloc_usable_size((void *)ptr); }
+static const JSMallocFunctions malloc_funcs = {m_calloc, m_malloc, m_free, m_realloc, m_usable_size};
+
 static int init(void) {
 	if (sources[0] == NULL || sources[1] == NULL) return pgflow_fail("pgflowjs_init: the prelude or the bundle is missing");
-	rt = JS_NewRuntime();
+	zero_frees = 1;
+	rt = JS_NewRuntime2(&malloc_funcs, NULL);
 	if (rt == NULL) return pgflow_fail("cannot start the JavaScript runtime: out of memory");
 	ctx = JS_NewContext(rt);
 	if (ctx == NULL) return pgflow_fail("cannot create the JavaScript context: out of memory");
 
-	JSValue install = JS_Eval(ctx, sources[0], source_lens[0], PRELUDE_NAME, JS_EVAL_TYPE_GLOBAL | JS_EVAL_FLAG_STRICT);
+	JSValue install = eval_stripped(sources[0], source_lens[0]);
 	if (JS_IsException(install)) return fail_exception(ctx, "the prelude failed: ");
 	JSValue natives = JS_NewObject(ctx);
 	JS_SetPropertyStr(ctx, natives, "log", JS_NewCFunction(ctx, js_log, "log", 2));
@@ -312,7 +365,7 @@ static int init(void) {
 	JS_SetPropertyStr(ctx, natives, "utf8_decode", JS_NewCFunction(ctx, js_utf8_decode, "utf8_decode", 1));
 	JS_SetPropertyStr(ctx, natives, "utf8_encode", JS_NewCFunction(ctx, js_utf8_encode, "utf8_encode", 1));
 	JS_SetPropertyStr(ctx, natives, "flow_input", JS_NewCFunction(ctx, js_flow_input, "flow_input", 0));
-	JS_SetPropertyStr(ctx, natives, "crypto_call", JS_NewCFunction(ctx, js_crypto_call, "crypto_call", 1));
+	JS_SetPropertyStr(ctx, natives, "compute_call", JS_NewCFunction(ctx, js_compute_call, "compute_call", 1));
 	JSValue hooks = JS_Call(ctx, install, JS_UNDEFINED, 1, &natives);
 	JS_FreeValue(ctx, install);
 	JS_FreeValue(ctx, natives);
@@ -343,8 +396,10 @@ static int init(void) {
 	run_fn = JS_Call(ctx, prepare, JS_UNDEFINED, 0, NULL);
 	JS_FreeValue(ctx, prepare);
 	if (JS_IsException(run_fn)) return fail_exception(ctx, LOAD_FAILED);
-	/* The sources are evaluated: their text need not be in every task's memory. */
+	/* The sources are evaluated: their text need not be in every task's memory. Zeroed
+	 * first, as freed memory keeps its bytes and the snapshot stores every non-zero byte. */
 	for (int i = 0; i < 2; i++) {
+		zero_memory(sources[i], 0, source_lens[i]);
 		free(sources[i]);
 		sources[i] = NULL;
 	}
@@ -352,6 +407,7 @@ static int init(void) {
 	 * collection: a task's instance is thrown away with its garbage, and a snapshot taken
 	 * just under the threshold made every task pay a full collection of the engine's heap. */
 	JS_RunGC(rt);
+	zero_frees = 0;
 	JSMemoryUsage usage;
 	JS_ComputeMemoryUsage(rt, &usage);
 	JS_SetGCThreshold(rt, (size_t)usage.malloc_size + GC_HEADROOM);

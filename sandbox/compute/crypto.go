@@ -1,13 +1,14 @@
-// Package webcrypto computes the Web Crypto operations of JavaScript handlers (crypto.subtle,
-// node:crypto's hashes) for the crypto_call import, with Go's crypto packages: a guest gets
-// well-tested, constant-time implementations instead of carrying its own. It reads no file
-// and sends nothing: its only inputs are the request's bytes and the host's randomness.
+// Package compute does, for the compute_call import, what JavaScript handlers would otherwise
+// carry large or slow code for: the Web Crypto operations (crypto.subtle, node:crypto's
+// hashes) with Go's crypto packages, well-tested and constant-time, and IDNA host names
+// (UTS #46) with golang.org/x/net/idna. It reads no file and sends nothing: its only inputs
+// are the request's bytes and the host's randomness.
 //
 // A request is JSON: {"op": ..., "alg": {...}, "keyAlg": {...}, "jwk": {...}, "data": ...},
 // bytes in standard base64 and keys as JWKs (the guest keeps each key as its JWK and sends it
 // with every operation). An answer is JSON too; an error's text starts with the name of the
 // DOMException the guest throws ("DataError: ...").
-package webcrypto
+package compute
 
 import (
 	"bytes"
@@ -100,6 +101,7 @@ type request struct {
 	Key       []byte          `json:"key"`
 	Length    *int            `json:"length"`
 	Legacy    bool            `json:"legacy"`
+	Domain    string          `json:"domain"`
 }
 
 // key is an imported or generated key: its JWK, type and algorithm as CryptoKey shows it.
@@ -177,6 +179,8 @@ func run(r *request, alg Alg) (any, error) {
 			return nil, err
 		}
 		return map[string][]byte{"data": out}, nil
+	case "idna":
+		return idnaToASCII(r.Domain)
 	case "deriveBits":
 		out, err := deriveBits(alg, r.JWK, r.Length)
 		if err != nil {
