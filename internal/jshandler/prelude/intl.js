@@ -96,6 +96,25 @@ export function installIntl(g, define) {
     static supportedLocalesOf(l) { return supported(l); }
   }
 
+  // x to digits decimals, half away from zero, on x's shortest decimal form (as ECMA-402 does:
+  // 1.005 is "1.01", where toFixed's binary value gives "1.00").
+  function toDecimal(x, digits) {
+    let s = String(x);
+    if (/e/.test(s)) return x.toFixed(digits);
+    let [int, frac = ""] = s.split(".");
+    if (frac.length <= digits) return digits ? `${int}.${frac.padEnd(digits, "0")}` : int;
+    const up = frac.charCodeAt(digits) >= 53; // "5"
+    let kept = (int + frac.slice(0, digits)).split("").map(Number);
+    if (up) {
+      let i = kept.length - 1;
+      while (i >= 0 && kept[i] === 9) kept[i--] = 0;
+      if (i < 0) kept.unshift(1);
+      else kept[i]++;
+    }
+    const all = kept.join("");
+    const intLen = all.length - digits;
+    return digits ? `${all.slice(0, intLen)}.${all.slice(intLen)}` : all;
+  }
   const symbols = { USD: "$", EUR: "€", GBP: "£", JPY: "¥", CNY: "CN¥", INR: "₹", CAD: "CA$", AUD: "A$", CHF: "CHF", KRW: "₩", BRL: "R$", MXN: "MX$" };
   const minorUnits = { JPY: 0, KRW: 0, CLP: 0, VND: 0, ISK: 0, HUF: 2, BHD: 3, KWD: 3, OMR: 3, JOD: 3, TND: 3 };
   class NumberFormat {
@@ -134,7 +153,7 @@ export function installIntl(g, define) {
         if (o.notation === "compact") {
           for (const [v, s] of [[1e12, "T"], [1e9, "B"], [1e6, "M"], [1e3, "K"]]) if (x >= v) { x /= v; compact = s; break; }
         }
-        let text = o.maximumSignificantDigits ? String(Number(x.toPrecision(o.maximumSignificantDigits))) : o.notation === "compact" && o.maximumFractionDigits === 3 ? String(Number(x.toFixed(x < 10 && compact ? 1 : 0))) : x.toFixed(o.maximumFractionDigits);
+        let text = o.maximumSignificantDigits ? String(Number(x.toPrecision(o.maximumSignificantDigits))) : o.notation === "compact" && o.maximumFractionDigits === 3 ? String(Number(x.toFixed(x < 10 && compact ? 1 : 0))) : toDecimal(x, o.maximumFractionDigits);
         let [int, frac = ""] = text.split(".");
         frac = frac.replace(/0+$/, "");
         while (frac.length < o.minimumFractionDigits) frac += "0";

@@ -33,13 +33,16 @@ export function makeSubtle({ compute_call, toBytes, DOMException }) {
   }
 
   let jwkOf, makeKey;
+  const token = Symbol("CryptoKey");
   class CryptoKey {
     #jwk;
     #type;
     #extractable;
     #algorithm;
     #usages;
-    constructor() { throw new TypeError("Illegal constructor: keys come from crypto.subtle.importKey or generateKey"); }
+    constructor(t) {
+      if (t !== token) throw new TypeError("Illegal constructor: keys come from crypto.subtle.importKey or generateKey");
+    }
     get type() { return this.#type; }
     get extractable() { return this.#extractable; }
     get algorithm() { return this.#algorithm; }
@@ -52,7 +55,7 @@ export function makeSubtle({ compute_call, toBytes, DOMException }) {
       };
       // r is the host's {jwk, type, alg}; usages those asked for that suit the key's type.
       makeKey = (r, extractable, usages) => {
-        const k = Object.create(CryptoKey.prototype);
+        const k = new CryptoKey(token);
         k.#jwk = r.jwk;
         k.#type = r.type;
         k.#extractable = r.type === "public" ? true : Boolean(extractable);

@@ -3,7 +3,7 @@
 // Headers, Request, Response and fetch over the step's HTTP capability. Streams are
 // web-streams-polyfill's. Nothing here depends on a task: it all goes into the snapshot.
 import { Event, EventTarget } from "event-target-shim";
-import { ReadableStream } from "web-streams-polyfill";
+import * as streams from "web-streams-polyfill";
 
 // installWeb puts the globals on g; natives are the engine's (pgflow_js.c), monoNow the
 // sandbox's monotonic clock, random(n) n random bytes, setTimeout the prelude's.
@@ -242,6 +242,48 @@ export function installWeb(g, define, { http, utf8_decode, utf8_encode, monoNow,
     chunks.push(utf8_encode(`--${boundary}--\r\n`));
     return { bytes: concat(chunks), type: `multipart/form-data; boundary=${boundary}` };
   }
+
+  // ---- streams (web-streams-polyfill) ---------------------------------------------------------
+  const { ReadableStream, TransformStream } = streams;
+  for (const name of ["ReadableStream", "ReadableStreamDefaultReader", "ReadableStreamBYOBReader", "ReadableStreamDefaultController",
+    "ReadableByteStreamController", "ReadableStreamBYOBRequest", "WritableStream", "WritableStreamDefaultWriter",
+    "WritableStreamDefaultController", "TransformStream", "TransformStreamDefaultController", "ByteLengthQueuingStrategy", "CountQueuingStrategy"]) {
+    if (streams[name]) define(g, name, streams[name]);
+  }
+  class TextEncoderStream extends TransformStream {
+    constructor() {
+      const e = new g.TextEncoder();
+      super({ transform(chunk, c) { c.enqueue(e.encode(String(chunk))); } });
+    }
+    get encoding() { return "utf-8"; }
+  }
+  class TextDecoderStream extends TransformStream {
+    constructor(label = "utf-8", options = {}) {
+      const d = new g.TextDecoder(label, options);
+      const pending = [];
+      // Bytes are held until the end so a character split across chunks decodes whole.
+      super({
+        transform(chunk, c) {
+          const b = toBytes(chunk);
+          let end = b.length;
+          // Keep back a trailing incomplete UTF-8 sequence.
+          let i = end - 1, need = 0;
+          while (i >= 0 && i >= end - 4 && (b[i] & 0xc0) === 0x80) i--;
+          if (i >= 0) need = b[i] >= 0xf0 ? 4 : b[i] >= 0xe0 ? 3 : b[i] >= 0xc0 ? 2 : 1;
+          if (i >= 0 && end - i < need) end = i;
+          const whole = concat([...pending.splice(0), b.subarray(0, end)]);
+          if (end < b.length) pending.push(b.slice(end));
+          if (whole.length) c.enqueue(d.decode(whole));
+        },
+        flush(c) {
+          if (pending.length) c.enqueue(d.decode(concat(pending)));
+        },
+      });
+    }
+    get encoding() { return "utf-8"; }
+  }
+  define(g, "TextEncoderStream", TextEncoderStream);
+  define(g, "TextDecoderStream", TextDecoderStream);
 
   // ---- bodies -----------------------------------------------------------------------------------
   function bytesStream(bytes) {
