@@ -69,29 +69,29 @@ const (
 
 // ImportParams gives the number of i32 parameters of each host function.
 var ImportParams = map[string]int{
-	ImportInputRead:        1,
-	ImportContextRead:      1,
-	ImportOutputWrite:      2,
-	ImportErrorWrite:       2,
-	ImportLog:              3,
-	ImportHTTPRequest:      8,
-	ImportHTTPResponseRead: 3,
-	ImportConfigGet:        4,
-	ImportLastError:        2,
-	ImportSQLQuery:         2,
-	ImportSQLResultRead:    2,
+	ImportInputRead:         1,
+	ImportContextRead:       1,
+	ImportOutputWrite:       2,
+	ImportErrorWrite:        2,
+	ImportLog:               3,
+	ImportHTTPRequest:       8,
+	ImportHTTPResponseRead:  3,
+	ImportConfigGet:         4,
+	ImportLastError:         2,
+	ImportSQLQuery:          2,
+	ImportSQLResultRead:     2,
 	ImportComputeCall:       2,
 	ImportComputeResultRead: 2,
 }
 
 // ImportResults gives the number of i32 results of each host function (0 when absent).
 var ImportResults = map[string]int{
-	ImportHTTPRequest:      1,
-	ImportHTTPResponseRead: 1,
-	ImportConfigGet:        1,
-	ImportLastError:        1,
-	ImportSQLQuery:         1,
-	ImportSQLResultRead:    1,
+	ImportHTTPRequest:       1,
+	ImportHTTPResponseRead:  1,
+	ImportConfigGet:         1,
+	ImportLastError:         1,
+	ImportSQLQuery:          1,
+	ImportSQLResultRead:     1,
 	ImportComputeCall:       1,
 	ImportComputeResultRead: 1,
 }

@@ -67,13 +67,13 @@ type callState struct {
 	lastYield  time.Time
 
 	// Capabilities, per task.
-	ctx          context.Context  // the task's: its deadline ends HTTP requests
-	http         *httpcap.Session // created by the first http_request
-	respHeader   []byte           // the last response, for http_response_read
-	respBody     []byte
-	lastErr      string         // the message of the last error code, for last_error
-	sql          sqlcap.Session // the task's (Task.SQL); nil denies sql_query
-	sqlResult    []byte         // the last sql_query's result, for sql_result_read
+	ctx           context.Context  // the task's: its deadline ends HTTP requests
+	http          *httpcap.Session // created by the first http_request
+	respHeader    []byte           // the last response, for http_response_read
+	respBody      []byte
+	lastErr       string         // the message of the last error code, for last_error
+	sql           sqlcap.Session // the task's (Task.SQL); nil denies sql_query
+	sqlResult     []byte         // the last sql_query's result, for sql_result_read
 	computeResult []byte         // the last compute_call's answer, for compute_result_read
 
 	// Per instance.

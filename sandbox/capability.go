@@ -11,10 +11,10 @@ import (
 	"strings"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/compute"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/httpcap"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/sqlcap"
-	"github.com/pgflow-wasm/pgflow-wasm/sandbox/compute"
 )
 
 // Capabilities are what a step's handler may do besides computing: send HTTP requests

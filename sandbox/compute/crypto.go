@@ -42,7 +42,9 @@ type Error struct{ Name, Msg string }
 
 func (e *Error) Error() string { return e.Name + ": " + e.Msg }
 
-func errf(name, format string, args ...any) *Error { return &Error{Name: name, Msg: fmt.Sprintf(format, args...)} }
+func errf(name, format string, args ...any) *Error {
+	return &Error{Name: name, Msg: fmt.Sprintf(format, args...)}
+}
 
 // maxRequest bounds one request (the guest's memory bounds it too).
 const maxRequest = 64 << 20
@@ -251,7 +253,9 @@ func curveOf(name string) (elliptic.Curve, error) {
 	return nil, errf("NotSupportedError", "the curve %q is not supported: P-256, P-384 and P-521 are", name)
 }
 
-func isRSA(name string) bool { return name == "RSASSA-PKCS1-v1_5" || name == "RSA-PSS" || name == "RSA-OAEP" }
+func isRSA(name string) bool {
+	return name == "RSASSA-PKCS1-v1_5" || name == "RSA-PSS" || name == "RSA-OAEP"
+}
 
 func importKey(format string, alg Alg, data []byte, jwk *JWK) (*key, error) {
 	switch {
