@@ -41,6 +41,16 @@ $(JS_PRELUDE_DIR)/node_modules: $(JS_PRELUDE_DIR)/package-lock.json $(JS_PRELUDE
 
 $(JS_PRELUDE): $(JS_PRELUDE_SRC) $(JS_PRELUDE_DIR)/node_modules
 	$(GO) run ./$(JS_PRELUDE_DIR)/build.go $@
+
+# Real npm SDKs the tests bundle into handlers unchanged (internal/jshandler/sdk_test.go),
+# pinned by their own package-lock.json: test-only, never in the binary.
+JS_SDK_DIR := internal/jshandler/testdata/sdk
+.PHONY: jshandler-sdks
+jshandler-sdks: $(JS_SDK_DIR)/node_modules
+$(JS_SDK_DIR)/node_modules: $(JS_SDK_DIR)/package-lock.json $(JS_SDK_DIR)/package.json
+	cd $(JS_SDK_DIR) && $(NPM) ci --no-audit --no-fund
+	@touch $@
+test: jshandler-sdks
 modules: jsengine
 
 $(JS_ENGINE_BUILD):
