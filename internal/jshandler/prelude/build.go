@@ -57,11 +57,13 @@ func main() {
 		Charset:       api.CharsetUTF8,
 		// Comments and blanks go (the text is parsed once, into the snapshot); names and
 		// lines stay, so a stack through the prelude can be read.
-		MinifyWhitespace: true,
-		LegalComments:    api.LegalCommentsNone,
-		LogLevel:         api.LogLevelSilent,
-		Outfile:          "prelude.js",
-		Plugins:          []api.Plugin{lazyTR46(dir)},
+		MinifyWhitespace:  true,
+		MinifySyntax:      true,
+		MinifyIdentifiers: true,
+		LegalComments:     api.LegalCommentsNone,
+		LogLevel:          api.LogLevelSilent,
+		Outfile:           "prelude.js",
+		Plugins:           []api.Plugin{lazyTR46(dir)},
 	})
 	for _, m := range r.Errors {
 		loc := ""

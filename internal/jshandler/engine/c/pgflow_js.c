@@ -38,6 +38,8 @@
 
 static char *sources[2];
 static size_t source_lens[2];
+/* Whether a source is text or bytecode that pgflowjs_compile made (in another instance). */
+static int is_bytecode[2];
 static JSRuntime *rt;
 static JSContext *ctx;
 /* From the prelude: run(input, context) calls the handler; describe(error) formats a thrown
@@ -52,7 +54,9 @@ static size_t flow_input_len;
 
 /* Reserves n bytes for source which (0 prelude, 1 bundle); the host writes them there. */
 EXPORT("pgflowjs_source") char *pgflowjs_source(int which, size_t n) {
-	if (which < 0 || which > 1) return NULL;
+	if (which < 0 || which > 3) return NULL;
+	is_bytecode[which & 1] = which >> 1;
+	which &= 1;
 	free(sources[which]);
 	sources[which] = malloc(n + 1);
 	if (sources[which] == NULL) return NULL;
@@ -295,22 +299,58 @@ static JSValue get_fn(JSContext *c, JSValueConst obj, const char *name) {
 	return f;
 }
 
-/* Evaluates the prelude without the source text QuickJS keeps for every function (for
- * toString): each nested function keeps its own copy, so the prelude's bundled packages would
- * put several times their text into every task's snapshot. Compiled, written without the
- * sources, read back, then run; its functions print as native ones, as a browser's do. */
-static JSValue eval_stripped(const char *src, size_t len) {
-	JSValue fn = JS_Eval(ctx, src, len, PRELUDE_NAME, JS_EVAL_TYPE_GLOBAL | JS_EVAL_FLAG_STRICT | JS_EVAL_FLAG_COMPILE_ONLY);
-	if (JS_IsException(fn)) return fn;
-	size_t n;
-	uint8_t *buf = JS_WriteObject(ctx, &n, fn, JS_WRITE_OBJ_BYTECODE | JS_WRITE_OBJ_STRIP_SOURCE);
-	JS_FreeValue(ctx, fn);
-	if (buf == NULL) return JS_EXCEPTION;
-	fn = JS_ReadObject(ctx, buf, n, JS_READ_OBJ_BYTECODE);
-	js_free(ctx, buf);
+/* Evaluates source which (0 the prelude, 1 the bundle): bytecode from pgflowjs_compile, or
+ * text, parsed here. */
+static JSValue eval_source(int which) {
+	if (!is_bytecode[which])
+		return JS_Eval(ctx, sources[which], source_lens[which], which ? BUNDLE_NAME : PRELUDE_NAME, JS_EVAL_TYPE_GLOBAL | JS_EVAL_FLAG_STRICT);
+	JSValue fn = JS_ReadObject(ctx, (const uint8_t *)sources[which], source_lens[which], JS_READ_OBJ_BYTECODE);
 	if (JS_IsException(fn)) return fn;
 	return JS_EvalFunction(ctx, fn);
 }
+
+/* Compiling a script takes several times its size in memory for a moment, and a snapshot
+ * keeps the memory its engine ever grew to: every task's instance would get it, to clear and
+ * to copy. So the host compiles the prelude and the bundle in a throwaway instance
+ * (pgflowjs_compile) and hands the bytecode to the one it snapshots. The prelude is written
+ * without the source text QuickJS keeps for every function (for toString; each nested
+ * function keeps its own copy, several times the prelude's size): its functions print as
+ * native ones, as a browser's do. The bundle keeps its text: a handler's code may read it. */
+static uint8_t *compiled;
+static size_t compiled_len;
+
+/* Compiles source which; returns the bytecode's length (pgflowjs_compiled is where it is), or
+ * -1 with the error written (a syntax error). */
+EXPORT("pgflowjs_compile") int pgflowjs_compile(int which) {
+	if (which < 0 || which > 1 || sources[which] == NULL) {
+		pgflow_fail("pgflowjs_compile: no such source");
+		return -1;
+	}
+	if (rt == NULL) {
+		rt = JS_NewRuntime();
+		ctx = rt ? JS_NewContext(rt) : NULL;
+		if (ctx == NULL) {
+			pgflow_fail("cannot start the JavaScript runtime: out of memory");
+			return -1;
+		}
+	}
+	JSValue fn = JS_Eval(ctx, sources[which], source_lens[which], which ? BUNDLE_NAME : PRELUDE_NAME,
+	                     JS_EVAL_TYPE_GLOBAL | JS_EVAL_FLAG_STRICT | JS_EVAL_FLAG_COMPILE_ONLY);
+	if (JS_IsException(fn)) {
+		fail_exception(ctx, which ? LOAD_FAILED : "the prelude failed: ");
+		return -1;
+	}
+	if (compiled) js_free(ctx, compiled);
+	compiled = JS_WriteObject(ctx, &compiled_len, fn, JS_WRITE_OBJ_BYTECODE | (which ? 0 : JS_WRITE_OBJ_STRIP_SOURCE));
+	JS_FreeValue(ctx, fn);
+	if (compiled == NULL) {
+		pgflow_fail("compiling the script ran out of memory");
+		return -1;
+	}
+	return (int)compiled_len;
+}
+
+EXPORT("pgflowjs_compiled") uint8_t *pgflowjs_compiled(void) { return compiled; }
 
 /* While the engine initialises, what it frees is zeroed first: freed memory keeps its bytes,
  * and the snapshot stores every non-zero byte, so the garbage of parsing the prelude and the
@@ -354,7 +394,7 @@ static int init(void) {
 	ctx = JS_NewContext(rt);
 	if (ctx == NULL) return pgflow_fail("cannot create the JavaScript context: out of memory");
 
-	JSValue install = eval_stripped(sources[0], source_lens[0]);
+	JSValue install = eval_source(0);
 	if (JS_IsException(install)) return fail_exception(ctx, "the prelude failed: ");
 	JSValue natives = JS_NewObject(ctx);
 	JS_SetPropertyStr(ctx, natives, "log", JS_NewCFunction(ctx, js_log, "log", 2));
@@ -377,7 +417,7 @@ static int init(void) {
 	if (JS_IsException(describe_fn) || JS_IsException(timer_fn) || JS_IsException(prepare)) return fail_exception(ctx, "the prelude failed: ");
 
 	/* The bundle is an ES module turned into a script: strict, like the module it was. */
-	JSValue r = JS_Eval(ctx, sources[1], source_lens[1], BUNDLE_NAME, JS_EVAL_TYPE_GLOBAL | JS_EVAL_FLAG_STRICT);
+	JSValue r = eval_source(1);
 	if (JS_IsException(r)) {
 		JS_FreeValue(ctx, prepare);
 		return fail_exception(ctx, LOAD_FAILED);
