@@ -215,4 +215,3 @@ func TestSDKOpenAI(t *testing.T) {
 		}
 	})
 }
-
