@@ -227,7 +227,8 @@ func stubHost(ctx context.Context, rt wazero.Runtime, hs *hostState) error {
 		req := []byte(read(m, s[0], s[1]))
 		computeResult = nil
 		if bytes.Contains(req, []byte(`"op":"generate"`)) {
-			refusal = "crypto.subtle.generateKey is " + topLevelRefusal
+			refusal = "crypto.subtle.generateKey is not available while the handler module loads: its top-level code runs once, " +
+				"when the worker loads the step, and a key made there would be shared by every task; generate keys inside the handler"
 			s[0] = api.EncodeI32(abi.ErrDenied)
 			return
 		}

@@ -84,3 +84,17 @@ func TestWebPlatform(t *testing.T) {
 		}
 	})
 }
+
+// Top-level code may use crypto.subtle, which reaches nothing, to import a key once for every
+// task; generating one there is refused, as every task would share it.
+func TestTopLevelCodeMayImportKeys(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e sandbox.Engine) {
+		m := load(t, e, "toplevel_crypto.ts", sandbox.ModuleConfig{})
+		res, err := run(t, m, `{"data": "what do ya want for nothing?"}`, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jsonEqual(t, res.Output, `{"mac":"5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843",
+			"generated":"crypto.subtle.generateKey is not available while the handler module loads: its top-level code runs once, when the worker loads the step, and a key made there would be shared by every task; generate keys inside the handler"}`)
+	})
+}
