@@ -1,8 +1,11 @@
 package jshandler_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,5 +99,33 @@ func TestTopLevelCodeMayImportKeys(t *testing.T) {
 		}
 		jsonEqual(t, res.Output, `{"mac":"5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843",
 			"generated":"crypto.subtle.generateKey is not available while the handler module loads: its top-level code runs once, when the worker loads the step, and a key made there would be shared by every task; generate keys inside the handler"}`)
+	})
+}
+
+// The web-platform-tests' own URL data: every input of urltestdata.json that has no base, with
+// whether the URL standard refuses it, as the npm package @wordpress/url ships them (pinned in
+// testdata/sdk's package-lock.json, read from its node_modules): URL parses each one the
+// standard parses and refuses each one it refuses.
+func TestURLAgainstWebPlatformTests(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "sdk", "node_modules", "@wordpress", "url", "src", "test", "fixtures", "wpt-data.json"))
+	if err != nil {
+		t.Fatalf("%v: run `make jshandler-sdks` (make test does)", err)
+	}
+	forEachEngine(t, func(t *testing.T, e sandbox.Engine) {
+		m := load(t, e, "wpturl.ts", sandbox.ModuleConfig{})
+		res, err := run(t, m, `{"cases": `+string(data)+`}`, 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Cases int      `json:"cases"`
+			Wrong []string `json:"wrong"`
+		}
+		if err := json.Unmarshal(res.Output, &out); err != nil {
+			t.Fatal(err)
+		}
+		if out.Cases < 300 || len(out.Wrong) > 0 {
+			t.Errorf("%d cases, %d wrong:\n%s", out.Cases, len(out.Wrong), strings.Join(out.Wrong, "\n"))
+		}
 	})
 }
