@@ -23,9 +23,10 @@ var webPlatformCases = map[string]string{
 		"host":"example.com:8080","rel":"http://h/a/x?y#z","idna":"xn--mnchen-3ya.de","ipv6":"[::1]","ipv4":"127.0.0.1",
 		"file":"file:///C:/y","blob":"https://a.example","params":"a=1&a=3&b=2","size":3,"hasValue":true,"invalid":"TypeError",
 		"canParse":[true,false,true]}`,
-	// DOM: AbortController, AbortSignal.timeout (a real wait), any, abort; fetch with an aborted signal.
+	// DOM: AbortController, AbortSignal.timeout (a real wait), any, abort; fetch with an aborted
+	// signal, ours or another library's.
 	"abort": `{"aborted":true,"reason":"AbortError","seen":["abort","onabort"],"early":false,"timeout":true,"timeoutReason":"TimeoutError",
-		"any":[true,"why"],"fetch":"AbortError","throwIfAborted":"AbortError","ctor":"TypeError"}`,
+		"any":[true,"why"],"fetch":"AbortError","throwIfAborted":"AbortError","ctor":"TypeError","foreign":"AbortError"}`,
 	// DOM: EventTarget (once, removal), CustomEvent, preventDefault.
 	"events": `{"seen":["x","once:x","x"],"detail":{"a":1},"prevented":true}`,
 	// File API and XHR's FormData: Blob, File, slice, FormData and its multipart body.
@@ -38,8 +39,9 @@ var webPlatformCases = map[string]string{
 	"fetchtypes": `{"cookies":["a=1","b=2"],"xb":"1, 2","entries":3,"badName":"TypeError","method":"POST","url":"http://h/p","body":"hi",
 		"cloneBody":"hi","ctype":"text/plain;charset=UTF-8","res":[201,true,"application/json",{"a":1}],"error":"error",
 		"redirect":"http://h/x","getBody":"TypeError","relative":"TypeError"}`,
-	// Encoding and HTML's base64: encodeInto, the BOM, fatal decoding, atob and btoa.
-	"text": `{"encodeInto":[2,3],"bom":"a","keepBom":2,"fatal":"TypeError","btoa":"aGkh/w==","atob":"hi!ÿ",
+	// Encoding and HTML's base64: encodeInto, decoding a character split across chunks
+	// (stream: true, TextDecoderStream), the BOM, fatal decoding, atob and btoa.
+	"text": `{"encodeInto":[2,3],"streamed":"é€","piped":"é€","bom":"a","keepBom":2,"fatal":"TypeError","btoa":"aGkh/w==","atob":"hi!ÿ",
 		"badAtob":"InvalidCharacterError","badBtoa":"InvalidCharacterError"}`,
 	// HTML's structuredClone: dates, maps, sets, bigints, regexps, typed arrays, cycles; functions refused.
 	"clone": `{"date":true,"map":true,"set":true,"re":"/a+/gi","u8":[1,2],"cyclic":true,"fn":"DataCloneError"}`,

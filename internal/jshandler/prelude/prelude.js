@@ -118,9 +118,21 @@ export function install(natives) {
     }
   }
   const utf8Labels = ["utf-8", "utf8", "unicode-1-1-utf-8", "unicode11utf8", "unicode20utf8", "x-unicode20utf8"];
+  // The bytes that end b if they start a UTF-8 sequence b does not finish (0 to 3 of them).
+  const incompleteTail = (b) => {
+    for (let i = b.length - 1, n = 1; i >= 0 && n <= 4; i--, n++) {
+      const x = b[i];
+      if ((x & 0xc0) === 0x80) continue; // a continuation byte
+      const need = x >= 0xf0 ? 4 : x >= 0xe0 ? 3 : x >= 0xc0 ? 2 : 1;
+      return need > n ? n : 0;
+    }
+    return 0;
+  };
   class TextDecoder {
     #fatal;
     #ignoreBOM;
+    #pending = null; // the start of a sequence split across decode(..., {stream: true}) calls
+    #started = false;
     constructor(label = "utf-8", options = {}) {
       if (!utf8Labels.includes(String(label).trim().toLowerCase())) throw new RangeError(`TextDecoder: only utf-8 is supported, not ${label}`);
       this.#fatal = Boolean(options?.fatal);
@@ -129,10 +141,25 @@ export function install(natives) {
     get encoding() { return "utf-8"; }
     get fatal() { return this.#fatal; }
     get ignoreBOM() { return this.#ignoreBOM; }
-    decode(data) {
-      if (data === undefined) return "";
-      let b = toBytes(data);
-      if (!this.#ignoreBOM && b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf) b = b.subarray(3);
+    decode(data, options) {
+      let b = data === undefined ? new Uint8Array(0) : toBytes(data);
+      if (this.#pending !== null) {
+        const joined = new Uint8Array(this.#pending.length + b.length);
+        joined.set(this.#pending);
+        joined.set(b, this.#pending.length);
+        b = joined;
+        this.#pending = null;
+      }
+      const stream = Boolean(options?.stream);
+      if (stream) {
+        const keep = incompleteTail(b);
+        if (keep > 0) {
+          this.#pending = b.slice(b.length - keep);
+          b = b.subarray(0, b.length - keep);
+        }
+      }
+      if (!this.#started && !this.#ignoreBOM && b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf) b = b.subarray(3);
+      if (b.length > 0 || !stream) this.#started = stream;
       const s = utf8_decode(b);
       if (this.#fatal && s.includes("\ufffd")) {
         // A U+FFFD the bytes did not spell out themselves is a malformed sequence.

@@ -260,23 +260,14 @@ export function installWeb(g, define, { http, utf8_decode, utf8_encode, monoNow,
   class TextDecoderStream extends TransformStream {
     constructor(label = "utf-8", options = {}) {
       const d = new g.TextDecoder(label, options);
-      const pending = [];
-      // Bytes are held until the end so a character split across chunks decodes whole.
       super({
         transform(chunk, c) {
-          const b = toBytes(chunk);
-          let end = b.length;
-          // Keep back a trailing incomplete UTF-8 sequence.
-          let i = end - 1, need = 0;
-          while (i >= 0 && i >= end - 4 && (b[i] & 0xc0) === 0x80) i--;
-          if (i >= 0) need = b[i] >= 0xf0 ? 4 : b[i] >= 0xe0 ? 3 : b[i] >= 0xc0 ? 2 : 1;
-          if (i >= 0 && end - i < need) end = i;
-          const whole = concat([...pending.splice(0), b.subarray(0, end)]);
-          if (end < b.length) pending.push(b.slice(end));
-          if (whole.length) c.enqueue(d.decode(whole));
+          const s = d.decode(chunk, { stream: true });
+          if (s) c.enqueue(s);
         },
         flush(c) {
-          if (pending.length) c.enqueue(d.decode(concat(pending)));
+          const s = d.decode();
+          if (s) c.enqueue(s);
         },
       });
     }
@@ -428,6 +419,18 @@ export function installWeb(g, define, { http, utf8_decode, utf8_encode, monoNow,
   delete Headers.lines;
   define(g, "Headers", Headers);
 
+  // A request's own signal follows the one given: ours, or another library's AbortSignal
+  // (an SDK may bring its own AbortController), by its abort event.
+  function followSignal(s) {
+    if (s == null) return new AbortController().signal;
+    if (s instanceof AbortSignal) return AbortSignal.any([s]);
+    if (typeof s.aborted !== "boolean" || typeof s.addEventListener !== "function") throw new TypeError("Request: signal must be an AbortSignal");
+    const c = new AbortController();
+    if (s.aborted) c.abort(s.reason);
+    else s.addEventListener("abort", () => c.abort(s.reason));
+    return c.signal;
+  }
+
   // ---- Request and Response -------------------------------------------------------------------------
   const methods = ["DELETE", "GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH"];
   class Request extends Body {
@@ -457,8 +460,7 @@ export function installWeb(g, define, { http, utf8_decode, utf8_encode, monoNow,
       this.#url = url;
       this.#method = method;
       this.#headers = new Headers(init.headers ?? from?.#headers);
-      const signals = [init.signal ?? from?.#signal].filter((s) => s != null);
-      this.#signal = signals.length ? AbortSignal.any(signals) : new AbortController().signal;
+      this.#signal = followSignal(init.signal ?? from?.#signal);
       this.#init = {
         redirect: init.redirect ?? from?.redirect ?? "follow", credentials: init.credentials ?? from?.credentials ?? "same-origin",
         mode: init.mode ?? from?.mode ?? "cors", cache: init.cache ?? from?.cache ?? "default", referrer: init.referrer ?? from?.referrer ?? "about:client",

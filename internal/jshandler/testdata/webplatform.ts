@@ -53,6 +53,7 @@ const cases: Record<string, (input: any, ctx: any) => Promise<unknown>> = {
       aborted: c.signal.aborted, reason: c.signal.reason.name, seen, early, timeout: t.aborted, timeoutReason: t.reason.name,
       any: [any.aborted, any.reason], fetch: await errName(() => fetch("http://127.0.0.1:9/", { signal: AbortSignal.abort() })),
       throwIfAborted: await errName(() => c.signal.throwIfAborted()), ctor: await errName(() => new (AbortSignal as any)()),
+      foreign: await errName(() => fetch("http://127.0.0.1:9/", { signal: { aborted: true, reason: undefined, addEventListener() {} } as any })),
     };
   },
   async events() {
@@ -121,10 +122,15 @@ const cases: Record<string, (input: any, ctx: any) => Promise<unknown>> = {
     };
   },
   async text() {
+    const split = enc.encode("é€");
+    const d = new TextDecoder();
+    const streamed = d.decode(split.subarray(0, 1), { stream: true }) + d.decode(split.subarray(1, 3), { stream: true }) + d.decode(split.subarray(3));
+    const chunks: string[] = [];
+    await new Blob([split]).stream().pipeThrough(new TextDecoderStream()).pipeTo(new WritableStream({ write(s) { chunks.push(s); } }));
     const dest = new Uint8Array(4);
     const r = new TextEncoder().encodeInto("aé€", dest);
     return {
-      encodeInto: [r.read, r.written], bom: new TextDecoder().decode(new Uint8Array([0xef, 0xbb, 0xbf, 0x61])),
+      encodeInto: [r.read, r.written], streamed, piped: chunks.join(""), bom: new TextDecoder().decode(new Uint8Array([0xef, 0xbb, 0xbf, 0x61])),
       keepBom: new TextDecoder("utf-8", { ignoreBOM: true }).decode(new Uint8Array([0xef, 0xbb, 0xbf, 0x61])).length,
       fatal: await errName(() => new TextDecoder("utf-8", { fatal: true }).decode(new Uint8Array([0xff]))),
       btoa: btoa("hi!\xff"), atob: atob(" aGkh/w== "), badAtob: await errName(() => atob("a")), badBtoa: await errName(() => btoa("€")),
