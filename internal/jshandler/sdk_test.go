@@ -215,3 +215,61 @@ func TestSDKOpenAI(t *testing.T) {
 		}
 	})
 }
+
+// @supabase/supabase-js against a fake of Supabase's API on 127.0.0.1, allowed by the step's
+// http grant, the service key from env: PostgREST's select with filters and an insert,
+// Storage's upload (its URL and FormData), an Edge Function call.
+func TestSDKSupabase(t *testing.T) {
+	t.Setenv("SUPABASE_SERVICE_ROLE_KEY", "service-key")
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		seen = append(seen, r.Method+" "+r.URL.RequestURI())
+		if r.Header.Get("apikey") != "service-key" || r.Header.Get("Authorization") != "Bearer service-key" {
+			w.WriteHeader(401)
+			_, _ = io.WriteString(w, `{"message":"no key"}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == "GET" && r.URL.Path == "/rest/v1/websites":
+			_, _ = io.WriteString(w, `[{"id":1,"url":"https://a.example"}]`)
+		case r.Method == "POST" && r.URL.Path == "/rest/v1/websites":
+			var row map[string]any
+			_ = json.Unmarshal(body, &row)
+			row["id"] = 2
+			w.WriteHeader(201)
+			_ = json.NewEncoder(w).Encode(row)
+		case r.Method == "POST" && r.URL.Path == "/storage/v1/object/pages/a/b.txt":
+			if !strings.Contains(string(body), "hello") {
+				w.WriteHeader(400)
+				_, _ = io.WriteString(w, `{"message":"no file"}`)
+				return
+			}
+			_, _ = io.WriteString(w, `{"Id":"f1","Key":"pages/a/b.txt"}`)
+		case r.Method == "POST" && r.URL.Path == "/functions/v1/summarize":
+			_ = json.NewEncoder(w).Encode(map[string]string{"summary": "of " + string(body)})
+		default:
+			w.WriteHeader(404)
+			_, _ = io.WriteString(w, `{"message":"not found"}`)
+		}
+	}))
+	defer srv.Close()
+	pattern, err := httpcap.ParsePattern(strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forEachEngine(t, func(t *testing.T, e sandbox.Engine) {
+		caps := sandbox.Capabilities{HTTP: &httpcap.Policy{Allow: []httpcap.Pattern{pattern}}, Env: sandbox.NewEnv([]string{"SUPABASE_SERVICE_ROLE_KEY"}, os.LookupEnv), Step: "db"}
+		m := loadSDK(t, e, "supabase.ts", sandbox.ModuleConfig{Capabilities: caps})
+		seen = nil
+		out := runSDK(t, m, map[string]any{"url": srv.URL})
+		b, _ := json.Marshal(out)
+		jsonEqual(t, b, `{"rows":[{"id":1,"url":"https://a.example"}],"inserted":{"id":2,"url":"https://b.example"},"file":"a/b.txt","fn":{"summary":"of {\"id\":1}"}}`)
+		want := []string{"GET /rest/v1/websites?select=id%2Curl&status=eq.new&order=id.asc&limit=2", "POST /rest/v1/websites?select=*",
+			"POST /storage/v1/object/pages/a/b.txt", "POST /functions/v1/summarize"}
+		if strings.Join(seen, "\n") != strings.Join(want, "\n") {
+			t.Errorf("requests:\n%s\nwant:\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
+		}
+	})
+}

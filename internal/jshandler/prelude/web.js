@@ -590,5 +590,20 @@ export function installWeb(g, define, { http, utf8_decode, utf8_encode, monoNow,
     return res;
   }
   define(g, "fetch", fetch);
+
+  // WebSocket exists, as in Deno, so libraries that look for it at start-up (supabase-js's
+  // realtime client) load; a connection is refused, clearly, when one is opened: a task
+  // reaches the network only through its step's http grant, one request at a time.
+  class WebSocket extends EventTarget {
+    static CONNECTING = 0;
+    static OPEN = 1;
+    static CLOSING = 2;
+    static CLOSED = 3;
+    constructor(url) {
+      super();
+      throw new DOMException(`WebSocket: connections are not available in pgflow-wasm's sandbox (${String(url)}): a task reaches the network only through fetch and its step's http grant`, "NotSupportedError");
+    }
+  }
+  define(g, "WebSocket", WebSocket);
   return { DOMException, Blob, File, FormData, AbortSignal, blobBytes };
 }
