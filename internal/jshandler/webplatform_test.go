@@ -35,10 +35,10 @@ var webPlatformCases = map[string]string{
 	// Streams: a ReadableStream body, a body's reader, TransformStream, a body read twice.
 	"streams": `{"text":"ab","used":true,"first":"chunked","transformed":"X","again":"TypeError"}`,
 	// Fetch: Headers (set-cookie, combining, names), Request (method, clone, body, GET with a
-	// body, a relative URL), Response (json, error, redirect).
+	// body, a relative URL), Response (json, error, redirect); a WebSocket refused.
 	"fetchtypes": `{"cookies":["a=1","b=2"],"xb":"1, 2","entries":3,"badName":"TypeError","method":"POST","url":"http://h/p","body":"hi",
 		"cloneBody":"hi","ctype":"text/plain;charset=UTF-8","res":[201,true,"application/json",{"a":1}],"error":"error",
-		"redirect":"http://h/x","getBody":"TypeError","relative":"TypeError"}`,
+		"redirect":"http://h/x","getBody":"TypeError","relative":"TypeError","websocket":"NotSupportedError"}`,
 	// Encoding and HTML's base64: encodeInto, decoding a character split across chunks
 	// (stream: true, TextDecoderStream), the BOM, fatal decoding, atob and btoa.
 	"text": `{"encodeInto":[2,3],"streamed":"é€","piped":"é€","bom":"a","keepBom":2,"fatal":"TypeError","btoa":"aGkh/w==","atob":"hi!ÿ",

@@ -118,7 +118,7 @@ const cases: Record<string, (input: any, ctx: any) => Promise<unknown>> = {
       method: req.method, url: req.url, body: await req.text(), cloneBody: await clone.text(), ctype: clone.headers.get("content-type"),
       res: [res.status, res.ok, res.headers.get("content-type"), await res.json()], error: Response.error().type,
       redirect: Response.redirect("http://h/x", 301).headers.get("location"), getBody: await errName(() => new Request("http://h/", { body: "x" })),
-      relative: await errName(() => new Request("/p")),
+      relative: await errName(() => new Request("/p")), websocket: await errName(() => new WebSocket("wss://h/")),
     };
   },
   async text() {
