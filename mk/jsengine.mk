@@ -33,6 +33,8 @@ JS_PRELUDE_SRC  := $(wildcard $(JS_PRELUDE_DIR)/*.js) $(JS_PRELUDE_DIR)/build.go
 .PHONY: jsengine clean-jsengine
 jsengine: $(JS_ENGINE) $(JS_ENGINE_INFO) $(JS_PRELUDE)
 build: $(JS_ENGINE) $(JS_ENGINE_INFO) $(JS_PRELUDE)
+# Release binaries embed them too (a binary without them refuses TypeScript handlers).
+dist dist-static: $(JS_ENGINE) $(JS_ENGINE_INFO) $(JS_PRELUDE)
 
 # npm ci is re-run only when the lock file is newer than the installed tree.
 $(JS_PRELUDE_DIR)/node_modules: $(JS_PRELUDE_DIR)/package-lock.json $(JS_PRELUDE_DIR)/package.json
