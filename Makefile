@@ -137,5 +137,7 @@ clean:
 
 # The benchmark (issue: docs/benchmarks.md): every contender, every shape, fsync on and off.
 # BENCH_ARGS=--quick for a few minutes instead of ~15.
+# The benchmark is a command of its own (cmd/pgflow-wasm-bench): nothing of it is in bin/pgflow-wasm.
 bench: deps examples build
-	$(BIN) bench $(BENCH_ARGS)
+	$(GO) build -o bin/pgflow-wasm-bench ./cmd/pgflow-wasm-bench
+	bin/pgflow-wasm-bench $(BENCH_ARGS)

@@ -38,6 +38,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
@@ -78,9 +79,9 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 		return nil, errors.New("pgflowwasm: give Config.FlowsPath (a flows.yaml) or Config.Flows (a file built in Go), one of the two")
 	}
 	switch cfg.Signal {
-	case "", SignalPolling, SignalNotify:
+	case "", pgflowtype.SignalPolling, pgflowtype.SignalNotify:
 	default:
-		return nil, fmt.Errorf("pgflowwasm: Config.Signal %q: use SignalPolling or SignalNotify", cfg.Signal)
+		return nil, fmt.Errorf("pgflowwasm: Config.Signal %q: use pgflowtype.SignalPolling or pgflowtype.SignalNotify", cfg.Signal)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -273,18 +274,7 @@ func (c *Client) WorkerIDs() map[string]string {
 func (c *Client) Ready() (bool, string) { return c.health.Ready() }
 
 // HealthHandler answers /livez (the process runs) and /readyz (Ready), for probes.
-func (c *Client) HealthHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		ok, why := c.Ready()
-		if !ok {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-		_, _ = w.Write([]byte(why + "\n"))
-	})
-	return mux
-}
+func (c *Client) HealthHandler() http.Handler { return c.health.Handler() }
 
 // MetricsHandler serves the client's Prometheus metrics, when it keeps its own registry
 // (Config.MetricsRegisterer unset); with a registerer of yours, serve your registry instead.
@@ -316,7 +306,7 @@ func (c *Client) workerConfig() worker.Config {
 		MinPollInterval: cfg.MinPollInterval, MaxPollInterval: cfg.MaxPollInterval, NotifyFallback: cfg.NotifyFallback,
 		HeartbeatInterval: cfg.HeartbeatInterval, WorkerStaleAfter: cfg.WorkerStaleAfter, LivenessGrace: cfg.LivenessGrace,
 		RecoveryInterval: cfg.RecoveryInterval, StalledMargin: cfg.StalledMargin, ForeignStaleAfter: cfg.ForeignStaleAfter,
-		DrainTimeout: cfg.DrainTimeout, AttemptHistory: cfg.AttemptHistory,
+		DrainTimeout: cfg.DrainTimeout, AttemptHistory: cfg.AttemptHistory, PgflowCheckInterval: cfg.PgflowCheckInterval,
 		CompletionBatch: cfg.CompletionBatch, CompletionWriters: cfg.CompletionWriters, FetchLeases: cfg.FetchLeases,
 	}
 }

@@ -9,30 +9,9 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
-
-// Signal chooses how a client learns that new tasks wait.
-type Signal = worker.Signal
-
-// Signals.
-const (
-	// SignalPolling reads each queue with a backoff between MinPollInterval and
-	// MaxPollInterval, back to the minimum whenever work is found.
-	SignalPolling = worker.SignalPolling
-	// SignalNotify LISTENs for inserts into the queues, with a fallback poll every
-	// NotifyFallback.
-	SignalNotify = worker.SignalNotify
-)
-
-// Hooks let the program observe tasks (its own metrics, traces); see TaskInfo.
-type Hooks = worker.Hooks
-
-// TaskInfo names a task that runs (Hooks).
-type TaskInfo = worker.TaskInfo
-
-// TaskResult is how a task's handler ended (Hooks).
-type TaskResult = worker.TaskResult
 
 // Config configures a Client. Zero values take the defaults of DefaultConfig.
 type Config struct {
@@ -62,7 +41,7 @@ type Config struct {
 	// MetricsRegisterer receives the worker's Prometheus metrics; nil: a registry of the
 	// client's own, served by MetricsHandler.
 	MetricsRegisterer prometheus.Registerer
-	Hooks             Hooks
+	Hooks             pgflowtype.Hooks
 	// ExitOnRestart: when handler calls the sandbox had to abandon pile up, stop and make
 	// Wait return ErrRestart (the command then executes itself afresh, which reclaims
 	// them); by default the client serves on at once on a fresh engine.
@@ -71,7 +50,7 @@ type Config struct {
 	Concurrency int // handlers running at once across all flows
 	BatchSize   int // messages read per poll
 
-	Signal          Signal
+	Signal          pgflowtype.Signal
 	MinPollInterval time.Duration // polling: shortest wait between polls of an idle queue
 	MaxPollInterval time.Duration // polling: longest wait
 	NotifyFallback  time.Duration // notify: poll this often anyway (retries send no notification)
@@ -84,6 +63,10 @@ type Config struct {
 	// ForeignStaleAfter: tasks of workers of other kinds (pgflow's own) are recovered once
 	// their heartbeat is this old; negative never.
 	ForeignStaleAfter time.Duration
+	// PgflowCheckInterval: how often the worker looks whether pgflow was upgraded under it
+	// (errors that say so, and a fetch after a `db install` migration, make it look at once);
+	// negative: only those.
+	PgflowCheckInterval time.Duration
 
 	DrainTimeout      time.Duration // Stop: how long running tasks may finish
 	AttemptHistory    time.Duration // how long failed attempts are kept; negative keeps none
@@ -100,24 +83,25 @@ type Config struct {
 func DefaultConfig() Config {
 	d := worker.Config{}.WithDefaults()
 	return Config{
-		WatchInterval:     worker.DefaultWatchInterval,
-		Engine:            sandbox.EngineWazero,
-		Concurrency:       d.Concurrency,
-		BatchSize:         d.BatchSize,
-		Signal:            d.Signal,
-		MinPollInterval:   d.MinPollInterval,
-		MaxPollInterval:   d.MaxPollInterval,
-		NotifyFallback:    d.NotifyFallback,
-		HeartbeatInterval: d.HeartbeatInterval,
-		WorkerStaleAfter:  d.WorkerStaleAfter,
-		LivenessGrace:     d.LivenessGrace,
-		RecoveryInterval:  d.RecoveryInterval,
-		StalledMargin:     d.StalledMargin,
-		ForeignStaleAfter: d.ForeignStaleAfter,
-		DrainTimeout:      d.DrainTimeout,
-		AttemptHistory:    d.AttemptHistory,
-		CompletionBatch:   d.CompletionBatch,
-		CompletionWriters: d.CompletionWriters,
-		FetchLeases:       d.FetchLeases,
+		WatchInterval:       worker.DefaultWatchInterval,
+		Engine:              sandbox.EngineWazero,
+		Concurrency:         d.Concurrency,
+		BatchSize:           d.BatchSize,
+		Signal:              d.Signal,
+		MinPollInterval:     d.MinPollInterval,
+		MaxPollInterval:     d.MaxPollInterval,
+		NotifyFallback:      d.NotifyFallback,
+		HeartbeatInterval:   d.HeartbeatInterval,
+		WorkerStaleAfter:    d.WorkerStaleAfter,
+		LivenessGrace:       d.LivenessGrace,
+		RecoveryInterval:    d.RecoveryInterval,
+		StalledMargin:       d.StalledMargin,
+		ForeignStaleAfter:   d.ForeignStaleAfter,
+		PgflowCheckInterval: d.PgflowCheckInterval,
+		DrainTimeout:        d.DrainTimeout,
+		AttemptHistory:      d.AttemptHistory,
+		CompletionBatch:     d.CompletionBatch,
+		CompletionWriters:   d.CompletionWriters,
+		FetchLeases:         d.FetchLeases,
 	}
 }

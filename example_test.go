@@ -16,6 +16,7 @@ import (
 	pgflowwasm "github.com/pgflow-wasm/pgflow-wasm"
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 // Serve a flow whose steps are written in three languages, start a run and wait for it.
@@ -38,7 +39,7 @@ flows:
 		fmt.Println(err)
 		return
 	}
-	client, err := pgflowwasm.NewClient(db.Pool, pgflowwasm.Config{Flows: flows, Signal: pgflowwasm.SignalNotify})
+	client, err := pgflowwasm.NewClient(db.Pool, pgflowwasm.Config{Flows: flows, Signal: pgflowtype.SignalNotify})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -34,6 +34,7 @@ import (
 
 	pgflowwasm "github.com/pgflow-wasm/pgflow-wasm"
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 func main() {
@@ -60,7 +61,7 @@ flows:
 	if err != nil {
 		return err
 	}
-	client, err := pgflowwasm.NewClient(pool, pgflowwasm.Config{Flows: flows, Signal: pgflowwasm.SignalNotify})
+	client, err := pgflowwasm.NewClient(pool, pgflowwasm.Config{Flows: flows, Signal: pgflowtype.SignalNotify})
 	if err != nil {
 		return err
 	}

@@ -4,22 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 )
-
-// Run is one run of a flow as pgflow stores it: its status, input, output (null until it
-// completed), times, and the error of the step that failed it.
-type Run = store.Run
-
-// ErrFlowNotFound is returned when starting a flow the database does not know.
-var ErrFlowNotFound = store.ErrFlowNotFound
-
-// ErrRunNotFound is returned (wrapped) for a run id the database does not have, or a text
-// that is no run id. Run ids are uuids, read with or without their hyphens.
-var ErrRunNotFound = store.ErrNotFound
 
 // StartRun starts a run of flow with input and returns its id. input is a
 // json.RawMessage or []byte holding JSON, or any value encoding/json encodes.
@@ -43,7 +33,7 @@ func (c *Client) StartRunTx(ctx context.Context, tx pgx.Tx, flow string, input a
 }
 
 // WaitRun waits until a run completes or fails (or ctx ends) and returns it.
-func (c *Client) WaitRun(ctx context.Context, runID string) (*Run, error) {
+func (c *Client) WaitRun(ctx context.Context, runID string) (*pgflowtype.Run, error) {
 	st, err := c.store(ctx)
 	if err != nil {
 		return nil, err
@@ -52,7 +42,7 @@ func (c *Client) WaitRun(ctx context.Context, runID string) (*Run, error) {
 }
 
 // GetRun reads a run as it is now.
-func (c *Client) GetRun(ctx context.Context, runID string) (*Run, error) {
+func (c *Client) GetRun(ctx context.Context, runID string) (*pgflowtype.Run, error) {
 	st, err := c.store(ctx)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/tracing"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 // Tracing traces tasks with OpenTelemetry as `pgflow-wasm serve` does: a span per task, a
@@ -39,9 +40,9 @@ func NewTracing(ctx context.Context, exp sdktrace.SpanExporter) (*Tracing, error
 }
 
 // Hooks trace each task; put them in Config.Hooks.
-func (tr *Tracing) Hooks() Hooks {
+func (tr *Tracing) Hooks() pgflowtype.Hooks {
 	if tr == nil {
-		return Hooks{}
+		return pgflowtype.Hooks{}
 	}
 	return tr.t.Hooks()
 }

@@ -1,7 +1,7 @@
 # Release binaries and the container image (docs/deploy.md).
 #
 #   make dist    dist/pgflow-wasm-<version>-linux-{amd64,arm64} (wazero and wasmtime, cgo)
-#                and dist/pgflow-wasm-<version>-linux-amd64-static (wazero only, no libc),
+#                and dist/pgflow-wasm-<version>-linux-amd64-static (wazero only, statically linked),
 #                with dist/SHA256SUMS
 #   make image   an OCI image of the static binary (dist/image, dist/pgflow-wasm-image.tar)
 #
@@ -34,10 +34,13 @@ dist: $(PGFLOW_SQL) dist-cross
 	cd $(DIST) && sha256sum pgflow-wasm-$(VERSION)-linux-* > SHA256SUMS
 	@cd $(DIST) && ls -l pgflow-wasm-$(VERSION)-linux-* SHA256SUMS
 
-# wazero only, no cgo: runs on any Linux (no glibc), what the image ships.
+# wazero only, linked statically: runs on any Linux (no glibc needed), what the image ships.
+# cgo still, for PostgreSQL's own parser in the SQL statement filter (sandbox/sqlcap): a
+# build without cgo would fall back to the weaker text filter.
+STATIC_FLAGS := -trimpath -tags netgo,osusergo -ldflags '$(LDFLAGS) -s -w -linkmode external -extldflags -static'
 dist-static: $(PGFLOW_SQL)
 	@mkdir -p $(DIST)
-	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build $(DIST_FLAGS) -o $(DIST_BASE)-amd64-static ./cmd/pgflow-wasm
+	CGO_ENABLED=1 GOOS=linux GOARCH=amd64 $(GO) build $(STATIC_FLAGS) -o $(DIST_BASE)-amd64-static ./cmd/pgflow-wasm
 
 # The cross compiler comes from Debian (only make dist needs it).
 dist-cross:

@@ -78,12 +78,25 @@ toolchain-c:
 $(JS_ENGINE_BUILD)/%.o: $(QUICKJS_DIR_FILE) | toolchain-c
 	$(WASM_CC) $(QUICKJS_CFLAGS) -c "$$(cat $(QUICKJS_DIR_FILE))/$*.c" -o $@
 
+# quickjs.c with the source positions of engine/positions.sed (docs/RATIONALE.md); the sources
+# in the module cache stay as they are. The count check fails the build when a line of the
+# script no longer matches (a new QuickJS-NG version).
+QUICKJS_POSITIONS := $(JS_ENGINE_DIR)/positions.sed
+$(JS_ENGINE_BUILD)/quickjs-positions.c: $(QUICKJS_DIR_FILE) $(QUICKJS_POSITIONS)
+	src="$$(cat $(QUICKJS_DIR_FILE))/quickjs.c"; sed -f $(QUICKJS_POSITIONS) "$$src" > $@.tmp; \
+	added=$$(( $$(grep -c 'emit_source_loc(s);' $@.tmp) - $$(grep -c 'emit_source_loc(s);' "$$src") )); \
+	if [ "$$added" != 4 ]; then echo "jsengine: $(QUICKJS_POSITIONS) added $$added source positions to quickjs.c, want 4: update it for this QuickJS-NG version"; rm -f $@.tmp; exit 1; fi; \
+	mv $@.tmp $@
+
+$(JS_ENGINE_BUILD)/quickjs.o: $(JS_ENGINE_BUILD)/quickjs-positions.c | toolchain-c
+	$(WASM_CC) $(QUICKJS_CFLAGS) -I "$$(cat $(QUICKJS_DIR_FILE))" -c $< -o $@
+
 $(JS_ENGINE): $(JS_ENGINE_DIR)/c/pgflow_js.c abi/c/pgflow.h $(QUICKJS_OBJS:%=$(JS_ENGINE_BUILD)/%.o) | toolchain-c
 	$(WASM_CC) --target=wasm32-wasi -O2 -Wall -Wextra -Werror -I abi/c -I "$$(cat $(QUICKJS_DIR_FILE))" \
 		$(JS_ENGINE_LDFLAGS) -o $@ $< $(QUICKJS_OBJS:%=$(JS_ENGINE_BUILD)/%.o) -lm
 
-$(JS_ENGINE_INFO): $(JS_ENGINE)
-	echo "QuickJS-NG $(QUICKJS_VERSION) ($(QUICKJS_SUM)), clang $$($(WASM_CC) -dumpversion)" > $@
+$(JS_ENGINE_INFO): $(JS_ENGINE) $(QUICKJS_POSITIONS)
+	echo "QuickJS-NG $(QUICKJS_VERSION) ($(QUICKJS_SUM)) with $(QUICKJS_POSITIONS), clang $$($(WASM_CC) -dumpversion)" > $@
 
 clean-jsengine:
 	rm -rf $(JS_ENGINE_BUILD) $(JS_ENGINE) $(JS_ENGINE_INFO) $(JS_PRELUDE)

@@ -257,11 +257,14 @@ func TestRandomBytes(t *testing.T) {
 
 // Guarantee 15: sixteen guests that each fill 60 MiB and run into their deadline together
 // are stopped (none abandoned), and their memory goes back to the operating system when
-// they end: resident memory returns to within memoryBound of where it was.
+// they end: resident memory returns to within memoryBound of where it was. How soon after
+// its deadline a guest stops is the benchmarks' to measure: on a loaded 2-core machine
+// sixteen guests at once took over the default second of grace to reach a checkpoint, so
+// the grace here is long enough that "abandoned" means a guest that never stopped.
 func TestLargeGuestsGiveMemoryBack(t *testing.T) {
 	const memoryBound = 64 << 20 // docs/sandbox.md, "Memory"
 	forEachEngine(t, func(t *testing.T, engine string) {
-		e := newEngine(t, engine, sandbox.Config{})
+		e := newEngine(t, engine, sandbox.Config{WatchdogGrace: 30 * time.Second})
 		m := load(t, e, testModule(t, "memory_hog"), sandbox.ModuleConfig{})
 		runtime.GC()
 		before := selfRSS(t)

@@ -2,11 +2,14 @@ package schema
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // AppliedMigration is one row of pgflow_wasm.schema_migrations.
@@ -128,12 +131,35 @@ func applyMigrations(ctx context.Context, conn *pgx.Conn, m *Migrations, who ide
 	return nil
 }
 
+// applyOne applies one migration in a transaction of its own. A deadlock or serialization
+// failure (with a session the upgrade lock does not hold off: a run started meanwhile, say)
+// rolled it back whole, so it is tried again, a few times.
 func applyOne(ctx context.Context, conn *pgx.Conn, f Migration, sql string, skipped []string, version string) error {
+	var err error
+	for try := 1; ; try++ {
+		err = applyOnce(ctx, conn, f, sql, skipped, version)
+		var pgErr *pgconn.PgError
+		if try == 5 || !errors.As(err, &pgErr) || (pgErr.Code != "40P01" && pgErr.Code != "40001") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(try) * 200 * time.Millisecond):
+		}
+	}
+}
+
+func applyOnce(ctx context.Context, conn *pgx.Conn, f Migration, sql string, skipped []string, version string) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(ctx)
+	// Waits for the workers' transactions in flight; theirs wait for this one.
+	if _, err := tx.Exec(ctx, `select pg_catalog.pg_advisory_xact_lock($1)`, upgradeLockKey); err != nil {
+		return fmt.Errorf("taking the upgrade lock: %w", err)
+	}
 	if _, err := tx.Exec(ctx, sql); err != nil {
 		return err
 	}

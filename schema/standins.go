@@ -37,7 +37,7 @@ func (s StandIn) String() string {
 // standInNotes say what each stand-in means for a user.
 var standInNotes = map[string]string{
 	"pg_net":  "inert stand-in: net.http_post sends nothing; pgflow's ensure_workers only wakes Supabase Edge Functions",
-	"pg_cron": "inert stand-in: pgflow's cron jobs are recorded in cron.job and never run, so upstream's requeue_stalled_tasks never runs; pgflow-wasm's stalled-task sweep is the recovery",
+	"pg_cron": "inert stand-in: pgflow's cron jobs are recorded in cron.job and never run, so upstream's requeue_stalled_tasks never runs; pgflow-wasm's stalled-task sweep is the recovery and applies its rule to other workers' tasks",
 	"vault":   "inert stand-in: vault.decrypted_secrets holds no secret",
 }
 

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 //go:embed sql/stepcomplete.sql
@@ -30,6 +31,22 @@ const stepCompleteLockKey int64 = 0x7067_6677_6173_6d03
 func EnsureStepCompletion(ctx context.Context, db interface {
 	Begin(context.Context) (pgx.Tx, error)
 }, replace bool) ([]byte, error) {
+	// Two creators at once: the advisory lock orders them, but the second's catalogue cache
+	// may predate the first's commit (an advisory lock reads no invalidations), so its
+	// CREATE ... IF NOT EXISTS can still meet the other's row. A new transaction sees it.
+	for try := 1; ; try++ {
+		key, err := ensureStepCompletion(ctx, db, replace)
+		var pe *pgconn.PgError
+		if try < 3 && errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P06" || pe.Code == "42P07") {
+			continue
+		}
+		return key, err
+	}
+}
+
+func ensureStepCompletion(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, replace bool) ([]byte, error) {
 	var key []byte
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		var exists bool
@@ -42,8 +59,8 @@ func EnsureStepCompletion(ctx context.Context, db interface {
 				return err
 			}
 			if _, err := tx.Exec(ctx, stepCompleteSQL); err != nil {
-				return fmt.Errorf("creating %s (transactional SQL steps complete their tasks through it): %w; "+
-					"run `pgflow-wasm db install` once as the owner of schema pgflow_wasm", StepCompleteFunc, err)
+				return fmt.Errorf("creating %s (transactional SQL steps complete their tasks through it; "+
+					"run `pgflow-wasm db install` once as the owner of schema pgflow_wasm): %w", StepCompleteFunc, err)
 			}
 		}
 		err := tx.QueryRow(ctx, `select key from pgflow_wasm.step_proof_key`).Scan(&key)

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/pgflow-wasm}
 DEMOAPI=${DEMOAPI:-bin/demoapi}
-DEMOAPI_ADDR=127.0.0.1:18480 # also in flows.yaml (http.allow of fetch_demo and checkout)
+DEMOAPI_ADDR=127.0.0.1:18480 # also in flows.yaml (http.allow of fetch_demo, checkout and ts_book)
 
 step() { printf '\n== %s\n' "$*"; }
 
@@ -107,6 +107,7 @@ run fetch_demo "{\"url\": \"http://$DEMOAPI_ADDR/missing\"}"
 run_refused fetch_demo '{"url": "https://example.com/"}' 'host example.com:443 is not allowed'
 run checkout '{"amount": 1200, "currency": "eur", "customer": "cus_42"}'
 run ledger '{"amount": 5}'
+run ts_book "{\"url\": \"http://$DEMOAPI_ADDR/hello.json\", \"amount\": 7}"
 
 step "stopping the worker (SIGTERM: drain, deregister, exit 0)"
 kill -TERM "$worker"

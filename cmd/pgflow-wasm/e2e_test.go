@@ -520,3 +520,92 @@ func TestFetchLeasesTakesAutoOffOrANumberFromAnywhere(t *testing.T) {
 		}
 	}
 }
+
+// Workers killed outright while they run tasks of a step with max_attempts 1 cost no run:
+// each killed worker's started tasks go back to the queue without an attempt failed, and a
+// live worker runs them. Two workers serve; three times the one running tasks is killed
+// with SIGKILL and a new one takes its place.
+func TestKilledWorkersCostNoRunWithOneAttempt(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	flows := writeFile(t, "flows.yaml", fmt.Sprintf(`
+flows:
+  - slug: slow
+    max_attempts: 1
+    steps:
+      - {slug: w, module: "%s", timeout: 30}
+`, module(t, "modules/testdata/oracle.wasm")))
+	const runs = 60
+	ids := map[*worker][]string{}
+	serve := func() *worker {
+		w := startServe(t, db.URL, flows, "--concurrency", "4", "--batch-size", "4", "--liveness-grace", "1s", "--recovery-interval", "1s")
+		for deadline := time.Now().Add(60 * time.Second); !strings.Contains(readFile(t, w.log), `"serving flow"`); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("a worker did not serve within 60 s:\n%s", tail(readFile(t, w.log), 2000))
+			}
+		}
+		ids[w] = workerIDs(t, w.log)
+		return w
+	}
+	workers := []*worker{serve(), serve()}
+	startSlowRuns(t, db, runs)
+	hit := 0
+	for kill := range 3 {
+		// The victim: a worker that has tasks started right now.
+		var victim *worker
+		for deadline := time.Now().Add(60 * time.Second); victim == nil; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("kill %d: no worker had a task started within 60 s", kill+1)
+			}
+			for _, w := range workers {
+				var running int
+				if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.step_tasks where flow_slug = 'slow' and status = 'started'
+					and last_worker_id = any($1::text[]::uuid[])`, ids[w]).Scan(&running); err != nil {
+					t.Fatal(err)
+				}
+				if running > 0 {
+					victim = w
+					hit += running
+					break
+				}
+			}
+		}
+		if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = victim.cmd.Wait()
+		for i, w := range workers {
+			if w == victim {
+				workers[i] = serve()
+			}
+		}
+	}
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		var open int
+		if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.runs where flow_slug = 'slow' and status = 'started'`).Scan(&open); err != nil {
+			t.Fatal(err)
+		}
+		if open == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d runs still open 3 minutes after the last kill", open, runs)
+		}
+	}
+	var failed, requeued int
+	if err := db.Pool.QueryRow(ctx, `select count(*) filter (where status = 'failed'),
+		(select count(*) from pgflow.step_tasks where flow_slug = 'slow' and attempts_count > 1)
+		from pgflow.runs where flow_slug = 'slow'`).Scan(&failed, &requeued); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("3 workers killed with %d tasks started between them; %d tasks ran again", hit, requeued)
+	if failed != 0 {
+		var why string
+		_ = db.Pool.QueryRow(ctx, `select coalesce(min(error_message), '') from pgflow.step_tasks where flow_slug = 'slow' and status = 'failed'`).Scan(&why)
+		t.Errorf("%d of %d runs failed, e.g. %q", failed, runs, why)
+	}
+	if requeued == 0 {
+		t.Errorf("no task ran a second time: the kills hit nothing running, the test proves little")
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/step"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
 )
@@ -18,13 +19,14 @@ func execCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "exec",
 		Usage:     "run a handler module once on an input, without a database",
-		ArgsUsage: "MODULE",
+		ArgsUsage: "HANDLER (.wasm, or a TypeScript or JavaScript handler: .ts, .mts, .js, .mjs)",
 		Description: "Runs the module in the same sandbox `serve` uses (fresh instance, deny-all WASI, the\n" +
 			"timeout and memory limit given) and prints its output; its log lines go to stderr. The\n" +
 			"context is a made-up task's (run id of zeros, attempt 1) unless --context gives one. Exits 1\n" +
 			"when the handler fails, with its error. A way to try a handler, or to debug one with the\n" +
 			"input of a failed task (`replay` fetches that from the database).\n\n" +
-			"Example:\n   pgflow-wasm exec modules/examples/c/greet.wasm --input '{\"run\": {\"name\": \"Ada\"}}'",
+			"Examples:\n   pgflow-wasm exec modules/examples/c/greet.wasm --input '{\"run\": {\"name\": \"Ada\"}}'\n" +
+			"   pgflow-wasm exec modules/examples/typescript/greet.ts --input '{\"run\": {\"name\": \"Ada\"}}'",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "input", Value: "{}", Usage: "the handler's input, JSON (@FILE reads a file)"},
 			&cli.StringFlag{Name: "context", Usage: "the task context, JSON (@FILE reads a file); default: a made-up task's"},
@@ -36,7 +38,7 @@ func execCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return cli.Exit("usage: pgflow-wasm exec MODULE --input JSON", 2)
+				return cli.Exit("usage: pgflow-wasm exec HANDLER --input JSON (HANDLER: a .wasm module or a .ts/.js file)", 2)
 			}
 			input, err := jsonArg(c.String("input"), "--input")
 			if err != nil {
@@ -48,7 +50,7 @@ func execCommand() *cli.Command {
 					return err
 				}
 			} else {
-				ctxJSON = madeUpContext(c.Duration("timeout"))
+				ctxJSON = madeUpContext(c.Duration("timeout"), input)
 			}
 			limit, ok := bytesize.Parse(c.String("memory-limit"))
 			if !ok || limit == 0 {
@@ -59,7 +61,8 @@ func execCommand() *cli.Command {
 				return cli.Exit(err.Error(), 2)
 			}
 			defer engine.Close(c.Context)
-			m, err := engine.Load(c.Context, c.Args().First(), sandbox.ModuleConfig{MemoryLimit: limit, Fuel: c.Int64("fuel")})
+			// A .ts or .js handler is bundled and snapshotted as the worker does it.
+			m, err := step.LoadPath(c.Context, engine, c.Args().First(), "", sandbox.ModuleConfig{MemoryLimit: limit, Fuel: c.Int64("fuel")})
 			if err != nil {
 				return cli.Exit(err.Error(), 2)
 			}
@@ -103,12 +106,20 @@ func jsonArg(s, flag string) ([]byte, error) {
 	return b, nil
 }
 
-// madeUpContext is the context of a task that exists nowhere (ABI v1's keys).
-func madeUpContext(timeout time.Duration) []byte {
+// madeUpContext is the context of a task that exists nowhere (ABI v1's keys). Its flow input
+// is the input's "run", as a step's input carries it (a TypeScript handler's ctx.flowInput).
+func madeUpContext(timeout time.Duration, input []byte) []byte {
 	run := "00000000-0000-0000-0000-000000000000"
+	var in struct {
+		Run json.RawMessage `json:"run"`
+	}
+	var flowInput any
+	if json.Unmarshal(input, &in) == nil && in.Run != nil {
+		flowInput = in.Run
+	}
 	b, _ := json.Marshal(map[string]any{
 		abi.CtxRunID: run, abi.CtxFlowSlug: "exec", abi.CtxStepSlug: "exec", abi.CtxTaskIndex: 0, abi.CtxAttempt: 1,
-		abi.CtxMsgID: 0, abi.CtxFlowInput: nil, abi.CtxWorkerID: run, abi.CtxTimeoutMS: timeout.Milliseconds(),
+		abi.CtxMsgID: 0, abi.CtxFlowInput: flowInput, abi.CtxWorkerID: run, abi.CtxTimeoutMS: timeout.Milliseconds(),
 		abi.CtxIdempotencyKey: abi.IdempotencyKey(run, "exec", 0),
 	})
 	return b

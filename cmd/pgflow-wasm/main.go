@@ -51,7 +51,6 @@ func commands() []*cli.Command {
 		execCommand(),
 		replayCommand(),
 		uiCommand(),
-		benchCommand(),
 		dbCommand(), localdbCommand(),
 		moduleCommand(),
 		newCommand(),

@@ -14,7 +14,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/handlertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/jshandler"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/step"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
 )
@@ -143,10 +143,10 @@ func moduleInspect(c *cli.Context) error {
 			return cli.Exit("module inspect: cannot read "+path+": "+err.Error(), 2)
 		}
 		info.Path = path
-		m, err := stepmodule.LoadPath(c.Context, engine, path, "", mc)
+		m, err := step.LoadPath(c.Context, engine, path, "", mc)
 		if err == nil {
 			info = m.Info()
-			sources = stepmodule.Sources(m)
+			sources = step.Sources(m)
 			_ = m.Close(c.Context)
 		}
 		return reportInspection(c, engine, info, sources, limit, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,7 +24,7 @@ import (
 	pgflowwasm "github.com/pgflow-wasm/pgflow-wasm"
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/step"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/tracing"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
@@ -74,6 +75,8 @@ func serveCommand() *cli.Command {
 		durationFlag("recovery-interval", d.RecoveryInterval, "recovery: how often to look for stalled tasks"),
 		durationFlag("stalled-margin", d.StalledMargin, "recovery: a pgflow-wasm task started longer ago than its timeout plus this is requeued\n"+
 			"\t(under the 30 s pgflow 0.13.2+'s own requeue adds to a flow's timeout, so this sweep acts first)"),
+		durationFlag("pgflow-check-interval", d.PgflowCheckInterval, "how often to look whether pgflow was upgraded under the worker (a fetch\n"+
+			"\tafter a db install migration, and errors a changed schema causes, look at once; docs/deploy.md \"Upgrading pgflow\")"),
 		durationFlag("drain-timeout", d.DrainTimeout, "shutdown: how long running tasks may finish; the rest are failed for a retry"),
 		durationFlag("attempt-history", d.AttemptHistory, "how long failed attempts are kept in pgflow_wasm.task_attempts (pgflow keeps only\n"+
 			"\ta task's last error; `run` and the dashboard show every attempt); negative keeps none"),
@@ -124,14 +127,15 @@ func serveConfig(c *cli.Context, log *slog.Logger, reload <-chan os.Signal) (pgf
 		Engine:              c.String("engine"),
 		Sandbox:             sandbox.Config{CacheDir: c.String("cache-dir"), MaxInputBytes: maxInput},
 		Logger:              log, ExitOnRestart: true,
-		Concurrency: c.Int("concurrency"), BatchSize: c.Int("batch-size"), Signal: pgflowwasm.Signal(c.String("signal")),
+		Concurrency: c.Int("concurrency"), BatchSize: c.Int("batch-size"), Signal: pgflowtype.Signal(c.String("signal")),
 		MinPollInterval: c.Duration("min-poll-interval"), MaxPollInterval: c.Duration("max-poll-interval"),
 		NotifyFallback: c.Duration("notify-fallback"), HeartbeatInterval: c.Duration("heartbeat-interval"),
 		WorkerStaleAfter: c.Duration("worker-stale-after"), RecoveryInterval: c.Duration("recovery-interval"),
 		LivenessGrace: c.Duration("liveness-grace"), ForeignStaleAfter: foreignStaleAfter(c.Duration("foreign-worker-stale-after")),
 		StalledMargin: c.Duration("stalled-margin"), DrainTimeout: c.Duration("drain-timeout"),
-		AttemptHistory:  c.Duration("attempt-history"),
-		CompletionBatch: c.Int("completion-batch"), CompletionWriters: c.Int("completion-writers"),
+		PgflowCheckInterval: c.Duration("pgflow-check-interval"),
+		AttemptHistory:      c.Duration("attempt-history"),
+		CompletionBatch:     c.Int("completion-batch"), CompletionWriters: c.Int("completion-writers"),
 		FetchLeases: leases,
 	}, nil
 }
@@ -182,8 +186,8 @@ func serve(c *cli.Context) error {
 	cfg.Hooks = tracing.Chain(cfg.Hooks, tracer.Hooks())
 	extraConn := int32(0)
 	switch cfg.Signal {
-	case pgflowwasm.SignalPolling:
-	case pgflowwasm.SignalNotify:
+	case pgflowtype.SignalPolling:
+	case pgflowtype.SignalNotify:
 		extraConn = 1
 	default:
 		return cli.Exit(fmt.Sprintf("--signal %q: use polling or notify", cfg.Signal), 2)
@@ -230,7 +234,7 @@ func serve(c *cli.Context) error {
 	} else if ctx.Err() != nil {
 		return nil // stopped before it served
 	}
-	var shape *compile.ShapeError
+	var shape *pgflowtype.ShapeError
 	var ferr flowfile.Errors
 	var serr *sandbox.Error
 	switch {
@@ -351,7 +355,7 @@ func restartSelf(log *slog.Logger) error {
 // compileFlows runs compile with --update-options; a changed shape is a usage error (exit 2).
 func compileFlows(ctx context.Context, c *cli.Context, pool *pgxpool.Pool, file *flowfile.File) ([]compile.FlowReport, error) {
 	reports, err := compile.Compile(ctx, pool, file, compile.Options{UpdateOptions: c.Bool("update-options"), DryRun: c.Bool("dry-run")})
-	var shape *compile.ShapeError
+	var shape *pgflowtype.ShapeError
 	switch {
 	case errors.As(err, &shape):
 		return nil, cli.Exit(err.Error(), 2)
@@ -389,7 +393,7 @@ func validateCommand() *cli.Command {
 						}
 						continue
 					}
-					m, err := stepmodule.Load(c.Context, engine, s, s.ModuleConfig())
+					m, err := step.Load(c.Context, engine, file, fl, s, nil, slog.New(slog.DiscardHandler))
 					if err != nil {
 						rejected++
 						fmt.Fprintf(c.App.ErrWriter, "%s:%d: flow %q step %q: %v\n", file.Path, s.ModuleLine, fl.Slug, s.Slug, err)

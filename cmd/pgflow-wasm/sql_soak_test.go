@@ -168,9 +168,9 @@ flows:
 	for _, w := range workers {
 		b, _ := os.ReadFile(w.log)
 		unknown += strings.Count(string(b), "may or may not have committed")
-		handedBack += strings.Count(string(b), "handed back a task of this worker")
+		handedBack += strings.Count(string(b), "COMMIT answer was lost: the commit did not land")
 	}
-	t.Logf("COMMIT answers lost by the workers: %d, tasks handed back after one: %d", unknown, handedBack)
+	t.Logf("COMMIT answers lost by the workers: %d, tasks requeued after one: %d", unknown, handedBack)
 }
 
 // The README's quick start, ledger part: scripts/ledger.sql, then the repository's own

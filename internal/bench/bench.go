@@ -32,10 +32,13 @@ type Config struct {
 	// ClusterDir is the private cluster's folder [<repo>/.pgdata-bench]. A cluster the
 	// benchmark starts is stopped at its end; one that was running is left running.
 	ClusterDir string
-	Binary     string // the pgflow-wasm binary [this executable]
-	RepoRoot   string // [found from the working directory]
-	CacheDir   string // compiled-module cache of the workers
-	Migrations string // pgflow's migrations [node_modules/@pgflow/core/dist/supabase/migrations]
+	Binary     string // the pgflow-wasm binary whose serve is measured [pgflow-wasm beside this executable]
+	// FloorBinary runs the floor contender as `FloorBinary floor` [this executable, the
+	// pgflow-wasm-bench command].
+	FloorBinary string
+	RepoRoot    string // [found from the working directory]
+	CacheDir    string // compiled-module cache of the workers
+	Migrations  string // pgflow's migrations [node_modules/@pgflow/core/dist/supabase/migrations]
 
 	OneStepRuns     int   // shape a: one-step runs, started before the contender [5000]
 	MapSize         int   // shape b: elements of the single map run [2000]
@@ -97,12 +100,17 @@ func (c *Config) defaults() error {
 	if c.Log == nil {
 		c.Log = os.Stderr
 	}
-	if c.Binary == "" {
+	if c.Binary == "" || c.FloorBinary == "" {
 		exe, err := os.Executable()
 		if err != nil {
 			return err
 		}
-		c.Binary = exe
+		if c.Binary == "" {
+			c.Binary = filepath.Join(filepath.Dir(exe), "pgflow-wasm")
+		}
+		if c.FloorBinary == "" {
+			c.FloorBinary = exe
+		}
 	}
 	if c.RepoRoot == "" {
 		root, err := localpg.RepoRoot(".")

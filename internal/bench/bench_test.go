@@ -43,7 +43,7 @@ func TestQuickBenchMeasuresEveryShape(t *testing.T) {
 	u.Path = "/postgres"
 	var log bytes.Buffer
 	rep, err := bench.Run(context.Background(), bench.Config{
-		DatabaseURL: u.String(), Binary: bin, RepoRoot: root, CacheDir: t.TempDir(),
+		DatabaseURL: u.String(), Binary: bin, FloorBinary: benchBin(t), RepoRoot: root, CacheDir: t.TempDir(),
 		OneStepRuns: 60, MapSize: 40, ChainRuns: 6, ChainLength: 3, LatencyRuns: 6, LatencyInFlight: 2,
 		FloorLoops: 2, Fsync: []string{"asis"},
 		Contenders: []bench.Contender{{Name: "floor", Kind: bench.KindFloor},
@@ -114,7 +114,7 @@ func TestWorkersShapeRunsSeveralWorkersOnOneDatabase(t *testing.T) {
 	u.Path = "/postgres"
 	var log bytes.Buffer
 	rep, err := bench.Run(context.Background(), bench.Config{
-		DatabaseURL: u.String(), Binary: bin, RepoRoot: root, CacheDir: t.TempDir(),
+		DatabaseURL: u.String(), Binary: bin, FloorBinary: benchBin(t), RepoRoot: root, CacheDir: t.TempDir(),
 		OneStepRuns: 30, ChainRuns: 4, ChainLength: 3, ChainInFlight: 2, Fsync: []string{"asis"},
 		Shapes: []string{bench.ShapeWorkers}, WorkerCounts: []int{1, 2},
 		Contenders: []bench.Contender{{Name: "floor", Kind: bench.KindFloor},
@@ -173,7 +173,7 @@ func TestBenchStopsTheClusterItStarted(t *testing.T) {
 		t.Helper()
 		var log bytes.Buffer
 		_, err := bench.Run(context.Background(), bench.Config{
-			ClusterDir: dir, Binary: bin, RepoRoot: root, CacheDir: t.TempDir(),
+			ClusterDir: dir, Binary: bin, FloorBinary: benchBin(t), RepoRoot: root, CacheDir: t.TempDir(),
 			OneStepRuns: 20, LatencyRuns: 4, LatencyInFlight: 2, FloorLoops: 1, Fsync: []string{"asis"},
 			Shapes: []string{bench.ShapeOneStep}, Contenders: []bench.Contender{{Name: "floor", Kind: bench.KindFloor}},
 			Log: &log,
@@ -194,4 +194,14 @@ func TestBenchStopsTheClusterItStarted(t *testing.T) {
 	if !cluster.Running(context.Background()) || !strings.Contains(log, "was running before and is left running; stop it with `pgflow-wasm localdb down --dir "+dir) {
 		t.Errorf("a cluster that was running (%v):\n%s", cluster.Running(context.Background()), log)
 	}
+}
+
+// benchBin is the pgflow-wasm-bench command, which runs the floor.
+func benchBin(t *testing.T) string {
+	t.Helper()
+	bin, err := testbin.Build("pgflow-wasm-bench")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }

@@ -110,7 +110,7 @@ func (r *runner) launch(ctx context.Context, c Contender, dbURL, flow, flowsFile
 	readyURL := ""
 	switch c.Kind {
 	case KindFloor:
-		cmd = exec.Command(r.cfg.Binary, "bench", "floor", "--database-url", dbURL, "--flow", flow,
+		cmd = exec.Command(r.cfg.FloorBinary, "floor", "--database-url", dbURL, "--flow", flow,
 			"--loops", fmt.Sprint(r.cfg.FloorLoops), "--batch-size", "10")
 	case KindReference:
 		// The edge worker's flow-loop defaults: read_with_poll for up to 2 s, every 100 ms.

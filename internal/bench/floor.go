@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
@@ -33,7 +33,7 @@ func Floor(ctx context.Context, pool *pgxpool.Pool, cfg FloorConfig) (int64, err
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 10
 	}
-	worker := uuidv4.New()
+	worker := kit.NewUUID()
 	if _, err := pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name) values ($1::uuid, $2, 'bench-floor')`,
 		worker, cfg.Flow); err != nil {
 		return 0, fmt.Errorf("registering the floor worker: %w", err)

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"reflect"
 	"slices"
 	"sort"
@@ -64,18 +65,6 @@ type FlowReport struct {
 	Options []string // option differences, "step x: timeout 30 in the database, 5 in the file"
 	// External are the steps another worker serves (flows.yaml `external: true`).
 	External []string
-}
-
-// ShapeError is returned when a flow in the database has another shape than in the file.
-type ShapeError struct {
-	Flow        string
-	Differences []string
-}
-
-func (e *ShapeError) Error() string {
-	return fmt.Sprintf("flow %q in the database has another shape than in the flows file:\n  - %s\n"+
-		"pgflow flows are immutable: give the changed flow a new slug (e.g. %s_v2) and start new runs on it",
-		e.Flow, strings.Join(e.Differences, "\n  - "), e.Flow)
 }
 
 // lockKey serialises concurrent compiles (several workers starting at once).
@@ -154,10 +143,10 @@ func compileFlow(ctx context.Context, tx pgx.Tx, fl *flowfile.Flow, opts Options
 		return r, nil
 	}
 	if diffs := shapeDiff(fl, db); len(diffs) > 0 {
-		return r, &ShapeError{Flow: fl.Slug, Differences: diffs}
+		return r, &pgflowtype.ShapeError{Flow: fl.Slug, Differences: diffs}
 	}
 	if fl.Split() && db.queueMode != "step" {
-		return r, &ShapeError{Flow: fl.Slug, Differences: []string{fmt.Sprintf(
+		return r, &pgflowtype.ShapeError{Flow: fl.Slug, Differences: []string{fmt.Sprintf(
 			"some steps are served by another worker (external: true), which needs a queue per step; the database has one queue for the whole flow "+
 				"(queue mode %q): drop the flow while no run is in flight (`pgflow-wasm flow drop %s`) and compile again", db.queueMode, fl.Slug)}}
 	}
@@ -263,7 +252,7 @@ func createStepQueuedFlow(ctx context.Context, tx pgx.Tx, fl *flowfile.Flow, _ s
 	case "compiled", "verified":
 		return nil
 	case "mismatch":
-		return &ShapeError{Flow: fl.Slug, Differences: result.Differences}
+		return &pgflowtype.ShapeError{Flow: fl.Slug, Differences: result.Differences}
 	}
 	return fmt.Errorf("ensure_flow_compiled(%s) answered %s", fl.Slug, raw)
 }

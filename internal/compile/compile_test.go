@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,9 +131,9 @@ flows:
       - {slug: ship, depends_on: [price], module: /dev/null}
 `)
 	_, err := compile.Compile(ctx, db.Pool, changed, compile.Options{UpdateOptions: true})
-	var shape *compile.ShapeError
+	var shape *pgflowtype.ShapeError
 	if !errors.As(err, &shape) {
-		t.Fatalf("err = %v, want a ShapeError", err)
+		t.Fatalf("err = %v, want a pgflowtype.ShapeError", err)
 	}
 	for _, want := range []string{`step "price" is single in the file, map in the database`, `step "ship" is in the file but not in the database`,
 		`step "total" is in the database but not in the file`, "give the changed flow a new slug (e.g. shop_v2)"} {

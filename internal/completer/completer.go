@@ -25,15 +25,15 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
 )
 
 // Outcome is what a handler produced for one task: Output on success, or Error.
 type Outcome struct {
-	Task   poller.Task
+	Task   fetched.Task
 	Output []byte // valid JSON; used when Failed is false
 	Failed bool
 	Error  string // the fail_task message when Failed
@@ -94,11 +94,6 @@ type Config struct {
 	// ready to their transaction (the worker's claim.go): it may queue statements into b,
 	// which runs begin and the completions first. It returns nil where it queued nothing.
 	Claim func(conn *pgxpool.Conn, b *pgx.Batch, batch []Outcome) Claim
-	// AwaitedAtOnce lets an awaited completion start a second writer's transaction at once,
-	// rather than wait for the first writer's next one as other outcomes do below
-	// parallelBacklog: a chain's step waits for it (docs/RATIONALE.md "Awaited completions
-	// do not queue"). The worker always sets it; off, outcomes batch as they did before.
-	AwaitedAtOnce bool
 }
 
 // Claim is a start of successor tasks joined to the transaction of a batch of completions
@@ -175,7 +170,7 @@ func (c *Completer) Add(o Outcome) { c.AddReleasing(o, nil) }
 // an awaited outcome counts in Awaited, before any writer can take it. The worker frees the
 // ended handler's slot there. Counted first, the slot is one a read leaves free; freed
 // before a writer can claim, the claim finds it free. Freed after Add, a second writer that
-// took an awaited outcome at once (AwaitedAtOnce) sometimes claimed before the slot was
+// took an awaited outcome at once sometimes claimed before the slot was
 // free and left the successor to a read (47 of 48 in the worker's test).
 func (c *Completer) AddReleasing(o Outcome, release func()) {
 	if o.Awaited {
@@ -199,10 +194,12 @@ func (c *Completer) AddReleasing(o Outcome, release func()) {
 	c.ring(n, urgent)
 }
 
-// urgent tells whether an awaited outcome waits that a second writer may take at once
-// (Config.AwaitedAtOnce); c.mu is held.
+// urgent tells whether an awaited outcome waits, which a second writer takes at once rather
+// than wait for the first writer's next transaction as other outcomes do below
+// parallelBacklog: a chain's step waits for it (docs/RATIONALE.md "Awaited completions do
+// not queue"); c.mu is held.
 func (c *Completer) urgent() bool {
-	return c.cfg.AwaitedAtOnce && c.awaited > 0
+	return c.awaited > 0
 }
 
 // Awaited is the number of outcomes marked Awaited not yet written, in all and of one flow:
@@ -316,7 +313,7 @@ func (c *Completer) take(least int) []Outcome {
 // writer writes batches until the completer stops (nothing pending) or aborts. Writer 0
 // writes whatever is pending; the others only a backlog (parallelBacklog).
 func (c *Completer) writer(ctx context.Context, i int) {
-	retry := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+	retry := kit.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	wake, least := c.wakeFirst, 1
 	if i > 0 {
 		wake, least = c.wakeMore, parallelBacklog
@@ -582,7 +579,7 @@ func (c *Completer) writeClaiming(ctx context.Context, b *pgx.Batch, batch []Out
 		b.Queue(`commit`)
 		began = time.Now()
 		if err := conn.SendBatch(ctx, b).Close(); err != nil {
-			poller.Rollback(conn)
+			kit.Rollback(conn)
 			return nil, began, committed, err
 		}
 		return made(batch, results), began, time.Now(), nil
@@ -590,11 +587,19 @@ func (c *Completer) writeClaiming(ctx context.Context, b *pgx.Batch, batch []Out
 	// failed ends a transaction that did not commit: a failure of the claim's own stops
 	// claims and leaves the batch to the plain way; any other is the batch's.
 	failed := func(err error) error {
-		poller.Rollback(conn)
+		kit.Rollback(conn)
 		claim.Done(false, nil)
 		cerr := claim.Err()
 		if cerr == nil || dberr.Transient(err) || ctx.Err() != nil {
 			return err // the connection or the completions, not the claim: written later
+		}
+		if dberr.SchemaChanged(cerr) {
+			// pgflow changed under the worker, whose watch prepares for the new one: this
+			// batch is written the plain way, and claims go on afterwards.
+			if c.cfg.OnError != nil {
+				c.cfg.OnError(cerr)
+			}
+			return nil
 		}
 		c.claimBroken.Store(true)
 		c.cfg.Log.Warn("starting successor tasks in their predecessors' transaction failed; completions are written without it from now on",
@@ -687,7 +692,7 @@ func staleReason(o Outcome, status string, attempts int, lastWorker, errMsg stri
 }
 
 // compareTasks orders by run, then step, then index: the lock order of every batch.
-func compareTasks(a, b poller.Task) int {
+func compareTasks(a, b fetched.Task) int {
 	if c := strings.Compare(a.RunID, b.RunID); c != 0 {
 		return c
 	}

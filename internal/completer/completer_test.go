@@ -11,17 +11,18 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 )
 
 // startedTasks creates a one-step flow, starts n runs and starts their tasks as a worker
 // would, returning them.
-func startedTasks(t *testing.T, db *pgtest.DB, n int) []poller.Task {
+func startedTasks(t *testing.T, db *pgtest.DB, n int) []fetched.Task {
 	t.Helper()
 	ctx := context.Background()
-	worker := uuidv4.New()
+	worker := kit.NewUUID()
 	for _, q := range []string{
 		`select pgflow.create_flow('c', 2, 0, 60)`,
 		`select pgflow.add_step('c', 's')`,
@@ -139,14 +140,13 @@ func TestWritesAreGuardedByAttempt(t *testing.T) {
 	}
 }
 
-// An awaited completion does not wait behind a write in flight when AwaitedAtOnce is set: the
-// second writer takes it at once. Without it, the second writer waits for a backlog, and the
-// completion for the first writer's next transaction. The first write is held in flight by a
-// lock the test takes on its run.
+// An awaited completion does not wait behind a write in flight: the second writer takes it
+// at once, while an outcome nobody awaits waits for the first writer's next transaction.
+// The first write is held in flight by a lock the test takes on its run.
 func TestAnAwaitedCompletionTakesTheSecondWriterAtOnce(t *testing.T) {
 	t.Parallel()
 	for _, atOnce := range []bool{true, false} {
-		t.Run(map[bool]string{true: "at once", false: "batched"}[atOnce], func(t *testing.T) {
+		t.Run(map[bool]string{true: "awaited", false: "not awaited"}[atOnce], func(t *testing.T) {
 			t.Parallel()
 			db := pgtest.NewDB(t)
 			ctx := context.Background()
@@ -160,7 +160,7 @@ func TestAnAwaitedCompletionTakesTheSecondWriterAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			written := make(chan completer.Written, 2)
-			c := completer.New(db.Pool, completer.Config{Writers: 2, AwaitedAtOnce: atOnce, StopTimeout: 30 * time.Second,
+			c := completer.New(db.Pool, completer.Config{Writers: 2, StopTimeout: 30 * time.Second,
 				OnWritten: func(ws []completer.Written) {
 					for _, w := range ws {
 						written <- w
@@ -173,11 +173,11 @@ func TestAnAwaitedCompletionTakesTheSecondWriterAtOnce(t *testing.T) {
 			c.Add(completer.Outcome{Task: tasks[0], Output: []byte(`1`)})
 			// The first writer is in flight, waiting for the lock, once the database says so.
 			waitFor(t, db, `select count(*) = 1 from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`)
-			c.Add(completer.Outcome{Task: tasks[1], Output: []byte(`2`), Awaited: true})
+			c.Add(completer.Outcome{Task: tasks[1], Output: []byte(`2`), Awaited: atOnce})
 			select {
 			case w := <-written:
 				if !atOnce {
-					t.Fatalf("%s was written while the first write waited, without AwaitedAtOnce", w.Task.RunID)
+					t.Fatalf("%s was written while the first write waited, though nobody awaited it", w.Task.RunID)
 				}
 				if w.Task.RunID != tasks[1].RunID || w.Status != "completed" {
 					t.Fatalf("written first: %+v, want the awaited completion", w)

@@ -3,9 +3,10 @@ package dashboard
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/step"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
@@ -16,7 +17,7 @@ func LoadModules(ctx context.Context, file *flowfile.File, engine sandbox.Engine
 	infos := map[[2]string]sandbox.Info{}
 	for _, fl := range file.Flows {
 		for _, s := range fl.Served() { // an external step has no module here
-			m, err := stepmodule.Load(ctx, engine, s, s.ModuleConfig())
+			m, err := step.Load(ctx, engine, file, fl, s, nil, slog.New(slog.DiscardHandler))
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d: flow %q step %q: %w", file.Path, s.ModuleLine, fl.Slug, s.Slug, err)
 			}

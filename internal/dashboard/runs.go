@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"net/http"
 	"net/url"
 	"slices"
@@ -21,7 +22,7 @@ type runsView struct {
 	Flow, Status string
 	Flows        []string
 	Statuses     []string
-	Runs         []store.Run
+	Runs         []pgflowtype.Run
 	Older, Newer string // links to the neighbouring pages, "" when there is none
 	Error        string // a bad filter or page position, shown above the list
 	Now          time.Time

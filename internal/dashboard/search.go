@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"errors"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"net/http"
 	"strings"
 	"time"
@@ -15,7 +16,7 @@ const searchLimit = 50
 // searchView is the search page: the runs whose id begins with (or contains) the text.
 type searchView struct {
 	Query  string
-	Runs   []store.Run
+	Runs   []pgflowtype.Run
 	More   bool
 	Prefix bool
 	Error  string // the text is no part of a run id

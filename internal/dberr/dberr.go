@@ -174,3 +174,26 @@ func connectionLost(err error) bool {
 // UndefinedTable reports whether err says a table the statement names does not exist
 // (42P01): an optional table of pgflow-wasm's that this database has not got.
 func UndefinedTable(err error) bool { return SQLState(err) == "42P01" }
+
+// schemaCodes are SQLSTATEs of a statement that does not fit the schema it met: what a
+// worker's prepared statements, or a twin of start_tasks (package plans), meet when
+// pgflow is upgraded under them.
+var schemaCodes = map[string]bool{
+	"42804": true, // datatype mismatch (a function's result type changed)
+	"42883": true, // undefined function (a signature changed)
+	"42P01": true, // undefined table
+	"42703": true, // undefined column
+	"42704": true, // undefined object (a type)
+	"0A000": true, // feature not supported: "cached plan must not change result type"
+	"55000": true, // object not in prerequisite state: a stale twin of start_tasks
+}
+
+// ErrSchemaChanged is wrapped by errors that found pgflow changed under the statement's
+// caller before the database said so (a fetch that saw a newer migration recorded).
+var ErrSchemaChanged = errors.New("pgflow changed under the worker")
+
+// SchemaChanged reports whether err is one a changed schema causes (schemaCodes, or
+// ErrSchemaChanged): a worker should look whether pgflow was upgraded under it.
+func SchemaChanged(err error) bool {
+	return errors.Is(err, ErrSchemaChanged) || schemaCodes[SQLState(err)]
+}

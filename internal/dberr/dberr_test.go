@@ -49,3 +49,33 @@ func TestClassify(t *testing.T) {
 		t.Errorf("Describe(53100) = %q", got)
 	}
 }
+
+// The errors a pgflow upgraded under the worker causes make it look at the catalogue; a
+// verdict, a transient error or no SQLSTATE does not. None of them is a verdict that would
+// fail a task.
+func TestSchemaChanged(t *testing.T) {
+	t.Parallel()
+	pg := func(code string) error { return fmt.Errorf("fetching: %w", &pgconn.PgError{Code: code, Message: "m"}) }
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{pg("42804"), true}, // a twin's result no longer matches step_task_record
+		{pg("42883"), true}, // start_tasks lost a signature
+		{pg("42P01"), true},
+		{pg("42703"), true},
+		{pg("55000"), true}, // a stale twin of start_tasks
+		{fmt.Errorf("reading: %w", dberr.ErrSchemaChanged), true},
+		{pg("23505"), false},
+		{pg("40P01"), false},
+		{io.EOF, false},
+		{nil, false},
+	} {
+		if got := dberr.SchemaChanged(c.err); got != c.want {
+			t.Errorf("SchemaChanged(%v) = %v, want %v", c.err, got, c.want)
+		}
+		if c.want && dberr.Verdict(c.err) {
+			t.Errorf("%v is a verdict: an outcome write meeting it would fail its task", c.err)
+		}
+	}
+}

@@ -26,7 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/pgsession"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 )
 
 // Key is the advisory lock key (the single bigint form) of one lease slot of a queue. The
@@ -140,7 +140,7 @@ func (l *Leases) session(ctx context.Context) (*pgx.Conn, error) {
 		return l.conn, nil
 	}
 	clear(l.held) // a new session holds nothing
-	conn, err := pgsession.Open(ctx, l.cfg.Pool, "pgflow-wasm fetch leases")
+	conn, err := kit.OpenSession(ctx, l.cfg.Pool, "pgflow-wasm fetch leases")
 	if err != nil {
 		return nil, fmt.Errorf("opening the fetch lease session: %w", err)
 	}

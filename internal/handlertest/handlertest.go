@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/step"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/httpcap"
 )
@@ -143,7 +143,7 @@ func runCase(ctx context.Context, eng sandbox.Engine, path string, f *File, c Ca
 		}
 		caps.HTTP = p
 	}
-	m, err := stepmodule.LoadPath(ctx, eng, path, "", sandbox.ModuleConfig{MemoryLimit: f.MemoryLimit, Capabilities: caps})
+	m, err := step.LoadPath(ctx, eng, path, "", sandbox.ModuleConfig{MemoryLimit: f.MemoryLimit, Capabilities: caps})
 	if err != nil {
 		return res, err
 	}

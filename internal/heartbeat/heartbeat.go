@@ -9,15 +9,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/pgsession"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 )
@@ -48,8 +48,9 @@ type Config struct {
 
 // Service is the heartbeat of a set of worker rows.
 type Service struct {
-	cfg  Config
-	loop *service.Loop
+	cfg       Config
+	stoppedAt atomic.Bool // Config.StoppedAt, or what SetStoppedAt said since
+	loop      *service.Loop
 
 	conn *pgx.Conn // the liveness session; only the loop uses it once Start returned
 	told map[string]bool
@@ -58,6 +59,7 @@ type Service struct {
 // New returns a Service; nothing touches the database before Start.
 func New(cfg Config) *Service {
 	s := &Service{cfg: cfg, told: map[string]bool{}}
+	s.stoppedAt.Store(cfg.StoppedAt)
 	s.loop = service.NewLoop(s.run)
 	return s
 }
@@ -96,7 +98,7 @@ func (s *Service) ids() []string {
 // one advisory lock per row and heartbeats at once. When the process dies the server drops
 // the locks and any sweeper knows within seconds.
 func (s *Service) connect(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgsession.Open(ctx, s.cfg.Pool, "pgflow-wasm liveness")
+	conn, err := kit.OpenSession(ctx, s.cfg.Pool, "pgflow-wasm liveness")
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +151,7 @@ func (s *Service) register(ctx context.Context, conn *pgx.Conn) error {
 // locks) at once when it breaks.
 func (s *Service) run(ctx context.Context) {
 	conn := s.conn
-	retry := backoff.Backoff{Min: 100 * time.Millisecond, Max: time.Second}
+	retry := kit.Backoff{Min: 100 * time.Millisecond, Max: time.Second}
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
 	defer func() { s.conn = conn }() // Stop closes what is left
@@ -240,7 +242,7 @@ const stopWindow = 5 * time.Second
 func (s *Service) markStopped() {
 	ctx, cancel := context.WithTimeout(context.Background(), stopWindow)
 	defer cancel()
-	retry := backoff.Backoff{Min: 100 * time.Millisecond, Max: time.Second}
+	retry := kit.Backoff{Min: 100 * time.Millisecond, Max: time.Second}
 	for {
 		err := s.markOnce(ctx)
 		if err == nil {
@@ -262,7 +264,7 @@ func (s *Service) markOnce(ctx context.Context) error {
 		where worker_id = any($1::text[]::uuid[])`, s.ids()); err != nil {
 		return err
 	}
-	if !s.cfg.StoppedAt {
+	if !s.stoppedAt.Load() {
 		return nil
 	}
 	for _, id := range s.ids() {
@@ -272,3 +274,6 @@ func (s *Service) markOnce(ctx context.Context) error {
 	}
 	return nil
 }
+
+// SetStoppedAt changes Config.StoppedAt: pgflow was upgraded under the worker.
+func (s *Service) SetStoppedAt(v bool) { s.stoppedAt.Store(v) }

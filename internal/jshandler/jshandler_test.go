@@ -567,3 +567,25 @@ func TestHandlersReadTheRealClockUnlessDeterministic(t *testing.T) {
 		t.Logf("a deterministic task with a 200 ms timer took %s", took)
 	})
 }
+
+// An error names the line it happened on, whatever the statement: a throw, a destructuring of
+// null in a declaration, a property of undefined in a return, a call of undefined, a thrown
+// expression over several lines, an error of a built-in. (QuickJS records positions only at
+// some points; the engine adds them where a return, a declaration, an if or a while starts:
+// engine/positions.sed. Without it cases 2 and 3 named lines 13 and 4.)
+func TestErrorsNameTheLineTheyHappenOn(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e sandbox.Engine) {
+		m := load(t, e, "positions.ts", sandbox.ModuleConfig{})
+		for c, want := range map[int][]string{
+			1: {"at h (positions.ts:11:"},
+			2: {"at h (positions.ts:14:"},
+			3: {"at helper (positions.ts:5:", "at h (positions.ts:18:"},
+			4: {"at h (positions.ts:22:"},
+			5: {"at h (positions.ts:26:"},
+			6: {"at h (positions.ts:31:"},
+		} {
+			_, err := run(t, m, fmt.Sprintf(`{"case": %d}`, c), 5*time.Second)
+			wantKind(t, err, sandbox.KindHandlerError, want...)
+		}
+	})
+}

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 )
 
 func TestLockClassSpellsPgfw(t *testing.T) {
@@ -37,7 +37,7 @@ func TestAHeldLockIsSeenAndAReleasedOneIsNot(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
-	id := uuidv4.New()
+	id := kit.NewUUID()
 	key, err := liveness.LockKey(id)
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/starttwin"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/plans"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
@@ -35,10 +36,13 @@ func (f *Fetcher) QueueClaim(conn *pgxpool.Conn, b *pgx.Batch, runIDs, steps []s
 	if qty <= 0 || len(runIDs) == 0 || len(steps) == 0 || !f.readsTable.Load() {
 		return nil
 	}
-	c := &ClaimRead{f: f, startSchema: "pgflow"}
-	if !f.proto.queueNames {
-		c.startSchema = starttwin.Made(conn.Conn()) // making one would end the caller's transaction
+	proto := f.proto.Load()
+	c := &ClaimRead{f: f, startSchema: "pgflow", plan: readPlan{proto: proto}}
+	if !proto.queueNames {
+		c.startSchema = plans.TwinMade(conn.Conn()) // making one would end the caller's transaction
 	}
+	// The completions' write took the upgrade lock: the newest migration holds for the claim.
+	f.queueWitness(b, &c.err)
 	table := schema.QueueTable(f.queue)
 	b.Queue(`
 		with picked as (
@@ -46,7 +50,7 @@ func (f *Fetcher) QueueClaim(conn *pgxpool.Conn, b *pgx.Batch, runIDs, steps []s
 		  where m.msg_id in (
 		      select st.message_id from pgflow.step_tasks st
 		      where st.flow_slug = $1 and st.run_id = any($2::text[]::uuid[]) and st.step_slug = any($3::text[])
-		        and st.status = 'queued' `+f.sameQueue("$6")+`)
+		        and st.status = 'queued' `+sameQueue(proto, "$6")+`)
 		    and m.vt <= clock_timestamp()
 		  order by m.msg_id limit $5 for update skip locked)
 		update `+table+` m set vt = clock_timestamp() + make_interval(secs => $4), read_ct = m.read_ct + 1
@@ -95,7 +99,7 @@ func (c *ClaimRead) Err() error {
 
 // Tasks are the tasks the claim started for this worker, once the start's batch ran; sent is
 // when that batch was sent.
-func (c *ClaimRead) Tasks(sent time.Time) []Task {
+func (c *ClaimRead) Tasks(sent time.Time) []fetched.Task {
 	if c.start == nil {
 		return nil
 	}

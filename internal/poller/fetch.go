@@ -18,48 +18,31 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/plancache"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/starttwin"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/plans"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
-
-// Task is one started pgflow task, ready to run.
-type Task struct {
-	FlowSlug  string
-	RunID     string
-	StepSlug  string
-	TaskIndex int
-	MsgID     int64
-	// Attempt is 1 on the first try; pgflow counts it in step_tasks.attempts_count.
-	Attempt int
-	// Input is the handler input exactly as pgflow built it.
-	Input json.RawMessage
-	// FlowInput is the run's input; map steps see only their element in Input.
-	FlowInput json.RawMessage
-	// StartedAt is when start_tasks returned, for durations and logs.
-	StartedAt time.Time
-	// ClaimSent is when start_tasks was sent, the read already back (the benchmark's hop ends
-	// there: pgflow's started_at is the fetch transaction's start, before the read).
-	ClaimSent time.Time
-	// WorkerID is the pgflow.workers row that started the task (step_tasks.last_worker_id):
-	// with Attempt it names this one attempt, and every outcome write is guarded by both.
-	WorkerID string
-}
 
 // Fetcher runs the two-phase fetch for one queue of a flow: the flow's own queue, or on
 // pgflow 0.17+ a step's queue of a flow with per-step queues.
 type Fetcher struct {
-	pool     *pgxpool.Pool
-	flow     string
-	queue    string // the pgmq queue read
-	step     string // start_tasks' step selector (a per-step queue); "" for a flow queue
-	proto    claimProtocol
+	pool  *pgxpool.Pool
+	flow  string
+	queue string // the pgmq queue read
+	step  string // start_tasks' step selector (a per-step queue); "" for a flow queue
+	// proto is what the database's start_tasks takes and returns; a worker that finds pgflow
+	// upgraded under it swaps it (SetProtocol) while fetches go on.
+	proto atomic.Pointer[claimProtocol]
+	// witness is the newest migration `db install` had applied when the worker prepared for
+	// its pgflow (schema.NewestMigration); "" checks none (SetWitness).
+	witness  atomic.Pointer[string]
 	workerID string
 	// visibility returns the seconds a started task's message stays hidden: the step's
 	// timeout plus a margin, so the message does not reappear while the handler runs.
 	visibility func(step string) int
 	readVT     int
-	flowInput  bool
 	mapStep    func(step string) bool
 	inputs     *runInputCache
 	// readSQL reads messages: $1 queue, $2 visibility seconds, $3 how many (queueRead); ""
@@ -95,14 +78,15 @@ type FetcherConfig struct {
 	// visibility of the flow's longest step: then only messages of shorter steps need a
 	// set_vt_batch after start_tasks, and a flow whose steps share one timeout needs none.
 	ReadVT int
-	// FlowInput says start_tasks returns flow_input and builds handler inputs without "run"
-	// (pgflow 0.12+): the fetcher then puts "run" back into single steps' inputs, so a handler
-	// gets ABI v1's input on every pgflow (see withRun).
+	// FlowInput says start_tasks returns flow_input (pgflow 0.12+), which then also builds
+	// handler inputs without "run". Whatever it says, the fetcher puts "run" back into a
+	// single step's input that lacks it, so a handler gets ABI v1's input on every pgflow,
+	// including one upgraded under the worker (see withRun).
 	FlowInput bool
 	// MapStep tells map steps (whose input is their element, on every pgflow) from single ones.
 	MapStep func(step string) bool
 	// Log is told, at debug level, when a connection cannot have a twin of start_tasks
-	// (package starttwin) and why.
+	// (package plans) and why.
 	Log *slog.Logger
 }
 
@@ -120,15 +104,62 @@ func NewFetcher(pool *pgxpool.Pool, cfg FetcherConfig) *Fetcher {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Fetcher{log: cfg.Log, pool: pool, flow: cfg.Flow, queue: cfg.Queue, step: cfg.Step,
-		proto: claimProtocol{queueNames: cfg.QueueNames, setsVisibility: cfg.SetsVisibility}, workerID: cfg.WorkerID, visibility: cfg.Visibility,
-		readVT: cfg.ReadVT, flowInput: cfg.FlowInput, mapStep: cfg.MapStep, inputs: newRunInputCache(runInputCacheBytes)}
+	f := &Fetcher{log: cfg.Log, pool: pool, flow: cfg.Flow, queue: cfg.Queue, step: cfg.Step,
+		workerID: cfg.WorkerID, visibility: cfg.Visibility,
+		readVT: cfg.ReadVT, mapStep: cfg.MapStep, inputs: newRunInputCache(runInputCacheBytes)}
+	f.SetProtocol(cfg.QueueNames, cfg.SetsVisibility, cfg.FlowInput)
+	return f
 }
 
 // claimProtocol is what the database's start_tasks takes and does.
 type claimProtocol struct {
 	queueNames     bool
 	setsVisibility bool
+	flowInput      bool
+}
+
+// SetWitness gives the newest migration `db install` had applied when the worker read the
+// protocol (SetProtocol): a fetch or claim that finds another refuses to start tasks, with an
+// error wrapping dberr.ErrSchemaChanged, so no task is started on a pgflow the worker has not
+// prepared for. Checked inside the transaction after it takes the upgrade lock, in the round
+// trip of the read. "" checks nothing (pgflow installed by other tools).
+func (f *Fetcher) SetWitness(newest string) { f.witness.Store(&newest) }
+
+// queueWitness queues into b the check of the newest migration, where there is one to
+// check: a newer one than SetWitness gave is the error returned to b's reader, and kept in
+// *failed where failed is not nil.
+func (f *Fetcher) queueWitness(b *pgx.Batch, failed *error) {
+	w := f.witness.Load()
+	if w == nil || *w == "" {
+		return
+	}
+	want := *w
+	b.Queue(schema.NewestMigrationSQL).QueryRow(func(row pgx.Row) error {
+		var got string
+		if err := row.Scan(&got); err != nil {
+			return err
+		}
+		if got != want {
+			err := f.witnessError(want, got)
+			if failed != nil {
+				*failed = err
+			}
+			return err
+		}
+		return nil
+	})
+}
+
+// witnessError is the error of a fetch or claim that found another newest migration.
+func (f *Fetcher) witnessError(want, got string) error {
+	return fmt.Errorf("pgflow migration %s was applied after the worker prepared for %s: %w", got, want, dberr.ErrSchemaChanged)
+}
+
+// SetProtocol changes what the fetcher's next fetches and claims expect of start_tasks
+// (FetcherConfig's QueueNames, SetsVisibility and FlowInput): for a worker that found pgflow
+// upgraded under it. A fetch or claim already begun keeps what it began with.
+func (f *Fetcher) SetProtocol(queueNames, setsVisibility, flowInput bool) {
+	f.proto.Store(&claimProtocol{queueNames: queueNames, setsVisibility: setsVisibility, flowInput: flowInput})
 }
 
 // Queue is the pgmq queue the fetcher reads.
@@ -201,7 +232,7 @@ type message struct {
 // Once begun, a fetch is not cut short by ctx: cancelled between start_tasks and reading its
 // result, it would leave tasks started that nobody runs. It checks ctx only before it begins
 // and otherwise ends within fetchTimeout; the caller runs (or drains) what it returns.
-func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
+func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]fetched.Task, error) {
 	if qty <= 0 {
 		return nil, nil
 	}
@@ -232,16 +263,19 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 	}
 	// A connection released inside a transaction (a failed rollback) is closed by the pool.
 	defer conn.Release()
+	proto := f.proto.Load()
 	startSchema := "pgflow"
-	if !f.proto.queueNames {
+	if !proto.queueNames {
 		var why error
-		if startSchema, why = starttwin.Schema(ctx, conn.Conn()); why != nil {
+		if startSchema, why = plans.TwinSchema(ctx, conn.Conn()); why != nil {
 			f.log.Debug("fetches on this connection call pgflow.start_tasks itself, not a twin that keeps its plan", "why", why)
 		}
 	}
 	b := &pgx.Batch{}
 	b.Queue(`begin`).Exec(func(pgconn.CommandTag) error { return nil })
 	b.Queue(asyncCommit).Exec(func(pgconn.CommandTag) error { return nil })
+	b.Queue(schema.UpgradeLockShared).Exec(func(pgconn.CommandTag) error { return nil })
+	f.queueWitness(b, nil)
 	b.Queue(readSQL, f.queue, f.readVT, qty).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var r read
@@ -253,10 +287,10 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 		return rows.Err()
 	})
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		Rollback(conn)
+		kit.Rollback(conn)
 		return nil, fmt.Errorf("reading queue %s: %w", f.queue, err)
 	}
-	var p readPlan
+	p := readPlan{proto: proto}
 	for _, r := range got {
 		if err := f.add(&p, r.id, r.body); err != nil {
 			// Committed, the read keeps the message hidden for readVT seconds: rolled back,
@@ -274,7 +308,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 	}
 	tasks, err := f.start(ctx, conn, startSchema, p)
 	if err != nil {
-		Rollback(conn)
+		kit.Rollback(conn)
 		// Rolled back, the read is undone too. Only a commit whose reply was lost may have
 		// hidden these messages for readVT seconds, with no notification to say when they
 		// show again: once the database answers, show those whose task is still queued.
@@ -287,6 +321,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]Task, error) {
 // whose step's visibility differs from the read's with that visibility, and the runs whose
 // input is not cached.
 type readPlan struct {
+	proto      *claimProtocol // what the fetch or claim that read them expects of start_tasks
 	ids, vtIDs []int64
 	offsets    []int32
 	missing    []string
@@ -314,16 +349,6 @@ func (f *Fetcher) add(p *readPlan, id int64, body []byte) error {
 	return nil
 }
 
-// Rollback ends a failed transaction on a pooled connection (a fetch's, or the completer's
-// when a claim joins it), even where the caller's context is done. Where it cannot (the
-// connection is gone), the pool closes the connection on its release, which ends the
-// transaction too.
-func Rollback(conn *pgxpool.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, _ = conn.Exec(ctx, `rollback`)
-}
-
 // showUnstarted makes the messages of failed starts visible again when their tasks are still
 // queued (a start that did commit before its reply was lost left them started: those stay
 // hidden, and the worker hands their tasks back, see host/orphans.go).
@@ -344,11 +369,11 @@ func (f *Fetcher) showUnstarted(ctx context.Context) error {
 
 // start claims the read messages' tasks through startSchema's start_tasks (queueStart) and
 // commits the transaction with them, in one round trip.
-func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema string, p readPlan) ([]Task, error) {
+func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema string, p readPlan) ([]fetched.Task, error) {
 	b := &pgx.Batch{}
 	// The read, sent before, kept its custom plan; start_tasks and the lookups reuse theirs.
 	// (A claim's start needs no switch of its own: the completions' write made it.)
-	plancache.QueueGeneric(b)
+	plans.QueueGeneric(b)
 	s := f.queueStart(b, startSchema, p)
 	// The commit, with the read's: both are kept or both are lost.
 	b.Queue(`commit`).Exec(func(pgconn.CommandTag) error { return nil })
@@ -363,38 +388,46 @@ func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema str
 // it as they come.
 type started struct {
 	f         *Fetcher
-	tasks     []Task
+	tasks     []fetched.Task
 	attempts  map[int64]int
 	runInputs map[string][]byte // read by this start (the cache may drop them meanwhile)
+	noRun     []bool            // by task: its input has no "run" member
 	err       error             // start_tasks' own failure, when it is the batch's first
 }
 
 // queueStart queues into b the start of p's tasks through startSchema's start_tasks: pgflow's,
-// or its twin in pg_temp (package starttwin), then the visibility of shorter steps' messages,
+// or its twin in pg_temp (package plans), then the visibility of shorter steps' messages,
 // the attempt counts and the inputs of runs not cached. It leaves the commit to the caller.
 func (f *Fetcher) queueStart(b *pgx.Batch, startSchema string, p readPlan) *started {
+	proto := p.proto
 	s := &started{f: f, attempts: map[int64]int{}, runInputs: map[string][]byte{}}
 	ids, vtIDs, offsets, missingRuns := p.ids, p.vtIDs, p.offsets, p.missing
 	flowInput := "null::jsonb"
-	if f.flowInput {
+	if proto.flowInput {
 		flowInput = "flow_input"
 	}
 	claim, args := startSchema+`.start_tasks($1, $2::bigint[], $3::text::uuid)`, []any{f.flow, ids, f.workerID}
 	switch {
-	case f.proto.queueNames && f.step != "":
+	case proto.queueNames && f.step != "":
 		claim, args = `pgflow.start_tasks($1, $2::bigint[], $3::text::uuid, $4, $5)`, append(args, f.queue, f.step)
-	case f.proto.queueNames:
+	case proto.queueNames:
 		claim, args = `pgflow.start_tasks($1, $2::bigint[], $3::text::uuid, $4)`, append(args, f.queue)
 	}
-	b.Queue(`select run_id::text, step_slug, task_index, msg_id, input, `+flowInput+` from `+claim, args...).Query(func(rows pgx.Rows) error {
+	// hasRun: whether the input carries "run" is read off the input itself, not the protocol
+	// the fetcher expects, so a fetch that met a pgflow upgraded under it (0.12 dropped "run")
+	// still hands ABI v1's input to the handler (withRun).
+	b.Queue(`select run_id::text, step_slug, task_index, msg_id, input, `+flowInput+`,
+	            jsonb_typeof(input) = 'object' and input ? 'run' from `+claim, args...).Query(func(rows pgx.Rows) error {
 		now := time.Now()
 		for rows.Next() {
-			t := Task{FlowSlug: f.flow, StartedAt: now}
+			t := fetched.Task{FlowSlug: f.flow, StartedAt: now}
 			var input, runInput []byte
-			if err := rows.Scan(&t.RunID, &t.StepSlug, &t.TaskIndex, &t.MsgID, &input, &runInput); err != nil {
+			var hasRun bool
+			if err := rows.Scan(&t.RunID, &t.StepSlug, &t.TaskIndex, &t.MsgID, &input, &runInput, &hasRun); err != nil {
 				return err
 			}
 			t.Input = input
+			s.noRun = append(s.noRun, !hasRun)
 			if runInput != nil {
 				s.runInputs[t.RunID] = runInput
 			}
@@ -406,13 +439,13 @@ func (f *Fetcher) queueStart(b *pgx.Batch, startSchema string, p readPlan) *star
 	// pgflow 0.8's start_tasks means to set each message's visibility to its step's timeout
 	// + 2 s, but its set_vt_batch CTE is never evaluated. pgmq.read already gave every message
 	// the longest step's visibility; messages of shorter steps get theirs here.
-	if len(vtIDs) > 0 && !f.proto.setsVisibility {
+	if len(vtIDs) > 0 && !proto.setsVisibility {
 		b.Queue(`select count(*) from pgflow.set_vt_batch($1, $2::bigint[], $3::int[])`, f.flow, vtIDs, offsets).
 			Exec(func(pgconn.CommandTag) error { return nil })
 	}
 	b.Queue(`select st.message_id, st.attempts_count from pgflow.step_tasks st
 	          where st.flow_slug = $1 and st.message_id = any($2::bigint[]) and st.status = 'started' and st.last_worker_id = $3::text::uuid `+
-		f.sameQueue("$4"), f.flow, ids, f.workerID, f.queue).Query(func(rows pgx.Rows) error {
+		sameQueue(proto, "$4"), f.flow, ids, f.workerID, f.queue).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id int64
 			var n int
@@ -445,10 +478,10 @@ func (f *Fetcher) queueStart(b *pgx.Batch, startSchema string, p readPlan) *star
 // batch was sent. start_tasks returns a task to every caller racing on its message, though
 // only one caller's update applies (its CTE reads the statement snapshot): the attempt lookup,
 // which matches last_worker_id, says which.
-func (s *started) mine(sent time.Time) []Task {
+func (s *started) mine(sent time.Time) []fetched.Task {
 	f := s.f
 	mine := s.tasks[:0]
-	for _, t := range s.tasks {
+	for i, t := range s.tasks {
 		n, ok := s.attempts[t.MsgID]
 		if !ok {
 			continue
@@ -460,20 +493,22 @@ func (s *started) mine(sent time.Time) []Task {
 		if t.FlowInput == nil {
 			t.FlowInput = f.inputs.get(t.RunID)
 		}
-		if f.flowInput && !f.mapStep(t.StepSlug) {
+		if s.noRun[i] && !f.mapStep(t.StepSlug) {
 			t.Input = withRun(t.Input, t.FlowInput)
 		}
 		mine = append(mine, t)
 	}
-	slices.SortFunc(mine, func(a, b Task) int { return cmp.Compare(a.MsgID, b.MsgID) })
+	slices.SortFunc(mine, func(a, b fetched.Task) int { return cmp.Compare(a.MsgID, b.MsgID) })
 	return mine
 }
 
 // sameQueue is the condition that a step_tasks row's message is in this fetcher's queue,
 // given the parameter holding the queue name: on pgflow 0.17+ message ids are unique per
 // queue only (a flow with per-step queues repeats them), before there is one queue a flow.
-func (f *Fetcher) sameQueue(param string) string {
-	if !f.proto.queueNames {
+func (f *Fetcher) sameQueue(param string) string { return sameQueue(f.proto.Load(), param) }
+
+func sameQueue(proto *claimProtocol, param string) string {
+	if !proto.queueNames {
 		return "and " + param + "::text is not null" // keeps the parameter in use
 	}
 	return "and st.queue_name = " + param

@@ -3,13 +3,17 @@ package poller_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // setup creates flow "f" (root map step "m" feeding single step "s"), registers a worker and
@@ -17,7 +21,7 @@ import (
 func setup(t *testing.T, db *pgtest.DB) string {
 	t.Helper()
 	ctx := context.Background()
-	worker := uuidv4.New()
+	worker := kit.NewUUID()
 	for _, q := range []string{
 		`select pgflow.create_flow('f', 3, 1, 60)`,
 		`select pgflow.add_step('f', 'm', step_type => 'map', timeout => 7)`,
@@ -36,6 +40,7 @@ func setup(t *testing.T, db *pgtest.DB) string {
 func fetcher(t testing.TB, db *pgtest.DB, worker string) *poller.Fetcher {
 	proto := db.Protocol(t)
 	return poller.NewFetcher(db.Pool, poller.FetcherConfig{Flow: "f", WorkerID: worker, QueueNames: proto.QueueNames, SetsVisibility: proto.Lifecycle,
+		FlowInput: proto.FlowInput, MapStep: func(step string) bool { return step == "m" },
 		Visibility: func(step string) int {
 			if step == "m" {
 				return 9
@@ -95,7 +100,7 @@ func TestFetchSkipsATaskAnotherWorkerStartedFirst(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	mine := setup(t, db)
-	other := uuidv4.New()
+	other := kit.NewUUID()
 	ctx := context.Background()
 	if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name) values ($1::uuid, 'f', 'test')`, other); err != nil {
 		t.Fatal(err)
@@ -118,7 +123,7 @@ func TestFetchSkipsATaskAnotherWorkerStartedFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	type result struct {
-		tasks []poller.Task
+		tasks []fetched.Task
 		err   error
 	}
 	got := make(chan result, 1)
@@ -141,7 +146,7 @@ func TestFetchSkipsATaskAnotherWorkerStartedFirst(t *testing.T) {
 
 func TestBackoffStaysWithinBoundsAndResets(t *testing.T) {
 	t.Parallel()
-	b := backoff.Backoff{Min: 10 * time.Millisecond, Max: 80 * time.Millisecond}
+	b := kit.Backoff{Min: 10 * time.Millisecond, Max: 80 * time.Millisecond}
 	sawMax := false
 	for range 200 {
 		d := b.Next()
@@ -227,7 +232,7 @@ func TestAFailedStartLeavesTheMessagesVisible(t *testing.T) {
 		t.Fatal(err)
 	}
 	// start_tasks refuses a worker that pgflow.workers does not hold (a foreign key).
-	unknown := uuidv4.New()
+	unknown := kit.NewUUID()
 	if tasks, err := fetcher(t, db, unknown).Fetch(ctx, 10); err == nil {
 		t.Fatalf("fetch as an unregistered worker started %d tasks; want start_tasks' error", len(tasks))
 	}
@@ -241,5 +246,87 @@ func TestAFailedStartLeavesTheMessagesVisible(t *testing.T) {
 	}
 	if visible != 2 || readCt != 0 || queued != 2 {
 		t.Errorf("after the failed start: %d of 2 messages visible, read_ct total %d, %d tasks queued; want 2, 0, 2 (the read undone)", visible, readCt, queued)
+	}
+}
+
+// A fetcher that expects pgflow 0.8's start_tasks on a database whose pgflow was upgraded to
+// 0.12 or later under it (which leaves "run" out of a single step's input) still hands the
+// handler ABI v1's input: "run" is put back wherever it is missing, whatever was expected.
+func TestAnUpgradedPgflowStillGivesSingleStepsTheirRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t, pgtest.Empty())
+	conn := db.Conn(t)
+	if _, err := schema.Install(ctx, conn, schema.Options{MigrationsDir: pgtest.PgflowRelease(t, 16), Layer: schema.LayerSchema}); err != nil {
+		t.Fatal(err)
+	}
+	if !db.Protocol(t).FlowInput {
+		t.Fatalf("pgflow 0.12.0 was installed but the database has %s", db.Protocol(t))
+	}
+	worker := setup(t, db)
+	if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('f', '[{"b": 1}]')`); err != nil {
+		t.Fatal(err)
+	}
+	f := poller.NewFetcher(db.Pool, poller.FetcherConfig{Flow: "f", WorkerID: worker, FlowInput: false,
+		MapStep: func(step string) bool { return step == "m" }, Visibility: func(string) int { return 30 }})
+	tasks, err := f.Fetch(ctx, 10)
+	if err != nil || len(tasks) != 1 || string(tasks[0].Input) != `{"b": 1}` {
+		t.Fatalf("fetching the map step's task: %+v, %v; want one task with its bare element", tasks, err)
+	}
+	if _, err := db.Pool.Exec(ctx, `select pgflow.complete_task($1::uuid, 'm', 0, '"done"')`, tasks[0].RunID); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(tasks) == 1 && tasks[0].StepSlug == "m" && time.Now().Before(deadline) {
+		if tasks, err = f.Fetch(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		if len(tasks) == 0 {
+			tasks = []fetched.Task{{StepSlug: "m"}}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if len(tasks) != 1 || tasks[0].StepSlug != "s" {
+		t.Fatalf("fetching the single step's task: %+v", tasks)
+	}
+	var in map[string]json.RawMessage
+	if err := json.Unmarshal(tasks[0].Input, &in); err != nil || string(in["run"]) != `[{"b": 1}]` || string(in["m"]) != `["done"]` {
+		t.Fatalf("the single step got %s, want {\"run\": [{\"b\": 1}], \"m\": [\"done\"]}", tasks[0].Input)
+	}
+}
+
+// A fetcher told the newest migration its worker prepared for starts no task once `db
+// install` has recorded another: the fetch fails with dberr.ErrSchemaChanged and leaves the
+// message visible and its task queued, for the fetch after the worker prepared again.
+func TestAFetchRefusesAMigrationItWasNotPreparedFor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	worker := setup(t, db)
+	newest, _ := schema.NewestMigration(ctx, db.Pool)
+	if newest == "" {
+		t.Skip("this database's pgflow was not installed by db install: no migration to compare")
+	}
+	f := fetcher(t, db, worker)
+	f.SetWitness(newest)
+	if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('f', '[1]')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `insert into pgflow_wasm.schema_migrations (name, sha256, pgflow_version)
+		values ('99999999999999_later.sql', 'x', 'later')`); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := f.Fetch(ctx, 10)
+	if !errors.Is(err, dberr.ErrSchemaChanged) || len(tasks) != 0 || !strings.Contains(err.Error(), "99999999999999_later.sql") {
+		t.Fatalf("a fetch after a newer migration: %d tasks, %v; want none and dberr.ErrSchemaChanged naming it", len(tasks), err)
+	}
+	var queued, visible int
+	if err := db.Pool.QueryRow(ctx, `select (select count(*) from pgflow.step_tasks where status = 'queued'),
+		(select count(*) from pgmq.q_f where vt <= now())`).Scan(&queued, &visible); err != nil || queued != 1 || visible != 1 {
+		t.Fatalf("after the refused fetch: %d tasks queued, %d messages visible (%v); want 1 and 1", queued, visible, err)
+	}
+	f.SetWitness("99999999999999_later.sql")
+	if tasks, err := f.Fetch(ctx, 10); err != nil || len(tasks) != 1 {
+		t.Fatalf("a fetch prepared for the newer migration: %d tasks, %v; want the one", len(tasks), err)
 	}
 }

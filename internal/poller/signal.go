@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
@@ -60,7 +60,7 @@ func (l *Listener) setConnected(v bool) {
 
 // Run listens until ctx is done.
 func (l *Listener) Run(ctx context.Context) {
-	retry := backoff.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
+	retry := kit.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
 	for ctx.Err() == nil {
 		err := l.listenOnce(ctx, &retry)
 		l.setConnected(false)
@@ -77,7 +77,7 @@ func (l *Listener) Run(ctx context.Context) {
 	}
 }
 
-func (l *Listener) listenOnce(ctx context.Context, retry *backoff.Backoff) error {
+func (l *Listener) listenOnce(ctx context.Context, retry *kit.Backoff) error {
 	conn, err := pgx.ConnectConfig(ctx, l.config)
 	if err != nil {
 		return err

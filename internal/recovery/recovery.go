@@ -1,10 +1,12 @@
 // Package recovery finds tasks a dead worker left `started` and hands them back to pgflow.
 //
-// pgflow 0.8 never requeues such tasks: their runs hang forever. The sweep fails each stalled
-// task through pgflow.fail_task with a message saying why, which is pgflow's own retry path:
-// the task returns to `queued` and its message becomes visible after the retry delay, or, when
-// its attempts are used up, the task and its run fail with that message. Requeues are thus
-// bounded by the step's max_attempts, and every state change goes through pgflow's functions.
+// pgflow 0.8 never requeues such tasks: their runs hang forever; 0.13.2+ has
+// requeue_stalled_tasks, which puts a task started longer ago than its timeout plus 30 s
+// back in the queue without failing it, but only where pg_cron runs it. The sweep puts each
+// stalled task back the same way (taskwrite.RequeueOne): the task returns to `queued`, its
+// message is visible at once, and no attempt is failed for a fault the handler did not
+// cause, so a step with max_attempts 1 survives a killed worker. Requeues are bounded as
+// upstream's are; past the bound the task is failed through fail_task with the reason.
 //
 // When a task counts as stalled depends on the kind of worker that started it:
 //
@@ -16,13 +18,17 @@
 //     handler either, whoever holds it.
 //   - Any other worker (pgflow's TypeScript worker) may run a handler for as long as it likes
 //     and heartbeats only between batches, so its tasks are judged by its heartbeat alone,
-//     with a long threshold of their own (ForeignStaleAfter; 0 leaves them alone).
+//     with a long threshold of their own (ForeignStaleAfter; 0 leaves them alone). On pgflow
+//     0.13.2+ where no pg_cron runs pgflow's own requeue job (plain PostgreSQL with
+//     pgflow-wasm's inert stand-in), the sweep also applies upstream's rule to them: started
+//     longer ago than the step's timeout plus 30 s. That is how a stalled task of an
+//     `external: true` step comes back there.
 //
-// The sweeper never counts itself among the dead (Self). Each stalled task is failed in a
+// The sweeper never counts itself among the dead (Self). Each stalled task is requeued in a
 // transaction of its own that first locks the task's run (the order pgflow's functions and
 // the completer take locks in) and re-checks that the same attempt still holds it (package
-// taskwrite): a sweep never deadlocks with a completion writer, never fails a task that moved
-// on, and two sweepers at once only repeat a read.
+// taskwrite): a sweep never deadlocks with a completion writer, never touches a task that
+// moved on, and two sweepers at once only repeat a read.
 package recovery
 
 import (
@@ -54,9 +60,13 @@ type Config struct {
 	// tasks are recovered (for a task whose worker row is gone: how long ago it started).
 	// 0 never recovers them.
 	ForeignStaleAfter time.Duration
-	// PermanentlyStalled: the database has pgflow 0.13.2+'s step_tasks.permanently_stalled_at,
-	// and tasks upstream gave up on stay out of the sweep (failing them strands their runs).
+	// PermanentlyStalled: the database has pgflow 0.13.2+'s requeue_stalled_tasks and
+	// step_tasks' permanently_stalled_at and requeued_count: tasks upstream gave up on stay
+	// out of the sweep, requeues are counted where upstream counts them, and where no pg_cron
+	// runs upstream's job the sweep applies its rule to other workers' tasks.
 	PermanentlyStalled bool
+	// QueueNames: step_tasks.queue_name names a task's queue (pgflow 0.17+).
+	QueueNames bool
 	// AttemptHistory keeps each recovered attempt in pgflow_wasm.task_attempts.
 	AttemptHistory bool
 	// Self lists the sweeping worker's own ids: alive by definition, so a heartbeat that went
@@ -79,9 +89,12 @@ type Recovered struct {
 	StepSlug  string
 	TaskIndex int
 	Attempt   int    // the attempt that stalled
-	Reason    string // the fail_task message
-	Status    string // "queued" (will be retried) or "failed" (attempts used up)
+	Reason    string // why it was taken back
+	Status    string // "queued" (will run again) or "failed" (past the requeue bound, attempts used up)
 	Attempts  int
+	// Requeued: put back without fail_task, its message visible now (taskwrite.RequeueOne);
+	// false for a task failed past the requeue bound.
+	Requeued bool
 }
 
 // Sweeper sweeps again and again, remembering since when it has seen each pgflow-wasm
@@ -92,6 +105,10 @@ type Sweeper struct {
 	now          func() time.Time
 	missingSince map[string]time.Time
 	readers      map[string]int // own worker id -> live readers of its queue (Readers)
+	// upstreamRuns caches whether pg_cron runs pgflow's requeue job here, looked at once
+	// a minute (upstreamAt).
+	upstreamRuns bool
+	upstreamAt   time.Time
 }
 
 // NewSweeper returns a Sweeper.
@@ -106,9 +123,10 @@ func NewSweeper(pool *pgxpool.Pool, cfg Config) *Sweeper {
 }
 
 // stalledSQL lists stalled tasks of live runs with the reason, reading only: the tasks are
-// failed one by one afterwards. $1 flows, $2 margin seconds, $3 stale-heartbeat seconds,
+// requeued one by one afterwards. $1 flows, $2 margin seconds, $3 stale-heartbeat seconds,
 // $4 the sweeper's own worker ids, $5 pgflow-wasm workers whose lock has been missing for the
-// grace, $6 foreign stale seconds (0: off).
+// grace, $6 foreign stale seconds (0: off), $7 whether upstream's requeue rule is applied
+// here to other workers' tasks (no pg_cron runs it).
 var stalledSQL = `
 with held as materialized (` + liveness.HeldLocksSQL + `),
 task as (
@@ -146,12 +164,49 @@ judged as (
          and ` + liveness.StaleSQL("t.last_heartbeat_at", "$6::float8") + `
       then 'its worker ' || t.worker_id || ' (' || t.function_name || ') stopped heartbeating at '
            || to_char(t.last_heartbeat_at, 'YYYY-MM-DD HH24:MI:SS TZ')
+    when not coalesce(t.ours, false) and $7::bool
+         and t.started_at < clock_timestamp() - make_interval(secs => t.timeout + ` + upstreamBuffer + `)
+      then 'it was started at ' || to_char(t.started_at, 'YYYY-MM-DD HH24:MI:SS TZ') || ' by worker '
+           || coalesce(t.last_worker_id::text, '(unknown)') || coalesce(' (' || t.function_name || ')', '')
+           || ', longer ago than its timeout (' || t.timeout || ' s) plus ` + upstreamBuffer + ` s, and no pg_cron runs pgflow''s requeue_stalled_tasks here'
   end as reason
   from task t
 )
 select flow_slug, run_id::text, step_slug, task_index, attempts_count, reason
 from judged where reason is not null
 order by run_id, step_slug, task_index`
+
+// upstreamBuffer is the seconds past a task's timeout after which pgflow's
+// requeue_stalled_tasks takes it back.
+const upstreamBuffer = "30"
+
+// cronJobSQL tells whether pg_cron runs pgflow's requeue job in this database: the real
+// extension is here (pgflow-wasm's stand-in is a plain schema, not an extension) and the job
+// is scheduled, active, for this database.
+const cronJobSQL = `select exists (select 1 from cron.job
+  where jobname = 'pgflow_requeue_stalled_tasks' and active and database = current_database())`
+
+// upstreamRequeueRuns reports whether pg_cron runs pgflow's requeue job here, looking at
+// most once a minute. A look that fails counts as running: another recovery, not ours, is
+// then the one to trust.
+func (s *Sweeper) upstreamRequeueRuns(ctx context.Context) bool {
+	if !s.cfg.PermanentlyStalled {
+		return true // no upstream requeue to stand in for
+	}
+	if !s.upstreamAt.IsZero() && s.now().Sub(s.upstreamAt) < time.Minute {
+		return s.upstreamRuns
+	}
+	var cron bool
+	err := s.pool.QueryRow(ctx, `select exists (select 1 from pg_catalog.pg_extension where extname = 'pg_cron')`).Scan(&cron)
+	if err == nil && cron {
+		err = s.pool.QueryRow(ctx, cronJobSQL).Scan(&cron)
+	}
+	if err != nil {
+		return true // looked at again next sweep
+	}
+	s.upstreamRuns, s.upstreamAt = cron, s.now()
+	return cron
+}
 
 // lookSQL is the sweeper's look at the pgflow-wasm workers holding started tasks of its flows:
 // whether each holds its liveness lock, and whether the sweeper's own lock shows at all.
@@ -250,8 +305,9 @@ func (s *Sweeper) SweepOwn(ctx context.Context) ([]Recovered, []Started, error) 
 	if cfg.PermanentlyStalled {
 		stalled = strings.Replace(stalledSQL, "{{NOT_PERMANENTLY_STALLED}}", "and st.permanently_stalled_at is null", 1)
 	}
+	standIn := !s.upstreamRequeueRuns(ctx)
 	b.Queue(stalled, cfg.Flows, cfg.StartedMargin.Seconds(), cfg.WorkerStaleAfter.Seconds(), cfg.Self, gone,
-		cfg.ForeignStaleAfter.Seconds()).Query(func(rows pgx.Rows) error {
+		cfg.ForeignStaleAfter.Seconds(), standIn).Query(func(rows pgx.Rows) error {
 		var err error
 		candidates, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Recovered, error) {
 			var r Recovered
@@ -329,16 +385,20 @@ func (s *Sweeper) SweepOwn(ctx context.Context) ([]Recovered, []Started, error) 
 		if cfg.Holding != nil && cfg.Holding(r.RunID, r.StepSlug, r.TaskIndex) {
 			continue
 		}
-		r.Reason = fmt.Sprintf("Task stalled: %s; returned to pgflow by pgflow-wasm recovery", r.Reason)
+		r.Reason = fmt.Sprintf("Task stalled: %s; requeued by pgflow-wasm recovery", r.Reason)
 		call := taskwrite.Call{RunID: r.RunID, StepSlug: r.StepSlug, TaskIndex: r.TaskIndex, Attempt: r.Attempt, Arg: r.Reason}
-		res, err := taskwrite.FailOne(ctx, s.pool, call, taskwrite.Options{AttemptHistory: cfg.AttemptHistory})
+		res, err := taskwrite.RequeueOne(ctx, s.pool, call, taskwrite.RequeueOptions{Options: taskwrite.Options{AttemptHistory: cfg.AttemptHistory},
+			Counted: cfg.PermanentlyStalled, QueueNames: cfg.QueueNames})
 		if err != nil {
-			return out, own, fmt.Errorf("fail_task(%s %s[%d]): %w", r.RunID, r.StepSlug, r.TaskIndex, err)
+			return out, own, fmt.Errorf("requeueing %s %s[%d]: %w", r.RunID, r.StepSlug, r.TaskIndex, err)
 		}
 		if res.Stale {
 			continue // completed, failed or restarted since the candidates were read
 		}
-		r.Status, r.Attempts = res.Status, res.Attempts
+		r.Status, r.Attempts, r.Requeued = res.Status, res.Attempts, res.Requeued
+		if !res.Requeued && res.ErrorMessage != "" {
+			r.Reason = res.ErrorMessage
+		}
 		out = append(out, r)
 	}
 	return out, own, nil

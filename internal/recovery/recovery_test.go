@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/recovery"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 )
 
 // startedTask creates flow f (one step, the given attempts, timeout 1 s), starts one run and
@@ -23,7 +24,7 @@ func startedTask(t *testing.T, db *pgtest.DB, maxAttempts int, heartbeatAgo time
 func startedTaskOf(t *testing.T, db *pgtest.DB, kind string, maxAttempts int, heartbeatAgo time.Duration) (worker, run string) {
 	t.Helper()
 	ctx := context.Background()
-	worker = uuidv4.New()
+	worker = kit.NewUUID()
 	if _, err := db.Pool.Exec(ctx, `select pgflow.create_flow('f', $1, 0, 1)`, maxAttempts); err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +59,14 @@ func taskState(t *testing.T, db *pgtest.DB, run string) (status string, attempts
 var cfg = recovery.Config{Flows: []string{"f"}, WorkerStaleAfter: 30 * time.Second, StartedMargin: time.Second,
 	LivenessGrace: 2 * time.Second, ForeignStaleAfter: 10 * time.Minute}
 
+// cfgOf is cfg for the pgflow db speaks, as the worker sets it.
+func cfgOf(t *testing.T, db *pgtest.DB) recovery.Config {
+	t.Helper()
+	c, p := cfg, db.Protocol(t)
+	c.PermanentlyStalled, c.QueueNames = p.Requeue, p.QueueNames
+	return c
+}
+
 // ageTask moves a task's start (and queueing) back in time.
 func ageTask(t *testing.T, db *pgtest.DB, run string, by time.Duration) {
 	t.Helper()
@@ -83,7 +92,7 @@ func TestALiveWorkersTaskIsLeftAlone(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	_, run := startedTask(t, db, 3, 0)
-	got, err := recovery.NewSweeper(db.Pool, cfg).Sweep(context.Background())
+	got, err := recovery.NewSweeper(db.Pool, cfgOf(t, db)).Sweep(context.Background())
 	if err != nil || len(got) != 0 {
 		t.Fatalf("sweep = %+v, %v; want nothing recovered", got, err)
 	}
@@ -92,48 +101,79 @@ func TestALiveWorkersTaskIsLeftAlone(t *testing.T) {
 	}
 }
 
-func TestADeadWorkersTaskIsRequeuedAndVisible(t *testing.T) {
+// A dead worker's task goes back to the queue the way pgflow's requeue_stalled_tasks puts
+// it back: visible at once, and no attempt failed, so a step with one attempt survives.
+func TestADeadWorkersTaskIsRequeuedAndVisibleWithoutSpendingAnAttempt(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
-	worker, run := startedTask(t, db, 3, time.Hour)
-	got, err := recovery.NewSweeper(db.Pool, cfg).Sweep(context.Background())
+	worker, run := startedTask(t, db, 1, time.Hour)
+	got, err := recovery.NewSweeper(db.Pool, cfgOf(t, db)).Sweep(context.Background())
 	if err != nil || len(got) != 1 {
 		t.Fatalf("sweep = %+v, %v; want the task recovered", got, err)
 	}
-	status, attempts, msg, visibleIn := taskState(t, db, run)
-	if status != "queued" || attempts != 1 {
-		t.Errorf("task %s after %d attempts, want queued for attempt 2", status, attempts)
+	if !got[0].Requeued || !strings.Contains(got[0].Reason, "its worker "+worker+" stopped heartbeating") {
+		t.Errorf("recovered %+v: want it requeued, the reason naming the dead worker", got[0])
 	}
-	if !strings.Contains(msg, "its worker "+worker+" stopped heartbeating") {
-		t.Errorf("message %q should name the dead worker", msg)
+	status, attempts, msg, visibleIn := taskState(t, db, run)
+	if status != "queued" || attempts != 1 || msg != "" {
+		t.Errorf("task %s after %d attempts, error %q: want queued, no failure recorded (max_attempts 1)", status, attempts, msg)
 	}
 	if visibleIn > 0.5 {
-		t.Errorf("message visible in %.1f s, want now (base_delay 0)", visibleIn)
+		t.Errorf("message visible in %.1f s, want now", visibleIn)
+	}
+	var lastWorker *string
+	if err := db.Pool.QueryRow(context.Background(), `select last_worker_id::text from pgflow.step_tasks where run_id = $1::uuid`, run).
+		Scan(&lastWorker); err != nil || lastWorker != nil {
+		t.Errorf("last_worker_id %v (%v), want cleared as pgflow's requeue clears it", lastWorker, err)
 	}
 }
 
-func TestATaskPastItsTimeoutIsRequeuedThenFailsTheRunWhenAttemptsRunOut(t *testing.T) {
+// Requeues are bounded as upstream's are: a task that stalls every time it runs (it kills
+// its worker, say) is requeued MaxRequeues times, then its attempt is failed, and with one
+// attempt the run fails with the reason, instead of going round forever.
+func TestATaskThatStallsEveryTimeIsRequeuedUpToTheBoundThenFailsTheRun(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
+	ctx := context.Background()
 	worker, run := startedTask(t, db, 1, 0) // live worker, one attempt only
 	holdLivenessLock(t, db, worker)
-	// Started 3 s ago: longer than its 1 s timeout plus the 1 s margin.
-	ageTask(t, db, run, 3*time.Second)
-	got, err := recovery.NewSweeper(db.Pool, cfg).Sweep(context.Background())
-	if err != nil || len(got) != 1 || got[0].Status != "failed" {
-		t.Fatalf("sweep = %+v, %v; want the task failed (no attempts left)", got, err)
+	requeues := 0
+	for {
+		// Started 3 s ago: longer than its 1 s timeout plus the 1 s margin.
+		ageTask(t, db, run, 3*time.Second)
+		got, err := recovery.NewSweeper(db.Pool, cfgOf(t, db)).Sweep(ctx)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("sweep = %+v, %v; want the task recovered", got, err)
+		}
+		if !got[0].Requeued {
+			if got[0].Status != "failed" || !strings.Contains(got[0].Reason, "longer ago than its timeout (1 s) plus 1 s") ||
+				!strings.Contains(got[0].Reason, "not requeued again") {
+				t.Fatalf("past the bound: %+v; want the attempt failed, saying why", got[0])
+			}
+			break
+		}
+		requeues++
+		if requeues > taskwrite.MaxRequeues {
+			t.Fatalf("requeued %d times, past the bound of %d", requeues, taskwrite.MaxRequeues)
+		}
+		// The worker starts it again, and it stalls again.
+		if _, err := db.Pool.Exec(ctx, `select * from `+db.StartTasks(t, `'f'`, `(select array_agg(msg_id) from pgmq.read('f', 60, 10))`, `$1::uuid`), worker); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if requeues != taskwrite.MaxRequeues {
+		t.Errorf("requeued %d times before failing, want %d", requeues, taskwrite.MaxRequeues)
 	}
 	var runStatus string
-	if err := db.Pool.QueryRow(context.Background(), `select status from pgflow.runs where run_id = $1::uuid`, run).Scan(&runStatus); err != nil {
+	if err := db.Pool.QueryRow(ctx, `select status from pgflow.runs where run_id = $1::uuid`, run).Scan(&runStatus); err != nil {
 		t.Fatal(err)
 	}
-	_, _, msg, _ := taskState(t, db, run)
-	if runStatus != "failed" || !strings.Contains(msg, "longer ago than its timeout (1 s) plus 1 s") {
-		t.Errorf("run %s, task message %q; want the run failed with the stall explained", runStatus, msg)
+	if _, _, msg, _ := taskState(t, db, run); runStatus != "failed" || !strings.Contains(msg, "not requeued again") {
+		t.Errorf("run %s, task message %q; want the run failed with the bound explained", runStatus, msg)
 	}
 }
 
-func TestTwoSweepersAtOnceFailEachTaskOnce(t *testing.T) {
+func TestTwoSweepersAtOnceRequeueEachTaskOnce(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	_, run := startedTask(t, db, 3, time.Hour)
@@ -141,7 +181,7 @@ func TestTwoSweepersAtOnceFailEachTaskOnce(t *testing.T) {
 	results := make(chan []recovery.Recovered, 2)
 	for range 2 {
 		go func() {
-			got, err := recovery.NewSweeper(db.Pool, cfg).Sweep(ctx)
+			got, err := recovery.NewSweeper(db.Pool, cfgOf(t, db)).Sweep(ctx)
 			if err != nil {
 				t.Error(err)
 			}
@@ -151,6 +191,12 @@ func TestTwoSweepersAtOnceFailEachTaskOnce(t *testing.T) {
 	n := len(<-results) + len(<-results)
 	if n != 1 {
 		t.Fatalf("two sweepers recovered the task %d times, want once", n)
+	}
+	var requeued int
+	if db.Protocol(t).Requeue {
+		if err := db.Pool.QueryRow(ctx, `select requeued_count from pgflow.step_tasks where run_id = $1::uuid`, run).Scan(&requeued); err != nil || requeued != 1 {
+			t.Errorf("requeued_count %d (%v), want 1", requeued, err)
+		}
 	}
 	if status, attempts, _, _ := taskState(t, db, run); status != "queued" || attempts != 1 {
 		t.Errorf("task %s after %d attempts, want queued after 1", status, attempts)
@@ -165,7 +211,7 @@ func TestATaskWhoseOutcomeTheSweeperHoldsIsNeverRecovered(t *testing.T) {
 	worker, run := startedTask(t, db, 1, 0)
 	holdLivenessLock(t, db, worker)
 	ageTask(t, db, run, 3*time.Second)
-	held := cfg
+	held := cfgOf(t, db)
 	held.Self = []string{worker}
 	held.Holding = func(r, step string, index int) bool { return r == run && step == "s" && index == 0 }
 	got, err := recovery.NewSweeper(db.Pool, held).Sweep(context.Background())
@@ -188,7 +234,7 @@ func TestASweeperNeverRequeuesItsOwnTasksForAStaleHeartbeat(t *testing.T) {
 	// The worker's own heartbeat is an hour old (the database was away), but it is sweeping:
 	// it is alive, and its task is within its timeout.
 	worker, run := startedTask(t, db, 3, time.Hour)
-	self := cfg
+	self := cfgOf(t, db)
 	self.Self = []string{worker}
 	got, err := recovery.NewSweeper(db.Pool, self).Sweep(context.Background())
 	if err != nil || len(got) != 0 {
@@ -209,7 +255,7 @@ func TestAWorkerWhoseLivenessLockIsGoneIsDeadWithinTheGrace(t *testing.T) {
 	if _, err := holder.Exec(context.Background(), `select pg_advisory_lock($1::int4, $2::int4)`, liveness.LockClass, key); err != nil {
 		t.Fatal(err)
 	}
-	patient := cfg
+	patient := cfgOf(t, db)
 	patient.StartedMargin = time.Hour // only the lock may count here, not the 1 s timeout
 	sweeper := recovery.NewSweeper(db.Pool, patient)
 	if got, err := sweeper.Sweep(context.Background()); err != nil || len(got) != 0 {
@@ -252,7 +298,7 @@ func TestAWorkerThatRetakesItsLockWithinTheGraceIsAlive(t *testing.T) {
 	db := pgtest.NewDB(t)
 	// Its connection broke: no lock for a moment, then it is back.
 	worker, run := startedTask(t, db, 3, 0)
-	patient := cfg
+	patient := cfgOf(t, db)
 	patient.StartedMargin = time.Hour // only the lock may count here, not the 1 s timeout
 	sweeper := recovery.NewSweeper(db.Pool, patient)
 	if got, err := sweeper.Sweep(context.Background()); err != nil || len(got) != 0 {
@@ -272,20 +318,39 @@ func TestAWorkerThatRetakesItsLockWithinTheGraceIsAlive(t *testing.T) {
 func TestAnotherKindOfWorkerIsJudgedByItsHeartbeatAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	t.Run("past the step timeout with a live heartbeat: left alone", func(t *testing.T) {
+	t.Run("past the step timeout with a live heartbeat: left alone, but for upstream's rule", func(t *testing.T) {
 		t.Parallel()
 		db := pgtest.NewDB(t)
 		_, run := startedTaskOf(t, db, "reference-ts", 1, 0)
-		ageTask(t, db, run, time.Hour) // far past its 1 s timeout: pgflow's worker has no timeout
-		if got, err := recovery.NewSweeper(db.Pool, cfg).Sweep(ctx); err != nil || len(got) != 0 {
+		ageTask(t, db, run, 20*time.Second) // past its 1 s timeout, not past it plus 30 s
+		if got, err := recovery.NewSweeper(db.Pool, cfgOf(t, db)).Sweep(ctx); err != nil || len(got) != 0 {
 			t.Fatalf("sweep = %+v, %v; want a live TypeScript worker's task left alone", got, err)
+		}
+		ageTask(t, db, run, time.Hour) // far past its timeout plus 30 s
+		got, err := recovery.NewSweeper(db.Pool, cfgOf(t, db)).Sweep(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !db.Protocol(t).Requeue {
+			// pgflow before 0.13.2 has no requeue of its own to stand in for.
+			if len(got) != 0 {
+				t.Fatalf("sweep = %+v; want a live TypeScript worker's task left alone", got)
+			}
+			return
+		}
+		// No pg_cron runs pgflow's requeue_stalled_tasks here (the stand-in): the sweep does.
+		if len(got) != 1 || !got[0].Requeued || !strings.Contains(got[0].Reason, "no pg_cron runs pgflow's requeue_stalled_tasks here") {
+			t.Fatalf("sweep = %+v; want the task requeued by upstream's rule", got)
+		}
+		if status, attempts, _, _ := taskState(t, db, run); status != "queued" || attempts != 1 {
+			t.Errorf("task %s after %d attempts, want queued", status, attempts)
 		}
 	})
 	t.Run("heartbeat older than the foreign threshold: recovered", func(t *testing.T) {
 		t.Parallel()
 		db := pgtest.NewDB(t)
 		worker, run := startedTaskOf(t, db, "reference-ts", 3, 11*time.Minute)
-		got, err := recovery.NewSweeper(db.Pool, cfg).Sweep(ctx)
+		got, err := recovery.NewSweeper(db.Pool, cfgOf(t, db)).Sweep(ctx)
 		if err != nil || len(got) != 1 || !strings.Contains(got[0].Reason, worker+" (reference-ts) stopped heartbeating") {
 			t.Fatalf("sweep = %+v, %v; want the task recovered", got, err)
 		}
@@ -297,7 +362,7 @@ func TestAnotherKindOfWorkerIsJudgedByItsHeartbeatAlone(t *testing.T) {
 		t.Parallel()
 		db := pgtest.NewDB(t)
 		startedTaskOf(t, db, "reference-ts", 3, 24*time.Hour)
-		off := cfg
+		off := cfgOf(t, db)
 		off.ForeignStaleAfter = 0
 		if got, err := recovery.NewSweeper(db.Pool, off).Sweep(ctx); err != nil || len(got) != 0 {
 			t.Fatalf("sweep = %+v, %v; want nothing recovered", got, err)
@@ -313,7 +378,7 @@ func TestReadersCountsTheLiveWorkersOfEachOwnQueue(t *testing.T) {
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
 	row := func(queue, kind string, alive bool) string {
-		id := uuidv4.New()
+		id := kit.NewUUID()
 		if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name) values ($1::uuid, $2, $3)`,
 			id, queue, kind); err != nil {
 			t.Fatal(err)
@@ -328,7 +393,7 @@ func TestReadersCountsTheLiveWorkersOfEachOwnQueue(t *testing.T) {
 	row("f", liveness.FunctionName, false) // a dead one
 	row("f", "pgflow-edge-worker", true)   // another kind (holds no liveness lock as a rule)
 	row("h", liveness.FunctionName, true)  // a live worker of another queue
-	c := cfg
+	c := cfgOf(t, db)
 	c.Flows, c.Self = []string{"f", "g"}, []string{selfF, selfG}
 	s := recovery.NewSweeper(db.Pool, c)
 	if _, err := s.Sweep(ctx); err != nil {

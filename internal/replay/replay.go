@@ -21,11 +21,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/step"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
@@ -80,30 +79,30 @@ type Task struct {
 	Record  store.TaskRecord
 	Context []byte
 	Timeout time.Duration
-	poller  poller.Task
+	poller  fetched.Task
 }
 
 // Prepare reads the task and rebuilds its context, under timeout (0: the step's).
-func Prepare(ctx context.Context, pool *pgxpool.Pool, runID, step string, index int, timeout time.Duration) (*Task, error) {
+func Prepare(ctx context.Context, pool *pgxpool.Pool, runID, stepSlug string, index int, timeout time.Duration) (*Task, error) {
 	proto, err := schema.DetectPgflow(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := store.New(pool, proto).Task(ctx, runID, step, index)
+	rec, err := store.New(pool, proto).Task(ctx, runID, stepSlug, index)
 	if err != nil {
 		return nil, err
 	}
 	if timeout <= 0 {
 		timeout = rec.Timeout
 	}
-	t := poller.Task{FlowSlug: rec.FlowSlug, RunID: rec.RunID, StepSlug: rec.Step.Slug, TaskIndex: rec.Index,
+	t := fetched.Task{FlowSlug: rec.FlowSlug, RunID: rec.RunID, StepSlug: rec.Step.Slug, TaskIndex: rec.Index,
 		MsgID: rec.MsgID, Attempt: max(rec.Attempts, 1), Input: rec.Input, FlowInput: rec.FlowInput, WorkerID: rec.WorkerID}
 	workerID := rec.WorkerID
 	if workerID == "" {
 		workerID = "00000000-0000-0000-0000-000000000000" // never started
 	}
-	shape := worker.StepShape(&flowfile.Step{Type: rec.Step.Type, DependsOn: rec.Step.DependsOn})
-	ctxJSON, err := worker.TaskContext(t, workerID, timeout, shape, proto.Version)
+	shape := step.Shape(&flowfile.Step{Type: rec.Step.Type, DependsOn: rec.Step.DependsOn})
+	ctxJSON, err := step.Context(t, workerID, timeout, shape, proto.Version)
 	if err != nil {
 		return nil, err
 	}
@@ -120,31 +119,31 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	fl, step, err := findStep(cfg.Flows, pt.Record, cfg.Module != "")
+	fl, st, err := findStep(cfg.Flows, pt.Record, cfg.Module != "")
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Task: pt.Record, Module: step.Module, Timeout: pt.Timeout}
+	res := &Result{Task: pt.Record, Module: st.Module, Timeout: pt.Timeout}
 	if cfg.Module != "" {
 		res.Module = cfg.Module
 	}
-	mc := step.ModuleConfig()
-	mc.Capabilities = worker.StepCapabilities(cfg.Flows, fl, step, nil, cfg.Log)
+	mc := st.ModuleConfig()
+	mc.Capabilities = step.Capabilities(cfg.Flows, fl, st, nil, cfg.Log)
 	if cfg.NoHTTP {
 		mc.Capabilities.HTTP = nil
 	}
-	mod, err := stepmodule.LoadPath(ctx, cfg.Engine, res.Module, step.FlowsDir, mc)
+	mod, err := step.LoadPath(ctx, cfg.Engine, res.Module, st.FlowsDir, mc)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", res.Module, err)
 	}
 	defer mod.Close(ctx)
 
 	task := sandbox.Task{Input: pt.Record.Input, Context: pt.Context, Timeout: pt.Timeout}
-	if step.Deterministic {
-		task.Seed, task.FixedClock = worker.TaskSeed(&pt.poller), true
+	if st.Deterministic {
+		task.Seed, task.FixedClock = step.Seed(&pt.poller), true
 	}
-	if step.SQL != nil {
-		grant, closeDB, err := rolledBackGrant(ctx, cfg.Pool, cfg.Flows, fl, step)
+	if st.SQL != nil {
+		grant, closeDB, err := rolledBackGrant(ctx, cfg.Pool, cfg.Flows, fl, st)
 		if err != nil {
 			return nil, err
 		}
@@ -167,24 +166,24 @@ func findStep(file *flowfile.File, rec store.TaskRecord, moduleGiven bool) (*flo
 	if fl == nil {
 		return nil, nil, fmt.Errorf("%s has no flow %q (the task's): give the flows file that serves it with --flows", file.Path, rec.FlowSlug)
 	}
-	step := fl.Step(rec.Step.Slug)
-	if step == nil {
+	st := fl.Step(rec.Step.Slug)
+	if st == nil {
 		return nil, nil, fmt.Errorf("flow %q in %s has no step %q (the task's)", rec.FlowSlug, file.Path, rec.Step.Slug)
 	}
-	if step.Module == "" && !moduleGiven {
+	if st.Module == "" && !moduleGiven {
 		return nil, nil, fmt.Errorf("step %q of flow %q is external in %s: another worker runs it; give its module with --module", rec.Step.Slug, rec.FlowSlug, file.Path)
 	}
-	return fl, step, nil
+	return fl, st, nil
 }
 
 // rolledBackGrant is the step's sql grant made transactional, on the pgflow database or the
 // one its database_env names, logged in as the step's role as the worker would: the replay
 // never completes it, so Close rolls it back.
-func rolledBackGrant(ctx context.Context, pool *pgxpool.Pool, file *flowfile.File, fl *flowfile.Flow, step *flowfile.Step) (*sqlsession.Grant, func(), error) {
-	sec := step.SQL
-	g := worker.StepGrant(file, fl, step)
+func rolledBackGrant(ctx context.Context, pool *pgxpool.Pool, file *flowfile.File, fl *flowfile.Flow, st *flowfile.Step) (*sqlsession.Grant, func(), error) {
+	sec := st.SQL
+	g := step.Grant(file, fl, st)
 	g.Transactional = true
-	base, err := worker.SQLBase(pool.Config(), g.Where, sec)
+	base, err := step.SQLBase(pool.Config(), g.Where, sec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: set it here as the worker has it", err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/pgsession"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 )
 
@@ -125,7 +125,7 @@ func (g *Guard) run(ctx context.Context) {
 // begin begins a transaction on *conn, connecting it first when needed.
 func (g *Guard) begin(ctx context.Context, conn **pgx.Conn) (pgx.Tx, error) {
 	if *conn == nil || (*conn).IsClosed() {
-		c, err := pgsession.Open(ctx, g.cfg.Pool, "pgflow-wasm requeue guard")
+		c, err := kit.OpenSession(ctx, g.cfg.Pool, "pgflow-wasm requeue guard")
 		if err != nil {
 			return nil, err
 		}

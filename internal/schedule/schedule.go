@@ -24,8 +24,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 )
 
@@ -96,7 +96,7 @@ func (s *Scheduler) run(ctx context.Context, f Flow) {
 		s.catchUp(ctx, f, log)
 	}
 	next := f.Spec.Next(time.Now())
-	retry := backoff.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
+	retry := kit.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		select {
 		case <-ctx.Done():

@@ -28,14 +28,18 @@ const (
 )
 
 // writer builds {"columns": [...], "rows": [[...], ...], "row_count": N, "command": "..."}.
+// A typed writer (the request's "typed") adds "types": [oid, ...] after the columns and
+// writes every value as a JSON string of its text, null for NULL: the guest decodes each
+// by its type (an int8 keeps every digit, a text[] can be split into its elements).
 type writer struct {
-	oids []uint32
-	buf  []byte
-	rows int
+	oids  []uint32
+	typed bool
+	buf   []byte
+	rows  int
 }
 
-func newWriter(fields []pgconn.FieldDescription) *writer {
-	w := &writer{oids: make([]uint32, len(fields))}
+func newWriter(fields []pgconn.FieldDescription, typed bool) *writer {
+	w := &writer{oids: make([]uint32, len(fields)), typed: typed}
 	w.buf = append(w.buf, `{"columns":[`...)
 	for i, f := range fields {
 		if i > 0 {
@@ -43,6 +47,15 @@ func newWriter(fields []pgconn.FieldDescription) *writer {
 		}
 		w.buf = appendString(w.buf, f.Name)
 		w.oids[i] = f.DataTypeOID
+	}
+	if typed {
+		w.buf = append(w.buf, `],"types":[`...)
+		for i, oid := range w.oids {
+			if i > 0 {
+				w.buf = append(w.buf, ',')
+			}
+			w.buf = strconv.AppendUint(w.buf, uint64(oid), 10)
+		}
 	}
 	w.buf = append(w.buf, `],"rows":[`...)
 	return w
@@ -64,7 +77,14 @@ func (w *writer) row(values [][]byte) {
 		if i < len(w.oids) {
 			oid = w.oids[i]
 		}
-		w.buf = appendValue(w.buf, oid, v)
+		switch {
+		case !w.typed:
+			w.buf = appendValue(w.buf, oid, v)
+		case v == nil:
+			w.buf = append(w.buf, "null"...)
+		default:
+			w.buf = appendString(w.buf, string(v))
+		}
 	}
 	w.buf = append(w.buf, ']')
 }

@@ -114,10 +114,19 @@ type Session struct {
 
 	mu     sync.Mutex
 	conn   *pgxpool.Conn
-	inTx   bool          // transactional: T has begun
+	inTx   bool          // T has begun (transactional), or a block of the guest's "tx" requests (otherwise)
 	failed *sqlcap.Error // transactional: the statement error that aborted T
 	closed bool
 	user   string // session_user, read when T began
+	// levels are the guest's open "tx" blocks (sql.begin), innermost last: SAVEPOINTs, but
+	// for a non-transactional step's outermost one, a real transaction.
+	levels []level
+}
+
+// level is one open block of "tx" requests.
+type level struct {
+	savepoint string        // "" for a real transaction (BEGIN)
+	failed    *sqlcap.Error // a statement in it failed: only its rollback is left
 }
 
 // Begin starts a task's session; nothing is sent until the first statement. deadline is
@@ -129,7 +138,7 @@ func (g *Grant) Begin(deadline time.Time) *Session { return &Session{g: g, deadl
 func (s *Session) Open() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.inTx
+	return s.inTx && s.g.Transactional
 }
 
 // Failed is the error of the statement that aborted the task's transaction, or nil.
@@ -171,7 +180,7 @@ func ms(d time.Duration) []byte {
 func (s *Session) Query(ctx context.Context, request []byte) ([]byte, error) {
 	obs := s.g.observer()
 	req, e := sqlcap.ParseRequest(request)
-	if e == nil && !s.g.skipFilter {
+	if e == nil && req.Tx == "" && !s.g.skipFilter {
 		e = sqlcap.Check(req.SQL)
 	}
 	if e != nil {
@@ -201,6 +210,21 @@ func (s *Session) Query(ctx context.Context, request []byte) ([]byte, error) {
 		}
 		s.conn = c
 	}
+	if req.Tx != "" {
+		start := time.Now()
+		out, err := s.tx(ctx, req.Tx)
+		var se *sqlcap.Error
+		var ab *sqlcap.Abort
+		switch {
+		case err == nil:
+			obs.Statement(time.Since(start), 0, "")
+		case errors.As(err, &se):
+			obs.Statement(time.Since(start), 0, codeOf(se))
+		case errors.As(err, &ab):
+			obs.Statement(time.Since(start), 0, ab.Reason)
+		}
+		return out, err
+	}
 	remaining := time.Until(s.deadline)
 	// By default the task's deadline ends a statement (the task then fails as any task
 	// that runs out of time); the server's own timeout, a little later, is the backstop
@@ -211,19 +235,36 @@ func (s *Session) Query(ctx context.Context, request []byte) ([]byte, error) {
 	}
 	b := &pgconn.Batch{}
 	beginning := !s.inTx
+	l := layout{spAt: -1, stmtAt: 1}
 	if beginning {
 		s.queueBegin(b, remaining)
+		l.stmtAt += 4
+	}
+	// A statement that asks for it runs in a savepoint of its own when it runs in the task's
+	// transaction outside any block (within a block the block is the unit, as in
+	// postgres.js): sent in the same round trip, released at once (docs/RATIONALE.md).
+	if req.Savepoint && s.g.Transactional && len(s.levels) == 0 {
+		l.spAt = l.stmtAt - 1
+		l.stmtAt++
+		b.ExecParams("savepoint "+stmtSavepoint, nil, nil, nil, nil)
 	}
 	b.ExecParams(`select set_config('statement_timeout', $1, true)`, [][]byte{ms(timeout)}, nil, nil, nil)
-	stmtAt := 1
-	if beginning {
-		stmtAt = 5
+	var oids []uint32
+	if len(req.ParamTypes) > 0 {
+		oids = make([]uint32, len(req.Params))
+		copy(oids, req.ParamTypes)
 	}
-	b.ExecParams(req.SQL, req.Params, nil, nil, nil)
+	b.ExecParams(req.SQL, req.Params, oids, nil, nil)
 	b.ExecParams(checkSQL, nil, nil, nil, nil)
+	l.total = l.stmtAt + 2
+	if l.spAt >= 0 {
+		b.ExecParams("release savepoint "+stmtSavepoint, nil, nil, nil, nil)
+		l.total++
+	}
+	l.typed = req.Typed
 
 	start := time.Now()
-	res, err := s.run(ctx, b, beginning, stmtAt, req.Params)
+	res, err := s.run(ctx, b, beginning, l, req.Params)
 	took := time.Since(start)
 	if err != nil {
 		var se *sqlcap.Error
@@ -252,10 +293,21 @@ type result struct {
 	rows int
 }
 
+// stmtSavepoint is the name of a statement's own savepoint (the request's "savepoint").
+const stmtSavepoint = "pgflow_statement"
+
+// layout is where the parts of a statement's batch are: its savepoint (-1: none), the
+// statement (the role check follows it), and how many commands there are.
+type layout struct {
+	spAt, stmtAt, total int
+	typed               bool
+}
+
 // run sends the batch and reads it: the statement's result within the limits, then the
 // role check. In a transactional session T stays open; otherwise the statement's
 // transaction is committed here.
-func (s *Session) run(ctx context.Context, b *pgconn.Batch, beginning bool, stmtAt int, params [][]byte) (result, error) {
+func (s *Session) run(ctx context.Context, b *pgconn.Batch, beginning bool, l layout, params [][]byte) (result, error) {
+	stmtAt := l.stmtAt
 	pg := s.conn.Conn().PgConn()
 	qctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -269,7 +321,7 @@ func (s *Session) run(ctx context.Context, b *pgconn.Batch, beginning bool, stmt
 		var w *writer
 		switch {
 		case idx == stmtAt:
-			w, abort = s.readRows(rr)
+			w, abort = s.readRows(rr, l.typed)
 			if abort != nil {
 				// Stop the statement at once, then drop the connection: its transaction rolls
 				// back, and the rows already on the way are never read.
@@ -309,11 +361,11 @@ func (s *Session) run(ctx context.Context, b *pgconn.Batch, beginning bool, stmt
 		idx++
 	}
 	err := mrr.Close()
-	if err == nil && idx != stmtAt+2 {
-		err = fmt.Errorf("the server answered %d of %d commands", idx, stmtAt+2)
+	if err == nil && idx != l.total {
+		err = fmt.Errorf("the server answered %d of %d commands", idx, l.total)
 	}
 	if err != nil {
-		return result{}, s.failure(ctx, err, beginning, idx, stmtAt, params)
+		return result{}, s.failure(ctx, err, beginning, idx, l, params)
 	}
 	if beginning && s.g.Transactional {
 		s.inTx = true
@@ -328,7 +380,7 @@ func (s *Session) run(ctx context.Context, b *pgconn.Batch, beginning bool, stmt
 			"a statement of %s changed who it runs as (%s, where role %q was set): its transaction is rolled back, "+
 				"its connection closed, and none of its rows reached the handler", s.g.Where, got, s.g.Role)}
 	}
-	if !s.g.Transactional {
+	if !s.inTx {
 		tag, err := pg.Exec(ctx, "commit").ReadAll()
 		if err != nil || len(tag) != 1 || tag[0].CommandTag.String() != "COMMIT" {
 			s.discard()
@@ -345,11 +397,17 @@ func (s *Session) run(ctx context.Context, b *pgconn.Batch, beginning bool, stmt
 // failure turns an error of a batch into what the guest gets. A statement error is an
 // error code; in a transactional session it also aborts T for good. A lost connection
 // in a transaction ends the task: T is gone with it.
-func (s *Session) failure(ctx context.Context, err error, beginning bool, idx, stmtAt int, params [][]byte) error {
+func (s *Session) failure(ctx context.Context, err error, beginning bool, idx int, l layout, params [][]byte) error {
+	stmtAt := l.stmtAt
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		s.discard()
-		if s.g.Transactional && !beginning && ctx.Err() == nil {
+		block := len(s.levels) > 0
+		s.levels = nil
+		if !s.g.Transactional {
+			s.inTx = false
+		}
+		if (s.g.Transactional && !beginning || block) && ctx.Err() == nil {
 			return &sqlcap.Abort{Reason: "connection", Message: fmt.Sprintf(
 				"the connection of %s's transaction was lost (%v): nothing it wrote is kept", s.g.Where, err)}
 		}
@@ -359,6 +417,21 @@ func (s *Session) failure(ctx context.Context, err error, beginning bool, idx, s
 	switch {
 	case idx < stmtAt && beginning && idx == 3:
 		e.Message = fmt.Sprintf("sql: cannot set role %q of %s: %s", s.g.Role, s.g.Where, strings.TrimPrefix(e.Message, "sql: "))
+	}
+	if n := len(s.levels); n > 0 {
+		// The innermost block is aborted: PostgreSQL takes no more statements until the
+		// guest rolls it back.
+		if s.levels[n-1].failed == nil {
+			s.levels[n-1].failed = e
+		}
+		return e
+	}
+	if l.spAt >= 0 && idx > l.spAt {
+		// The statement's own savepoint was set: roll back to it, and T goes on.
+		if s.rollbackTo(ctx, stmtSavepoint) == nil {
+			s.inTx = true
+			return e
+		}
 	}
 	if s.g.Transactional && (s.inTx || beginning) {
 		// T is aborted: PostgreSQL takes no more statements in it.
@@ -391,9 +464,9 @@ func pgError(pe *pgconn.PgError, params [][]byte) *sqlcap.Error {
 }
 
 // readRows reads the statement's rows into the result JSON, within the step's limits.
-func (s *Session) readRows(rr *pgconn.ResultReader) (*writer, *sqlcap.Abort) {
+func (s *Session) readRows(rr *pgconn.ResultReader, typed bool) (*writer, *sqlcap.Abort) {
 	maxRows, maxBytes := s.g.maxRows(), s.g.maxResultBytes()
-	w := newWriter(rr.FieldDescriptions())
+	w := newWriter(rr.FieldDescriptions(), typed)
 	n := 0
 	for rr.NextRow() {
 		n++
@@ -429,8 +502,14 @@ func (s *Session) rollback(ctx context.Context) {
 	}
 }
 
-// discard closes the connection (the server rolls back what it held open) and drops it.
+// discard closes the connection (the server rolls back what it held open) and drops it,
+// with the blocks that were open on it (a transactional task's T stays marked as begun: its
+// completion then fails for want of the connection).
 func (s *Session) discard() {
+	s.levels = nil
+	if !s.g.Transactional {
+		s.inTx = false
+	}
 	if s.conn == nil {
 		return
 	}
@@ -450,10 +529,12 @@ func (s *Session) Close() {
 	}
 	s.closed = true
 	if s.inTx {
-		s.g.observer().Transaction("rolled_back")
+		if s.g.Transactional {
+			s.g.observer().Transaction("rolled_back")
+		}
 		s.rollback(context.Background())
 	}
-	s.inTx = false
+	s.inTx, s.levels = false, nil
 	s.release()
 }
 
@@ -511,6 +592,11 @@ func (s *Session) Complete(ctx context.Context, c taskwrite.Call, proof string) 
 		s.rollback(ctx)
 		return Completion{}, fmt.Errorf("the handler returned an output, but its transaction was aborted by a failed statement (%s): "+
 			"nothing it wrote is kept", strings.TrimPrefix(s.failed.Message, "sql: "))
+	case len(s.levels) > 0:
+		obs.Transaction("rolled_back")
+		s.rollback(ctx)
+		return Completion{}, fmt.Errorf("the handler returned while %d sql.begin block(s) of its were still open "+
+			"(await sql.begin before returning): nothing it wrote is kept", len(s.levels))
 	case s.conn == nil:
 		obs.Transaction("rolled_back")
 		return Completion{}, errors.New("the transaction's connection was lost: nothing the handler wrote is kept")
@@ -569,4 +655,152 @@ func (s *Session) Complete(ctx context.Context, c taskwrite.Call, proof string) 
 		s.discard()
 		return Completion{Result: r, Unknown: true}, fmt.Errorf("the answer to the task's COMMIT was lost: %w", err)
 	}
+}
+
+// tx runs one of the guest's transaction requests ("tx": begin, commit, rollback: sql.begin
+// and sql.savepoint). Each is a statement the host writes: the guest's own text can never
+// hold transaction control. In a transactional step every block is a savepoint inside the
+// task's T; in another step the outermost block is a real transaction (BEGIN ... COMMIT on
+// the task's connection) and the inner ones savepoints.
+func (s *Session) tx(ctx context.Context, kind string) ([]byte, error) {
+	pg := s.conn.Conn().PgConn()
+	n := len(s.levels)
+	done := func(command string) ([]byte, error) {
+		return []byte(`{"columns":[],"rows":[],"row_count":0,"command":"` + command + `"}`), nil
+	}
+	lost := func(err error) error {
+		s.discard()
+		s.levels = nil
+		if !s.g.Transactional {
+			s.inTx = false
+			return sqlcap.Errorf(abi.ErrSQLFailed, "connection", "the database connection failed: %v", err)
+		}
+		return &sqlcap.Abort{Reason: "connection", Message: fmt.Sprintf(
+			"the connection of %s's transaction was lost (%v): nothing it wrote is kept", s.g.Where, err)}
+	}
+	switch kind {
+	case "begin":
+		if n >= maxLevels {
+			return nil, sqlcap.Errorf(abi.ErrBadRequest, "bad_request", "more than %d nested sql.begin/savepoint blocks", maxLevels)
+		}
+		b := &pgconn.Batch{}
+		beginning := !s.inTx
+		if beginning {
+			s.queueBegin(b, time.Until(s.deadline))
+		}
+		name := ""
+		if s.g.Transactional || !beginning {
+			name = "pgflow_" + strconv.Itoa(n+1)
+			b.ExecParams("savepoint "+name, nil, nil, nil, nil)
+		}
+		results, err := pg.ExecBatch(ctx, b).ReadAll()
+		if err != nil {
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) {
+				return nil, lost(err)
+			}
+			e := pgError(pe, nil)
+			switch {
+			case beginning:
+				s.rollback(ctx)
+			case n > 0:
+				if s.levels[n-1].failed == nil {
+					s.levels[n-1].failed = e
+				}
+			default:
+				s.failed = e
+			}
+			return nil, e
+		}
+		if beginning {
+			if len(results) > 2 && len(results[2].Rows) == 1 && len(results[2].Rows[0]) == 3 {
+				s.user = string(results[2].Rows[0][2])
+			}
+			if s.user != s.g.Role {
+				s.discard()
+				return nil, &sqlcap.Abort{Reason: "role_changed", Message: fmt.Sprintf(
+					"the session of %s is logged in as %q, not its role %q", s.g.Where, s.user, s.g.Role)}
+			}
+			s.inTx = true
+		}
+		s.levels = append(s.levels, level{savepoint: name})
+		if name == "" {
+			return done("BEGIN")
+		}
+		return done("SAVEPOINT")
+	case "commit", "rollback":
+		if n == 0 {
+			return nil, sqlcap.Errorf(abi.ErrBadRequest, "bad_request", "a %q request with no open block (send {\"tx\": \"begin\"} first)", kind)
+		}
+		top := s.levels[n-1]
+		s.levels = s.levels[:n-1]
+		if top.savepoint == "" {
+			// A non-transactional step's own transaction: it ends here.
+			s.inTx = false
+			if kind == "rollback" || top.failed != nil {
+				if _, err := pg.Exec(ctx, "rollback").ReadAll(); err != nil {
+					return nil, lost(err)
+				}
+				if top.failed != nil && kind == "commit" {
+					return nil, s.blockFailed(top.failed)
+				}
+				return done("ROLLBACK")
+			}
+			tag, err := pg.Exec(ctx, "commit").ReadAll()
+			if err != nil {
+				var pe *pgconn.PgError
+				if errors.As(err, &pe) && pe.Severity == "ERROR" {
+					return nil, pgError(pe, nil) // a deferred constraint: rolled back
+				}
+				return nil, lost(err)
+			}
+			if len(tag) != 1 || tag[0].CommandTag.String() != "COMMIT" {
+				return nil, sqlcap.Errorf(abi.ErrSQLFailed, "sqlstate", "the transaction did not commit (PostgreSQL rolled it back)")
+			}
+			return done("COMMIT")
+		}
+		if kind == "rollback" || top.failed != nil {
+			if err := s.rollbackTo(ctx, top.savepoint); err != nil {
+				return nil, lost(err)
+			}
+			if top.failed != nil && kind == "commit" {
+				return nil, s.blockFailed(top.failed)
+			}
+			return done("ROLLBACK")
+		}
+		if _, err := pg.Exec(ctx, "release savepoint "+top.savepoint).ReadAll(); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) {
+				e := pgError(pe, nil)
+				if s.rollbackTo(ctx, top.savepoint) != nil {
+					return nil, lost(err)
+				}
+				return nil, e
+			}
+			return nil, lost(err)
+		}
+		return done("RELEASE")
+	}
+	return nil, sqlcap.Errorf(abi.ErrBadRequest, "bad_request", "unknown tx request %q", kind)
+}
+
+// maxLevels bounds nested blocks: each is a subtransaction of the server's.
+const maxLevels = 32
+
+// blockFailed is the error of a commit of a block in which a statement failed: the block was
+// rolled back instead.
+func (s *Session) blockFailed(first *sqlcap.Error) *sqlcap.Error {
+	msg := strings.TrimSuffix(strings.TrimPrefix(first.Message, "sql: "), " (SQLSTATE "+first.SQLState+")")
+	return &sqlcap.Error{Code: abi.ErrSQLFailed, Reason: "sqlstate", SQLState: "25P02", Message: fmt.Sprintf(
+		"sql: the transaction block was rolled back, not committed: a statement in it failed with SQLSTATE %s: %s (SQLSTATE 25P02)",
+		first.SQLState, msg)}
+}
+
+// rollbackTo rolls back to a savepoint and releases it: what the savepoint covered is undone
+// and the transaction around it takes statements again.
+func (s *Session) rollbackTo(ctx context.Context, name string) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, err := s.conn.Conn().PgConn().Exec(rctx, "rollback to savepoint "+name+"; release savepoint "+name).ReadAll()
+	return err
 }

@@ -50,8 +50,13 @@ func count(t *testing.T, pool *pgxpool.Pool, sql string) int {
 
 // rolePool is a pool logged in as role, as the worker opens one (sqlsession.RolePoolConfig).
 func rolePool(t testing.TB, db *pgtest.DB, role string) *pgxpool.Pool {
+	return rolePoolOf(t, db, role, 4)
+}
+
+// rolePoolOf is rolePool with conns connections at most.
+func rolePoolOf(t testing.TB, db *pgtest.DB, role string, conns int) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := sqlsession.RolePoolConfig(db.Pool.Config(), role, "", 4)
+	cfg, err := sqlsession.RolePoolConfig(db.Pool.Config(), role, "", conns)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
@@ -85,7 +83,7 @@ func TestNothingSurvivesATaskOnAPooledSession(t *testing.T) {
 	ctx := context.Background()
 	for _, transactional := range []bool{false, true} {
 		g := a.grant(transactional)
-		g.DB = onePool(t, a)
+		g.DB = rolePoolOf(t, a.db, a.role, 1) // one connection: the next task gets the same session
 		sqlsession.SkipFilter(g)
 		s := g.Begin(time.Now().Add(time.Minute))
 		pid := mustQuery(t, s, "select pg_backend_pid() as pid")
@@ -121,22 +119,6 @@ func TestNothingSurvivesATaskOnAPooledSession(t *testing.T) {
 		}
 		s.Close()
 	}
-}
-
-// onePool is a pool of one connection logged in as a's role: the next task gets the same
-// session.
-func onePool(t *testing.T, a app) *pgxpool.Pool {
-	t.Helper()
-	cfg, err := sqlsession.RolePoolConfig(a.db.Pool.Config(), a.role, "", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
 }
 
 // handler runs statements through a real guest (modules/testdata/sql_call.wasm) in the

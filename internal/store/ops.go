@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"slices"
 	"strings"
 	"time"
@@ -22,9 +23,9 @@ var ErrBadSearch = errors.New("not a run id search")
 // SearchResult is what SearchRuns found: runs whose id begins with the text (Prefix) or,
 // when none does, contains it.
 type SearchResult struct {
-	Runs   []Run // newest first
-	More   bool  // more runs match than were read
-	Prefix bool  // the runs' ids begin with the text (else they contain it)
+	Runs   []pgflowtype.Run // newest first
+	More   bool             // more runs match than were read
+	Prefix bool             // the runs' ids begin with the text (else they contain it)
 	Now    time.Time
 }
 
@@ -69,8 +70,8 @@ func (s *Store) SearchRuns(ctx context.Context, q string, limit int) (SearchResu
 		if err != nil {
 			return err
 		}
-		res.Runs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
-			var r Run
+		res.Runs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (pgflowtype.Run, error) {
+			var r pgflowtype.Run
 			err := scanRun(row, &r)
 			return r, err
 		})
@@ -88,7 +89,7 @@ func (s *Store) SearchRuns(ctx context.Context, q string, limit int) (SearchResu
 	if len(res.Runs) > limit {
 		res.Runs, res.More = res.Runs[:limit], true
 	}
-	slices.SortStableFunc(res.Runs, func(a, b Run) int { return b.StartedAt.Compare(a.StartedAt) })
+	slices.SortStableFunc(res.Runs, func(a, b pgflowtype.Run) int { return b.StartedAt.Compare(a.StartedAt) })
 	return res, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,60 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 )
-
-// Run is one pgflow run.
-type Run struct {
-	ID     string
-	Flow   string
-	Status string // started, completed, failed
-	// Input and Output are the run's values, whole (Output is null until the run completed).
-	// List reads neither; RunPreview reads their beginnings instead.
-	Input          json.RawMessage
-	Output         json.RawMessage
-	RemainingSteps int
-	StartedAt      time.Time
-	CompletedAt    *time.Time
-	FailedAt       *time.Time
-	// Error is the error message of the first step that failed, on a failed run (in a list
-	// cut to 300 characters), and FailedStep that step's slug.
-	Error      string
-	FailedStep string
-}
-
-// ErrorLine is the run's failure on one line: the failing step, then its error with every
-// run of whitespace (newlines included) as one space, cut to about n characters.
-func (r *Run) ErrorLine(n int) string {
-	if r.Error == "" && r.FailedStep == "" {
-		return ""
-	}
-	line := strings.Join(strings.Fields(r.Error), " ")
-	if r.FailedStep != "" {
-		line = r.FailedStep + ": " + line
-	}
-	if runes := []rune(line); len(runes) > n {
-		line = string(runes[:max(n-1, 1)]) + "…"
-	}
-	return line
-}
-
-// Done reports whether the run reached a final state.
-func (r *Run) Done() bool { return r.Status == "completed" || r.Status == "failed" }
-
-// EndedAt is when the run completed or failed, nil while it runs.
-func (r *Run) EndedAt() *time.Time {
-	if r.CompletedAt != nil {
-		return r.CompletedAt
-	}
-	return r.FailedAt
-}
-
-// Duration is how long the run took, or has taken so far by this machine's clock.
-func (r *Run) Duration() time.Duration {
-	if end := r.EndedAt(); end != nil {
-		return end.Sub(r.StartedAt)
-	}
-	return time.Since(r.StartedAt)
-}
 
 // RunStatuses are the states a run can be in (every pgflow release).
 var RunStatuses = []string{"started", "completed", "failed"}
@@ -84,23 +31,23 @@ func runCols(errorChars int, values string) string {
 	            where ss.run_id = r.run_id and ss.status = 'failed' order by ss.failed_at limit 1), '') else '' end` + values
 }
 
-func scanRun(row pgx.Row, r *Run, values ...any) error {
+func scanRun(row pgx.Row, r *pgflowtype.Run, values ...any) error {
 	return row.Scan(append([]any{&r.ID, &r.Flow, &r.Status, &r.RemainingSteps, &r.StartedAt, &r.CompletedAt,
 		&r.FailedAt, &r.Error, &r.FailedStep}, values...)...)
 }
 
 // Get reads one run with its input and output whole.
-func (s *Store) Get(ctx context.Context, id string) (*Run, error) {
+func (s *Store) Get(ctx context.Context, id string) (*pgflowtype.Run, error) {
 	return getRun(ctx, s.pool, id)
 }
 
 // getRun reads a run through q (the pool, or the connection a wait holds).
-func getRun(ctx context.Context, q Querier, id string) (*Run, error) {
+func getRun(ctx context.Context, q Querier, id string) (*pgflowtype.Run, error) {
 	id, err := ParseRunID(id)
 	if err != nil {
 		return nil, err
 	}
-	var r Run
+	var r pgflowtype.Run
 	var input, output []byte
 	err = scanRun(q.QueryRow(ctx, `select `+runCols(0, `, r.input, r.output`)+`
 		from pgflow.runs r where r.run_id = $1::uuid`, id), &r, &input, &output)
@@ -120,8 +67,8 @@ func getRun(ctx context.Context, q Querier, id string) (*Run, error) {
 // RunPreview is a run as a page shows it: its input and output cut to CutBytes (whole with
 // RunValue), read with the database's clock.
 type RunPreview struct {
-	Run
-	// Input and Output hide Run's: the beginnings of the values, and their whole sizes.
+	pgflowtype.Run
+	// Input and Output hide pgflowtype.Run's: the beginnings of the values, and their whole sizes.
 	Input, Output JSON
 	Now           time.Time // the database's clock when the run was read
 }
@@ -182,10 +129,10 @@ type RunFilter struct {
 
 // RunPage is a page of runs, newest first, with the cursors of its neighbours.
 type RunPage struct {
-	Runs  []Run     // without their input and output
-	Older *Cursor   // nil on the last page
-	Newer *Cursor   // nil on the first page
-	Now   time.Time // the database's clock
+	Runs  []pgflowtype.Run // without their input and output
+	Older *Cursor          // nil on the last page
+	Newer *Cursor          // nil on the first page
+	Now   time.Time        // the database's clock
 }
 
 // List returns a page of runs, newest first.
@@ -235,7 +182,7 @@ func (s *Store) List(ctx context.Context, f RunFilter) (RunPage, error) {
 }
 
 // queryRuns reads limit+1 runs on one side of the cursor, in the given order.
-func (s *Store) queryRuns(ctx context.Context, f RunFilter, c *Cursor, cmp, dir string) ([]Run, error) {
+func (s *Store) queryRuns(ctx context.Context, f RunFilter, c *Cursor, cmp, dir string) ([]pgflowtype.Run, error) {
 	var where []string
 	args := pgx.NamedArgs{"limit": f.Limit + 1}
 	if f.Flow != "" {
@@ -259,8 +206,8 @@ func (s *Store) queryRuns(ctx context.Context, f RunFilter, c *Cursor, cmp, dir 
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) {
-		var r Run
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (pgflowtype.Run, error) {
+		var r pgflowtype.Run
 		err := scanRun(row, &r)
 		return r, err
 	})

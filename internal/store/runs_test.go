@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"strings"
 	"testing"
 	"time"
@@ -100,7 +101,7 @@ func TestTreeKeepsMultiLineErrorsInside(t *testing.T) {
 	now := time.Now()
 	long := "trap: unreachable\nstdout: line 1\nline 2\nline 3\nline 4\nline 5\nline 6\nline 7"
 	tree := &store.Tree{
-		Run: store.Run{ID: "r", Flow: "f", Status: "failed", StartedAt: now, FailedAt: &now, Error: "first\nsecond", Input: []byte("{}")},
+		Run: pgflowtype.Run{ID: "r", Flow: "f", Status: "failed", StartedAt: now, FailedAt: &now, Error: "first\nsecond", Input: []byte("{}")},
 		Steps: []store.Step{
 			{Slug: "a", Type: "single", Status: "failed", StartedAt: &now, FailedAt: &now, Error: "step failed\nbecause",
 				Tasks: []store.Task{{Index: 0, Status: "failed", Attempts: 3, StartedAt: &now, FailedAt: &now, Error: long}}},
@@ -136,7 +137,7 @@ func TestTreeKeepsMultiLineErrorsInside(t *testing.T) {
 	}
 }
 
-// Run and worker ids are read with or without their hyphens, in either case, and come back
+// pgflowtype.Run and worker ids are read with or without their hyphens, in either case, and come back
 // in the form pgflow's tables print.
 func TestParseIDAcceptsBothFormsAndCanonicalises(t *testing.T) {
 	const canonical = "0b7c4a52-2f6e-4d8a-9a1b-7c8d9e0f1a2b"
@@ -224,14 +225,14 @@ func TestOneLivenessRuleForEveryReader(t *testing.T) {
 // A list keeps one line per run whatever its error holds, and names the failing step.
 func TestErrorLineIsOneLineNamingTheStep(t *testing.T) {
 	t.Parallel()
-	r := store.Run{FailedStep: "charge", Error: "handler_error: card declined\n  at charge (charge.ts:3:9)\n\tcode 402"}
+	r := pgflowtype.Run{FailedStep: "charge", Error: "handler_error: card declined\n  at charge (charge.ts:3:9)\n\tcode 402"}
 	if got, want := r.ErrorLine(200), "charge: handler_error: card declined at charge (charge.ts:3:9) code 402"; got != want {
 		t.Errorf("ErrorLine = %q, want %q", got, want)
 	}
 	if got := r.ErrorLine(20); got != "charge: handler_err…" {
 		t.Errorf("cut ErrorLine = %q", got)
 	}
-	if got := (&store.Run{Status: "completed"}).ErrorLine(70); got != "" {
+	if got := (&pgflowtype.Run{Status: "completed"}).ErrorLine(70); got != "" {
 		t.Errorf("a completed run's error line: %q", got)
 	}
 }
@@ -241,7 +242,7 @@ func TestTreeSaysWhyAStepWasSkipped(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
 	tree := &store.Tree{
-		Run: store.Run{ID: "r", Flow: "f", Status: "completed", StartedAt: now, CompletedAt: &now, Input: []byte("{}"), Output: []byte("{}")},
+		Run: pgflowtype.Run{ID: "r", Flow: "f", Status: "completed", StartedAt: now, CompletedAt: &now, Input: []byte("{}"), Output: []byte("{}")},
 		Steps: []store.Step{
 			{Slug: "check", Type: "single", Status: "skipped", SkipReason: "condition_unmet"},
 			{Slug: "notify", Type: "single", Status: "skipped", SkipReason: "dependency_skipped", DependsOn: []string{"check"}},

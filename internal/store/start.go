@@ -5,17 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // ErrFlowNotFound is returned when starting a flow the database does not know.
-var ErrFlowNotFound = errors.New("flow not found")
+var ErrFlowNotFound = pgflowtype.ErrFlowNotFound
 
 // Querier runs statements: a pool, a connection or a transaction.
 type Querier interface {
@@ -27,7 +28,7 @@ type Querier interface {
 // starts the run inside it: its first tasks are queued when the transaction commits, and
 // never if it rolls back.
 func Start(ctx context.Context, q Querier, flow string, input json.RawMessage) (string, error) {
-	return startWithID(ctx, q, flow, input, uuidv4.New())
+	return startWithID(ctx, q, flow, input, kit.NewUUID())
 }
 
 func startWithID(ctx context.Context, q Querier, flow string, input json.RawMessage, id string) (string, error) {
@@ -51,8 +52,8 @@ func startWithID(ctx context.Context, q Querier, flow string, input json.RawMess
 // StartAndWait starts a run and waits for it to complete or fail. It LISTENs on the run's
 // event channel before starting it, so no event is missed; if the database sends no events
 // (another realtime.send than pgflow-wasm's) it still checks the run every recheck interval.
-func (s *Store) StartAndWait(ctx context.Context, flow string, input json.RawMessage, recheck time.Duration) (*Run, error) {
-	id := uuidv4.New()
+func (s *Store) StartAndWait(ctx context.Context, flow string, input json.RawMessage, recheck time.Duration) (*pgflowtype.Run, error) {
+	id := kit.NewUUID()
 	return s.listenAndWait(ctx, id, recheck, func(conn *pgx.Conn) error {
 		_, err := startWithID(ctx, conn, flow, input, id)
 		return err
@@ -60,7 +61,7 @@ func (s *Store) StartAndWait(ctx context.Context, flow string, input json.RawMes
 }
 
 // Wait waits for an existing run to complete or fail.
-func (s *Store) Wait(ctx context.Context, id string, recheck time.Duration) (*Run, error) {
+func (s *Store) Wait(ctx context.Context, id string, recheck time.Duration) (*pgflowtype.Run, error) {
 	id, err := ParseRunID(id)
 	if err != nil {
 		return nil, err
@@ -72,14 +73,14 @@ func (s *Store) Wait(ctx context.Context, id string, recheck time.Duration) (*Ru
 // starting the run), and waits for the run's end. Everything runs on that one connection: a
 // wait that took a second one from the pool would deadlock once as many waits as the pool
 // has connections held them all (a server starting and awaiting runs per request).
-func (s *Store) listenAndWait(ctx context.Context, id string, recheck time.Duration, then func(*pgx.Conn) error) (*Run, error) {
+func (s *Store) listenAndWait(ctx context.Context, id string, recheck time.Duration, then func(*pgx.Conn) error) (*pgflowtype.Run, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Release()
 	// Only the run's end wakes this wait: its step events would be NOTIFYs that make every
-	// completing transaction commit one at a time (docs/RATIONALE.md "Run events only for
+	// completing transaction commit one at a time (docs/RATIONALE.md "pgflowtype.Run events only for
 	// listeners").
 	if err := schema.ListenRunEnd(ctx, conn, Topic(id)); err != nil {
 		return nil, err
@@ -94,7 +95,7 @@ func (s *Store) listenAndWait(ctx context.Context, id string, recheck time.Durat
 	return s.waitOn(ctx, conn.Conn(), id, recheck)
 }
 
-func (s *Store) waitOn(ctx context.Context, conn *pgx.Conn, id string, recheck time.Duration) (*Run, error) {
+func (s *Store) waitOn(ctx context.Context, conn *pgx.Conn, id string, recheck time.Duration) (*pgflowtype.Run, error) {
 	if recheck <= 0 {
 		recheck = 10 * time.Second
 	}

@@ -12,8 +12,8 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"strings"
 	"time"
 
@@ -25,7 +25,7 @@ import (
 
 // ErrNotFound is returned (wrapped, with the reason) for a run, step, task or worker the
 // database does not have, and for an id that is not one.
-var ErrNotFound = errors.New("not found")
+var ErrNotFound = pgflowtype.ErrNotFound
 
 // Store reads one database.
 type Store struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"slices"
 	"strings"
 	"testing"
@@ -138,7 +139,7 @@ func TestListRunsPagesThroughEveryRunOnce(t *testing.T) {
 	}
 }
 
-func ids(rs []store.Run) []string {
+func ids(rs []pgflowtype.Run) []string {
 	var out []string
 	for _, r := range rs {
 		out = append(out, r.ID)
@@ -146,7 +147,7 @@ func ids(rs []store.Run) []string {
 	return out
 }
 
-func sameIDs(a, b []store.Run) bool { return slices.Equal(ids(a), ids(b)) }
+func sameIDs(a, b []pgflowtype.Run) bool { return slices.Equal(ids(a), ids(b)) }
 
 // The dashboard rebuilds each task's input from the run input and its dependencies'
 // outputs (pgflow stores none). echo handlers return exactly what they received, so every
@@ -480,7 +481,7 @@ func TestMoreWaitsThanPooledConnectionsAllFinish(t *testing.T) {
 	errs := make(chan error, 8)
 	for i := range 8 {
 		go func() {
-			var r *store.Run
+			var r *pgflowtype.Run
 			var err error
 			if i%2 == 0 {
 				r, err = s.StartAndWait(ctx, "one", json.RawMessage(`{"value": 1}`), 5*time.Second)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"io"
 	"strings"
 	"time"
@@ -12,7 +13,7 @@ import (
 
 // Tree is a run with its steps and all their tasks (Step.Tasks), for a terminal.
 type Tree struct {
-	Run   Run
+	Run   pgflowtype.Run
 	Steps []Step
 }
 

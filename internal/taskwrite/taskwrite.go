@@ -12,7 +12,7 @@
 // A write is queued into a pgx.Batch as three statements, run in the batch's one implicit
 // transaction:
 //
-//  0. switch the rest of the transaction to generic plans (package plancache): pgflow's
+//  0. switch the rest of the transaction to generic plans (package plans): pgflow's
 //     statements and the layer's then reuse their plans instead of planning at every call.
 //  1. lock the batch's runs, in run order. pgflow's complete_task locks the run row first
 //     too, so every writer takes run locks in the same order; and while a run is locked no
@@ -33,7 +33,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/plancache"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/plans"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // Call is one guarded call: which task, which attempt, and the output JSON (complete) or the
@@ -55,6 +56,8 @@ type Result struct {
 	Status       string
 	Attempts     int    // attempts_count after the call
 	ErrorMessage string // the task's error_message after the call ("" when none)
+	// Requeued: RequeueOne put the task back without fail_task (Status "queued").
+	Requeued bool
 }
 
 // Kind chooses the pgflow function.
@@ -128,7 +131,9 @@ func Queue(b *pgx.Batch, kind Kind, calls []Call, results []Result, opts Options
 	if kind == Fail {
 		sql = failSQL
 	}
-	plancache.QueueGeneric(b)
+	// Not while pgflow is being migrated: the calls are pgflow's as it is before or after.
+	b.Queue(schema.UpgradeLockShared).Exec(func(pgconn.CommandTag) error { return nil })
+	plans.QueueGeneric(b)
 	b.Queue(lockRunsSQL, runs).Exec(func(pgconn.CommandTag) error { return nil })
 	if kind == Fail && opts.AttemptHistory {
 		b.Queue(historySQL, runs, steps, idx, attempts, args).Exec(func(pgconn.CommandTag) error { return nil })
@@ -162,8 +167,8 @@ type Sender interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// FailOne fails one task through the guarded call, in a transaction of its own: what the
-// recovery sweep and the worker's hand-back of lost fetch replies do.
+// FailOne fails one task through the guarded call, in a transaction of its own: what
+// RequeueOne does past its bound.
 func FailOne(ctx context.Context, db Sender, c Call, opts Options) (Result, error) {
 	res := make([]Result, 1)
 	b := &pgx.Batch{}

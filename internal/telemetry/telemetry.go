@@ -221,6 +221,7 @@ type Health struct {
 	dbUp     atomic.Bool
 	started  atomic.Bool
 	follows  atomic.Pointer[Health]
+	waiting  atomic.Pointer[string] // what the worker waits for before it serves again; nil: nothing
 }
 
 // SetStarted marks the worker as registered and taking work.
@@ -228,6 +229,16 @@ func (h *Health) SetStarted() { h.started.Store(true) }
 
 // SetDraining marks the worker as stopping: it takes no new work.
 func (h *Health) SetDraining() { h.draining.Store(true) }
+
+// SetWaiting says what the worker waits for before it takes work again (pgflow changed
+// under it, say); "" when it waits for nothing.
+func (h *Health) SetWaiting(what string) {
+	if what == "" {
+		h.waiting.Store(nil)
+		return
+	}
+	h.waiting.Store(&what)
+}
 
 // SetDatabase records whether the last database call succeeded.
 func (h *Health) SetDatabase(up bool) { h.dbUp.Store(up) }
@@ -250,10 +261,27 @@ func (h *Health) Ready() (bool, string) {
 		return false, "draining: the worker is stopping and takes no new tasks"
 	case !h.started.Load():
 		return false, "starting: waiting to check pgflow in the database and register this worker's flows"
+	case h.waiting.Load() != nil:
+		return false, *h.waiting.Load()
 	case !h.dbUp.Load():
 		return false, "database unreachable: waiting for a database call to succeed (retrying with backoff)"
 	}
 	return true, "ok"
+}
+
+// Handler answers /livez (the process runs) and /readyz (Ready: 200 "ok", or 503 with what
+// the worker waits for), for probes.
+func (h *Health) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		ok, why := h.Ready()
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_, _ = w.Write([]byte(why + "\n"))
+	})
+	return mux
 }
 
 // Server serves /metrics, /livez and /readyz.
@@ -272,14 +300,7 @@ func Listen(addr string, m *Metrics, h *Health) (*Server, error) {
 	if m != nil && m.Registry != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	}
-	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		ok, why := h.Ready()
-		if !ok {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-		_, _ = w.Write([]byte(why + "\n"))
-	})
+	mux.Handle("/", h.Handler())
 	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -24,6 +24,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/tracing"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 // otlpReceiver is an OTLP/HTTP trace endpoint: it decodes each protobuf export request.
@@ -117,7 +118,7 @@ flows:
 	var logs workertest.SyncBuffer
 	logger := slog.New(tracing.LogHandler(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	db := pgtest.NewDB(t)
-	client, err := pgflowwasm.NewClient(db.Pool, pgflowwasm.Config{Flows: flows, Signal: pgflowwasm.SignalNotify,
+	client, err := pgflowwasm.NewClient(db.Pool, pgflowwasm.Config{Flows: flows, Signal: pgflowtype.SignalNotify,
 		Logger: logger, Hooks: tracer.Hooks()})
 	if err != nil {
 		t.Fatal(err)

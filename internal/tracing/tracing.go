@@ -16,6 +16,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -30,7 +31,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/buildinfo"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/httpcap"
 )
 
@@ -159,14 +159,14 @@ func (runIDs) NewSpanID(context.Context, trace.TraceID) trace.SpanID {
 
 // Hooks are the worker hooks that trace tasks; give them to Config.Hooks (Chain keeps
 // hooks of your own).
-func (t *Tracer) Hooks() worker.Hooks {
+func (t *Tracer) Hooks() pgflowtype.Hooks {
 	if t == nil {
-		return worker.Hooks{}
+		return pgflowtype.Hooks{}
 	}
-	return worker.Hooks{TaskStarted: t.taskStarted, TaskFinished: t.taskFinished}
+	return pgflowtype.Hooks{TaskStarted: t.taskStarted, TaskFinished: t.taskFinished}
 }
 
-func (t *Tracer) taskStarted(ctx context.Context, ti worker.TaskInfo) context.Context {
+func (t *Tracer) taskStarted(ctx context.Context, ti pgflowtype.TaskInfo) context.Context {
 	// The task span is the root of its own part of the run's trace: pgflow keeps no span
 	// for the run, and tasks of one run run on any worker.
 	ctx = context.WithValue(ctx, runKey{}, ti.RunID)
@@ -183,7 +183,7 @@ func (t *Tracer) taskStarted(ctx context.Context, ti worker.TaskInfo) context.Co
 	return httpcap.WithRequestTracer(ctx, requestTracer{t})
 }
 
-func (t *Tracer) taskFinished(ctx context.Context, _ worker.TaskInfo, r worker.TaskResult) {
+func (t *Tracer) taskFinished(ctx context.Context, _ pgflowtype.TaskInfo, r pgflowtype.TaskResult) {
 	span := trace.SpanFromContext(ctx)
 	outcome := "succeeded"
 	switch {
@@ -253,16 +253,16 @@ func truncate(s string, n int) string {
 }
 
 // Chain runs the hooks of a, then b's (TaskStarted threads the context through both).
-func Chain(a, b worker.Hooks) worker.Hooks {
+func Chain(a, b pgflowtype.Hooks) pgflowtype.Hooks {
 	switch {
 	case a.TaskStarted == nil && a.TaskFinished == nil:
 		return b
 	case b.TaskStarted == nil && b.TaskFinished == nil:
 		return a
 	}
-	return worker.Hooks{
-		TaskStarted: func(ctx context.Context, ti worker.TaskInfo) context.Context {
-			for _, h := range []func(context.Context, worker.TaskInfo) context.Context{a.TaskStarted, b.TaskStarted} {
+	return pgflowtype.Hooks{
+		TaskStarted: func(ctx context.Context, ti pgflowtype.TaskInfo) context.Context {
+			for _, h := range []func(context.Context, pgflowtype.TaskInfo) context.Context{a.TaskStarted, b.TaskStarted} {
 				if h != nil {
 					if c := h(ctx, ti); c != nil {
 						ctx = c
@@ -271,7 +271,7 @@ func Chain(a, b worker.Hooks) worker.Hooks {
 			}
 			return ctx
 		},
-		TaskFinished: func(ctx context.Context, ti worker.TaskInfo, r worker.TaskResult) {
+		TaskFinished: func(ctx context.Context, ti pgflowtype.TaskInfo, r pgflowtype.TaskResult) {
 			if b.TaskFinished != nil {
 				b.TaskFinished(ctx, ti, r)
 			}

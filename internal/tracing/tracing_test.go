@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"log/slog"
 	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-
-	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 )
 
 func TestTraceIDIsTheRunsOnEveryWorker(t *testing.T) {
@@ -47,11 +46,11 @@ func TestHooksSpanOfAFailedTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	var order []string
-	mine := worker.Hooks{TaskFinished: func(context.Context, worker.TaskInfo, worker.TaskResult) { order = append(order, "mine") }}
+	mine := pgflowtype.Hooks{TaskFinished: func(context.Context, pgflowtype.TaskInfo, pgflowtype.TaskResult) { order = append(order, "mine") }}
 	h := Chain(mine, tr.Hooks())
-	ti := worker.TaskInfo{FlowSlug: "f", StepSlug: "s", RunID: "run-1", TaskIndex: 2, Attempt: 3, WorkerID: "w", Engine: "wasmtime"}
+	ti := pgflowtype.TaskInfo{FlowSlug: "f", StepSlug: "s", RunID: "run-1", TaskIndex: 2, Attempt: 3, WorkerID: "w", Engine: "wasmtime"}
 	ctx := h.TaskStarted(context.Background(), ti)
-	h.TaskFinished(ctx, ti, worker.TaskResult{Failed: true, Kind: "timeout", Error: "Task timed out after 1s", FuelUsed: 7})
+	h.TaskFinished(ctx, ti, pgflowtype.TaskResult{Failed: true, Kind: "timeout", Error: "Task timed out after 1s", FuelUsed: 7})
 	spans := exp.GetSpans()
 	if len(spans) != 1 || len(order) != 1 {
 		t.Fatalf("%d spans, hooks of mine %v", len(spans), order)

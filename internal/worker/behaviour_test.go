@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"io"
 	"net/http"
 	"runtime/debug"
@@ -38,7 +39,7 @@ flows:
       - {slug: c, depends_on: [b], module: "{{oracle}}"}
 `)
 	// Polling is effectively off: only notifications (and completions of this worker) wake it.
-	startWorker(t, db.Pool, f, worker.Config{Signal: worker.SignalNotify, NotifyFallback: time.Hour,
+	startWorker(t, db.Pool, f, worker.Config{Signal: pgflowtype.SignalNotify, NotifyFallback: time.Hour,
 		MinPollInterval: time.Hour, MaxPollInterval: time.Hour})
 	time.Sleep(500 * time.Millisecond) // let the worker go idle after its first poll
 	began := time.Now()

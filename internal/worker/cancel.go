@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 )
 
 // pgflow does not stop a handler when it gives up on its task: a run that failed (a task
@@ -53,7 +53,7 @@ func (w *Worker) cancelWatch(ctx context.Context) {
 	}
 }
 
-func (w *Worker) checkCancelled(ctx context.Context, tasks []poller.Task) error {
+func (w *Worker) checkCancelled(ctx context.Context, tasks []fetched.Task) error {
 	runs, steps := make([]string, len(tasks)), make([]string, len(tasks))
 	idx, attempts := make([]int32, len(tasks)), make([]int32, len(tasks))
 	for i, t := range tasks {

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"log/slog"
 	"strings"
 	"testing"
@@ -159,7 +160,7 @@ flows:
       - {slug: c, depends_on: [b], module: "{{echo}}"}
       - {slug: d, depends_on: [c], module: "{{echo}}"}
 `)
-	startWorker(t, db.Pool, f, worker.Config{Signal: worker.SignalNotify, Concurrency: 4})
+	startWorker(t, db.Pool, f, worker.Config{Signal: pgflowtype.SignalNotify, Concurrency: 4})
 	const runs = 16
 	var ids []string
 	for i := range runs {

@@ -2,24 +2,23 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
-	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/step"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
 // launch runs a started task on its own goroutine; its slot is freed when the handler ends.
-func (w *Worker) launch(fs *flowState, t poller.Task) {
+func (w *Worker) launch(fs *flowState, t fetched.Task) {
 	w.running.Add(1)
 	ctx := w.known.add(w.runCtx, &t)
 	if st := fs.steps[t.StepSlug]; st != nil && st.metrics != nil {
@@ -69,7 +68,7 @@ func (w *Worker) launch(fs *flowState, t poller.Task) {
 // another attempt holds it): its handler was stopped, and its outcome is not written, since
 // pgflow would ignore it (0.15.1+) or, before, let a late fail_task overwrite a cancelled
 // sibling's state.
-func (w *Worker) dropCancelled(fs *flowState, t poller.Task, why *cancelled) {
+func (w *Worker) dropCancelled(fs *flowState, t fetched.Task, why *cancelled) {
 	w.known.remove(&t)
 	w.taskLog(&t).log(slog.LevelInfo, "handler stopped: pgflow cancelled the task", "why", why.reason, "task_status", why.status)
 	if m := w.cfg.Metrics; m != nil {
@@ -81,7 +80,7 @@ func (w *Worker) dropCancelled(fs *flowState, t poller.Task, why *cancelled) {
 // execute runs one task in the sandbox, under ctx (cancelled when pgflow cancels the task,
 // or when the drain runs out), and returns its outcome: for the completer, or, for a
 // transactional SQL step, written already with the handler's writes (sql.go).
-func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) txEnd {
+func (w *Worker) execute(ctx context.Context, fs *flowState, t fetched.Task) txEnd {
 	log := w.taskLog(&t)
 	st := fs.steps[t.StepSlug]
 	if st == nil {
@@ -90,13 +89,13 @@ func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) txEn
 		return txEnd{outcome: completer.Outcome{Task: t, Failed: true, Error: msg}}
 	}
 	log.log(slog.LevelDebug, "task started")
-	ctxJSON, err := TaskContext(t, fs.workerID, st.timeout, st.ctxShape, w.proto.Version)
+	ctxJSON, err := step.Context(t, fs.workerID, st.timeout, st.ctxShape, w.pgflow().Version)
 	if err != nil {
 		return txEnd{outcome: completer.Outcome{Task: t, Failed: true, Error: err.Error()}}
 	}
 	task := sandbox.Task{Input: t.Input, Context: ctxJSON, Timeout: st.timeout}
 	if st.def.Deterministic {
-		task.Seed, task.FixedClock = TaskSeed(&t), true
+		task.Seed, task.FixedClock = step.Seed(&t), true
 	}
 	var sess *sqlsession.Session
 	if st.sql != nil {
@@ -106,7 +105,7 @@ func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) txEn
 		// failure is written, so a retry finds no lock of it; a no-op after Complete.
 		defer sess.Close()
 	}
-	ti := TaskInfo{FlowSlug: t.FlowSlug, StepSlug: t.StepSlug, RunID: t.RunID, TaskIndex: t.TaskIndex, Attempt: t.Attempt,
+	ti := pgflowtype.TaskInfo{FlowSlug: t.FlowSlug, StepSlug: t.StepSlug, RunID: t.RunID, TaskIndex: t.TaskIndex, Attempt: t.Attempt,
 		WorkerID: t.WorkerID, Engine: w.cfg.Engine.Name()}
 	hookCtx := w.hookStarted(ti)
 	log.ctx = hookCtx // a tracer's span reaches the log handler (trace_id)
@@ -129,7 +128,7 @@ func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) txEn
 	}
 	if err == nil {
 		log.log(slog.LevelDebug, "handler succeeded", "duration", res.Duration)
-		w.hookFinished(hookCtx, ti, TaskResult{Duration: res.Duration, FuelUsed: res.FuelUsed})
+		w.hookFinished(hookCtx, ti, pgflowtype.TaskResult{Duration: res.Duration, FuelUsed: res.FuelUsed})
 		o := completer.Outcome{Task: t, Output: res.Output}
 		if sess != nil && sess.Open() && cancelCause(ctx) == nil {
 			return w.completeInTx(t, sess, o)
@@ -139,13 +138,13 @@ func (w *Worker) execute(ctx context.Context, fs *flowState, t poller.Task) txEn
 	msg, kind := failMessage(err, st.timeout)
 	if why := cancelCause(ctx); why != nil {
 		// Stopped because pgflow cancelled the task: launch drops the outcome and says why.
-		w.hookFinished(hookCtx, ti, TaskResult{Duration: res.Duration, FuelUsed: res.FuelUsed, Failed: true, Kind: "cancelled", Error: why.Error()})
+		w.hookFinished(hookCtx, ti, pgflowtype.TaskResult{Duration: res.Duration, FuelUsed: res.FuelUsed, Failed: true, Kind: "cancelled", Error: why.Error()})
 		return txEnd{outcome: completer.Outcome{Task: t, Failed: true, Error: why.Error()}}
 	}
 	if w.runCtx.Err() != nil && kind != sandbox.KindTimeout {
 		msg = drainCutMessage(w.cfg.DrainTimeout, t.Attempt, st.maxAttempts, msg)
 	}
-	w.hookFinished(hookCtx, ti, TaskResult{Duration: res.Duration, FuelUsed: res.FuelUsed, Failed: true, Kind: string(kind), Error: msg})
+	w.hookFinished(hookCtx, ti, pgflowtype.TaskResult{Duration: res.Duration, FuelUsed: res.FuelUsed, Failed: true, Kind: string(kind), Error: msg})
 	if m := w.cfg.Metrics; m != nil {
 		m.TasksFailed.WithLabelValues(t.FlowSlug, t.StepSlug, string(kind)).Inc()
 		if kind == sandbox.KindTimeout {
@@ -171,12 +170,6 @@ func drainCutMessage(drain time.Duration, attempt, maxAttempts int, handler stri
 		drain, next, handler)
 }
 
-// TaskSeed is the identity a deterministic step's random bytes are drawn from: the run,
-// the step and the task index (not the attempt: a retry draws what the first try drew).
-func TaskSeed(t *poller.Task) []byte {
-	return []byte(t.RunID + "/" + t.FlowSlug + "/" + t.StepSlug + "/" + strconv.Itoa(t.TaskIndex))
-}
-
 // failMessage is the fail_task message: pgflow's wording for timeouts, "kind: message" else.
 func failMessage(err error, timeout time.Duration) (string, sandbox.Kind) {
 	var se *sandbox.Error
@@ -197,79 +190,6 @@ func (w *Worker) checkAbandoned() {
 		w.restart.Store(true)
 		w.Stop()
 	}
-}
-
-// TaskContext builds the context JSON of ABI v1 (replay builds the same one) by appending, not encoding/json: the flow
-// input is copied as it came from PostgreSQL's jsonb output, which is valid JSON, instead of
-// being validated and compacted again for every task. An input over 64 KiB is left out (a
-// map over a large array would copy the whole array into every task). timeout is the
-// step's, shape its StepShape, version the pgflow the database speaks
-// (schema.Protocol.Version).
-func TaskContext(t poller.Task, workerID string, timeout time.Duration, shape []byte, version string) ([]byte, error) {
-	flowInput := t.FlowInput
-	omitted := len(flowInput) > abi.MaxContextFlowInput
-	if len(flowInput) == 0 || omitted {
-		flowInput = json.RawMessage("null")
-	}
-	b := make([]byte, 0, 300+2*len(t.RunID)+len(t.FlowSlug)+2*len(t.StepSlug)+len(flowInput))
-	b = append(b, `{"`+abi.CtxRunID+`":`...)
-	b = appendJSONString(b, t.RunID)
-	b = append(b, `,"`+abi.CtxFlowSlug+`":`...)
-	b = appendJSONString(b, t.FlowSlug)
-	b = append(b, `,"`+abi.CtxStepSlug+`":`...)
-	b = appendJSONString(b, t.StepSlug)
-	b = append(b, `,"`+abi.CtxTaskIndex+`":`...)
-	b = strconv.AppendInt(b, int64(t.TaskIndex), 10)
-	b = append(b, `,"`+abi.CtxAttempt+`":`...)
-	b = strconv.AppendInt(b, int64(t.Attempt), 10)
-	b = append(b, `,"`+abi.CtxMsgID+`":`...)
-	b = strconv.AppendInt(b, t.MsgID, 10)
-	b = append(b, `,"`+abi.CtxFlowInput+`":`...)
-	b = append(b, flowInput...)
-	if omitted {
-		b = append(b, `,"`+abi.CtxFlowInputOmitted+`":true,"`+abi.CtxFlowInputBytes+`":`...)
-		b = strconv.AppendInt(b, int64(len(t.FlowInput)), 10)
-	}
-	b = append(b, `,"`+abi.CtxWorkerID+`":`...)
-	b = appendJSONString(b, workerID)
-	b = append(b, `,"`+abi.CtxTimeoutMS+`":`...)
-	b = strconv.AppendInt(b, timeout.Milliseconds(), 10)
-	b = append(b, `,"`+abi.CtxIdempotencyKey+`":`...)
-	b = appendJSONString(b, abi.IdempotencyKey(t.RunID, t.StepSlug, t.TaskIndex))
-	if version != "" {
-		b = append(b, `,"`+abi.CtxPgflowVersion+`":`...)
-		b = appendJSONString(b, version)
-	}
-	b = append(b, shape...)
-	return append(b, '}'), nil
-}
-
-// StepShape is the context's step_type and depends_on members of a step, made once.
-func StepShape(s *flowfile.Step) []byte {
-	b := []byte(`,"` + abi.CtxStepType + `":`)
-	b = appendJSONString(b, s.Type)
-	b = append(b, `,"`+abi.CtxDependsOn+`":[`...)
-	for i, d := range s.DependsOn {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendJSONString(b, d)
-	}
-	return append(b, ']')
-}
-
-// appendJSONString appends s as a JSON string. Slugs, uuids and worker ids need no escapes,
-// so the common case is a plain copy; anything else goes through encoding/json.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 func guestLevel(l int32) slog.Level {
@@ -359,14 +279,14 @@ func (w *Worker) onWritten(written []completer.Written) {
 // id. The attributes are only formatted when a line is actually logged: building them for
 // every task showed in profiles, and at the default level (info) a successful task logs
 // nothing (its lines are debug; metrics count them).
-func (w *Worker) taskLog(t *poller.Task) *taskLogger {
+func (w *Worker) taskLog(t *fetched.Task) *taskLogger {
 	return &taskLogger{base: w.log, ctx: w.runCtx, t: t}
 }
 
 type taskLogger struct {
 	base *slog.Logger
 	ctx  context.Context
-	t    *poller.Task
+	t    *fetched.Task
 	l    *slog.Logger
 }
 

@@ -5,7 +5,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 )
 
@@ -16,8 +16,8 @@ import (
 // the notify fallback interval.
 func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Listener) {
 	fs := q.fs
-	idle := backoff.Backoff{Min: w.cfg.MinPollInterval, Max: w.cfg.MaxPollInterval}
-	dbRetry := backoff.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
+	idle := kit.Backoff{Min: w.cfg.MinPollInterval, Max: w.cfg.MaxPollInterval}
+	dbRetry := kit.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
 	timer := time.NewTimer(0) // first poll at once
 	defer timer.Stop()
 	dbDown := false
@@ -63,7 +63,7 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 		}
 		began := time.Now()
 		fs.fetching.Add(1)
-		tasks, err := q.fetcher.Fetch(ctx, n)
+		tasks, err := w.fetch(ctx, q, n)
 		w.unreserve(fs, n-len(tasks))
 		if w.trace != nil {
 			fetched := time.Now()
@@ -76,14 +76,27 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 		}
 		fs.fetches.Add(1)
 		fs.fetching.Add(-1)
+		if err == errHalted {
+			// pgflow changed under the worker: the watch rings every queue once it has
+			// prepared for the new one (pgflowwatch.go).
+			timer.Reset(w.cfg.MaxPollInterval)
+			continue
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			w.metricPoll(fs, "error")
 			w.dbError("fetch", err)
-			w.cfg.Health.SetDatabase(false)
 			wait := dbRetry.Next()
+			if w.pgflowSuspect(err) {
+				// The watch looks at once, halts the fetches and says on /readyz what the
+				// worker waits for: not a database outage.
+				w.log.Info("a fetch met a pgflow changed under the worker; it prepares for it", "flow", fs.def.Slug, "error", err)
+				timer.Reset(wait)
+				continue
+			}
+			w.cfg.Health.SetDatabase(false)
 			if !dbDown {
 				w.log.Warn("fetching tasks failed; retrying with backoff", "flow", fs.def.Slug, "error", err, "retry_in", wait)
 			}

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"math"
 	"testing"
 	"time"
@@ -25,36 +26,36 @@ func TestIdleWorkerTransactionRate(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name        string
-		signal      worker.Signal
+		signal      pgflowtype.Signal
 		concurrency int
 		yaml        string
 		flows       int
 		// prepare starts the runs that leave nothing to do (delayed starts, retries far off).
 		prepare func(t *testing.T, db *pgtest.DB)
 	}{
-		{name: "polling", signal: worker.SignalPolling, flows: 1, yaml: `
+		{name: "polling", signal: pgflowtype.SignalPolling, flows: 1, yaml: `
 flows:
   - slug: idle_plain
     steps: [{slug: a, module: "{{echo}}"}]
 `},
-		{name: "notify", signal: worker.SignalNotify, flows: 1, yaml: `
+		{name: "notify", signal: pgflowtype.SignalNotify, flows: 1, yaml: `
 flows:
   - slug: idle_notify
     steps: [{slug: a, module: "{{echo}}"}]
 `},
-		{name: "max_concurrency/polling", signal: worker.SignalPolling, flows: 1, yaml: `
+		{name: "max_concurrency/polling", signal: pgflowtype.SignalPolling, flows: 1, yaml: `
 flows:
   - slug: idle_limited
     max_concurrency: 4
     steps: [{slug: a, module: "{{echo}}"}]
 `},
-		{name: "max_concurrency/notify", signal: worker.SignalNotify, flows: 1, yaml: `
+		{name: "max_concurrency/notify", signal: pgflowtype.SignalNotify, flows: 1, yaml: `
 flows:
   - slug: idle_limited_notify
     max_concurrency: 1
     steps: [{slug: a, module: "{{echo}}"}]
 `},
-		{name: "concurrency_below_batch", signal: worker.SignalPolling, concurrency: 2, flows: 2, yaml: `
+		{name: "concurrency_below_batch", signal: pgflowtype.SignalPolling, concurrency: 2, flows: 2, yaml: `
 flows:
   - slug: idle_small_a
     max_concurrency: 1
@@ -62,7 +63,7 @@ flows:
   - slug: idle_small_b
     steps: [{slug: a, module: "{{echo}}"}]
 `},
-		{name: "delayed_runs", signal: worker.SignalNotify, flows: 2, yaml: `
+		{name: "delayed_runs", signal: pgflowtype.SignalNotify, flows: 2, yaml: `
 flows:
   - slug: idle_delayed
     max_concurrency: 2

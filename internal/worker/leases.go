@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 )
 
 // A loop holding a fetch lease gives it to another worker when its handlers, not the
@@ -30,7 +30,7 @@ const (
 )
 
 // leaseRetry is a queue's wait before asking again for a lease it was refused.
-func leaseRetry() backoff.Backoff { return backoff.Backoff{Min: minLeaseRetry, Max: maxLeaseRetry} }
+func leaseRetry() kit.Backoff { return kit.Backoff{Min: minLeaseRetry, Max: maxLeaseRetry} }
 
 // emptyGiveBack is how long a holder keeps its lease while its reads find the queue empty.
 // A chain's next step is queued milliseconds after the completion that queues it; a holder

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"testing"
 	"time"
 
@@ -36,7 +37,7 @@ flows:
 	if got, err := holder.Acquire(ctx, "leased"); err != nil || !got {
 		t.Fatalf("taking the lease: %v, %v", got, err)
 	}
-	w := startWorker(t, db.Pool, f, fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: worker.SignalPolling,
+	w := startWorker(t, db.Pool, f, fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: pgflowtype.SignalPolling,
 		FetchLeases: 1, Concurrency: 1, BatchSize: 1}))
 	<-w.Started()
 	for i := range 4 {
@@ -74,7 +75,7 @@ flows:
 	// and held the lease through most of each task, while the other worker, refused, asked at
 	// most once a second (maxLeaseRetry). Handlers of 0.6 s are bound unless a fetch takes
 	// 0.3 s, and the whole backlog outlasts several of those asks.
-	cfg := fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: worker.SignalPolling,
+	cfg := fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: pgflowtype.SignalPolling,
 		FetchLeases: 1, Concurrency: 1, BatchSize: 1})
 	a := startWorker(t, db.Pool, f, cfg)
 	b := startWorker(t, db.Pool, f, cfg)
@@ -120,7 +121,7 @@ flows:
   - slug: idle_lease
     steps: [{slug: a, module: "{{echo}}"}]
 `)
-	w := startWorker(t, db.Pool, f, fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: worker.SignalPolling, FetchLeases: 1}))
+	w := startWorker(t, db.Pool, f, fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: pgflowtype.SignalPolling, FetchLeases: 1}))
 	<-w.Started()
 	id := startRun(t, db.Pool, "idle_lease", `{}`)
 	if r := waitRun(t, db.Pool, id, 10*time.Second); r.Status != "completed" {
@@ -156,7 +157,7 @@ flows:
 	if got, err := holder.Acquire(ctx, "auto_lease"); err != nil || !got {
 		t.Fatalf("taking the lease: %v, %v", got, err)
 	}
-	cfg := fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: worker.SignalPolling})
+	cfg := fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: pgflowtype.SignalPolling})
 	a := startWorker(t, db.Pool, f, cfg)
 	<-a.Started()
 	id := startRun(t, db.Pool, "auto_lease", `{}`)

@@ -16,20 +16,27 @@ import (
 // workers can sweep rarely (each sweep reads pg_locks and every started task of its flows)
 // and a dead worker's tasks still come back a grace after the first sweep that notices.
 func (w *Worker) recoveryLoop(ctx context.Context) {
-	cfg := recovery.Config{WorkerStaleAfter: w.cfg.WorkerStaleAfter, StartedMargin: w.cfg.StalledMargin,
-		LivenessGrace: w.cfg.LivenessGrace, ForeignStaleAfter: max(w.cfg.ForeignStaleAfter, 0), Self: w.workerIDs(),
-		PermanentlyStalled: w.proto.Requeue, AttemptHistory: w.history,
-		Holding: func(run, step string, index int) bool { return w.known.has(taskKey{run, step, index}) }}
-	for _, fs := range w.flows {
-		cfg.Flows = append(cfg.Flows, fs.def.Slug)
+	newSweeper := func() *recovery.Sweeper {
+		cfg := recovery.Config{WorkerStaleAfter: w.cfg.WorkerStaleAfter, StartedMargin: w.cfg.StalledMargin,
+			LivenessGrace: w.cfg.LivenessGrace, ForeignStaleAfter: max(w.cfg.ForeignStaleAfter, 0), Self: w.workerIDs(),
+			PermanentlyStalled: w.pgflow().Requeue, QueueNames: w.pgflow().QueueNames, AttemptHistory: w.history,
+			Holding: func(run, step string, index int) bool { return w.known.has(taskKey{run, step, index}) }}
+		for _, fs := range w.flows {
+			cfg.Flows = append(cfg.Flows, fs.def.Slug)
+		}
+		return recovery.NewSweeper(w.cfg.Pool, cfg)
 	}
-	sweeper := recovery.NewSweeper(w.cfg.Pool, cfg)
+	generation := w.upgrade.generation.Load()
+	sweeper := newSweeper()
 	next := time.Duration(0)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(next):
+		}
+		if g := w.upgrade.generation.Load(); g != generation { // pgflow changed under the worker
+			generation, sweeper = g, newSweeper()
 		}
 		w.pruneAttemptHistory(ctx)
 		gens, readAt := w.fetchGenerations(), time.Now()
@@ -53,11 +60,15 @@ func (w *Worker) recoveryLoop(ctx context.Context) {
 		for _, r := range got {
 			fs := w.byFlow[r.FlowSlug]
 			w.log.Warn("recovered a stalled task", "run_id", r.RunID, "flow", r.FlowSlug, "step", r.StepSlug,
-				"task_index", r.TaskIndex, "status", r.Status, "attempts", r.Attempts, "reason", r.Reason)
+				"task_index", r.TaskIndex, "status", r.Status, "requeued", r.Requeued, "attempts", r.Attempts, "reason", r.Reason)
 			if m := w.cfg.Metrics; m != nil {
 				m.Recovered.WithLabelValues(r.FlowSlug).Inc()
 			}
-			if fs != nil && r.Status == "queued" {
+			switch {
+			case fs == nil || r.Status != "queued":
+			case r.Requeued:
+				fs.ring() // its message is visible now
+			default:
 				w.wakeAfterRetry(fs, r.StepSlug, r.Attempts)
 			}
 		}

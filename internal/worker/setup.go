@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"strings"
 	"time"
 
@@ -30,7 +31,7 @@ func checkSchema(ctx context.Context, pool *pgxpool.Pool) (schema.Protocol, erro
 // queues and their fetchers.
 func (w *Worker) loadEffectiveOptions(ctx context.Context) error {
 	queueCols := `null::text, 'flow'`
-	if w.proto.QueueNames {
+	if w.pgflow().QueueNames {
 		queueCols = `s.queue_name, f.queue_mode`
 	}
 	for _, fs := range w.flows {
@@ -70,7 +71,7 @@ func (w *Worker) loadEffectiveOptions(ctx context.Context) error {
 			return fmt.Errorf("flow %s is not compiled into this database: run `pgflow-wasm compile` (serve does it first)", fs.def.Slug)
 		}
 		if fs.def.Split() && mode != "step" {
-			return splitFlowError(fs.def, w.proto)
+			return splitFlowError(fs.def, w.pgflow())
 		}
 		fs.queues = w.queuesOf(fs, mode, stepQueue)
 	}
@@ -95,14 +96,14 @@ func (w *Worker) queuesOf(fs *flowState, mode string, stepQueue map[string]strin
 		mapSteps[s.Slug] = s.Type == flowfile.StepMap
 	}
 	fetcher := func(queue, step string, readVT int) *poller.Fetcher {
-		return poller.NewFetcher(w.cfg.Pool, poller.FetcherConfig{
+		f := poller.NewFetcher(w.cfg.Pool, poller.FetcherConfig{
 			Flow:           fs.def.Slug,
 			Queue:          queue,
 			Step:           step,
-			QueueNames:     w.proto.QueueNames,
-			SetsVisibility: w.proto.Lifecycle,
+			QueueNames:     w.pgflow().QueueNames,
+			SetsVisibility: w.pgflow().Lifecycle,
 			WorkerID:       fs.workerID,
-			FlowInput:      w.proto.FlowInput,
+			FlowInput:      w.pgflow().FlowInput,
 			MapStep:        func(step string) bool { return mapSteps[step] },
 			ReadVT:         readVT,
 			Log:            w.log,
@@ -113,6 +114,8 @@ func (w *Worker) queuesOf(fs *flowState, mode string, stepQueue map[string]strin
 				return longest
 			},
 		})
+		f.SetWitness(w.upgrade.newest)
+		return f
 	}
 	if mode != "step" {
 		// pgflow names a flow's queue after the flow: the slug as written before 0.17, its
@@ -159,7 +162,7 @@ func splitFlowError(fl *flowfile.Flow, proto schema.Protocol) error {
 // (no privilege to add the trigger, say) is polled instead, with one warning: the worker
 // never refuses to start over how it learns about new tasks.
 func (w *Worker) prepareSignal(ctx context.Context) (*poller.Listener, error) {
-	if w.cfg.Signal != SignalNotify {
+	if w.cfg.Signal != pgflowtype.SignalNotify {
 		return nil, nil
 	}
 	channels := map[string]poller.Wake{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"strings"
 	"sync"
 	"testing"
@@ -13,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 )
 
@@ -124,7 +125,7 @@ func TestASplitFlowIsServedByTwoKindsOfWorker(t *testing.T) {
 	}
 	f := flows(t, splitFlows)
 	w := startWorker(t, db.Pool, f, worker.Config{})
-	other := &sqlWorker{id: uuidv4.New(), pool: db.Pool, flow: "split", steps: map[string]func(string) string{
+	other := &sqlWorker{id: kit.NewUUID(), pool: db.Pool, flow: "split", steps: map[string]func(string) string{
 		"a": func(string) string { return `{"from": "a"}` },
 		"c": func(input string) string { return `{"from": "c", "got": ` + input + `}` },
 	}}
@@ -189,5 +190,79 @@ func TestASplitFlowIsRefusedBefore017(t *testing.T) {
 	_, err := compile.Compile(context.Background(), db.Pool, f, compile.Options{})
 	if err == nil || !strings.Contains(err.Error(), "needs a queue per step: pgflow 0.17 or newer") {
 		t.Fatalf("compile: %v, want a refusal naming pgflow 0.17", err)
+	}
+}
+
+// A task of an external step whose handler stalled (the other side's worker lives and
+// heartbeats, but never finishes it) comes back where no pg_cron runs pgflow's own
+// requeue_stalled_tasks (plain PostgreSQL, pgflow-wasm's inert stand-in): the sweep applies
+// upstream's rule (started longer ago than its timeout plus 30 s) and puts it back in the
+// queue, where the other side takes it again; the run completes.
+func TestAStalledTaskOfAnExternalStepIsRequeuedWhereNoPgCronRunsPgflowsJob(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	if !db.Protocol(t).QueueNames {
+		t.Skip("split flows need per-step queues: pgflow 0.17+ (`make test-pgflow-main` runs this)")
+	}
+	ctx := context.Background()
+	f := flows(t, splitFlows)
+	if _, err := compile.Compile(ctx, db.Pool, f, compile.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	var cronRuns bool
+	if err := db.Pool.QueryRow(ctx, `select exists (select 1 from pg_extension where extname = 'pg_cron')`).Scan(&cronRuns); err != nil || cronRuns {
+		t.Fatalf("this test database has a real pg_cron (%v): the test needs the stand-in", err)
+	}
+	run := startRun(t, db.Pool, "split", `{"i": 1}`)
+	// The other side's worker takes a's task and its handler hangs: the worker row stays
+	// fresh (a live worker), the task stays started, its message hidden for an hour.
+	stalled := kit.NewUUID()
+	if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name) values ($1::uuid, 'split', 'sql-test-worker')`,
+		stalled); err != nil {
+		t.Fatal(err)
+	}
+	var queue string
+	if err := db.Pool.QueryRow(ctx, `select queue_name from pgflow.steps where flow_slug = 'split' and step_slug = 'a'`).Scan(&queue); err != nil {
+		t.Fatal(err)
+	}
+	var started int
+	if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.start_tasks('split', (select array_agg(msg_id) from pgmq.read($1, 3600, 10)),
+		$2::uuid, $1, 'a')`, queue, stalled).Scan(&started); err != nil || started != 1 {
+		t.Fatalf("starting a's task as the other side: %v (%d started)", err, started)
+	}
+	// Started an hour ago: far past its timeout plus 30 s.
+	if _, err := db.Pool.Exec(ctx, `update pgflow.step_tasks set queued_at = queued_at - interval '1 hour', started_at = started_at - interval '1 hour'
+		where run_id = $1::uuid and step_slug = 'a'`, run); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, db.Pool, f, fastConfig(worker.Config{Engine: engine(t, "wazero"), Signal: pgflowtype.SignalPolling}))
+	other := &sqlWorker{id: kit.NewUUID(), pool: db.Pool, flow: "split", steps: map[string]func(string) string{
+		"a": func(string) string { return `{"from": "a"}` },
+		"c": func(string) string { return `{"from": "c"}` },
+	}}
+	otherCtx, stopOther := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var otherErr error
+	go func() { defer wg.Done(); otherErr = other.run(otherCtx, t) }()
+	defer func() {
+		stopOther()
+		wg.Wait()
+		if otherErr != nil && !errors.Is(otherErr, context.Canceled) {
+			t.Errorf("the SQL worker: %v", otherErr)
+		}
+	}()
+	if r := waitRun(t, db.Pool, run, time.Minute); r.Status != "completed" {
+		t.Fatalf("run %s (%s): the external step's stalled task never came back", r.Status, r.Error)
+	}
+	var by string
+	var attempts, requeued int
+	if err := db.Pool.QueryRow(ctx, `select last_worker_id::text, attempts_count, requeued_count from pgflow.step_tasks
+		where run_id = $1::uuid and step_slug = 'a'`, run).Scan(&by, &attempts, &requeued); err != nil {
+		t.Fatal(err)
+	}
+	if by != other.id || attempts != 2 || requeued != 1 {
+		t.Errorf("a's task: by %s after %d starts, requeued %d times; want the other side's live worker %s, 2 starts, 1 requeue",
+			by, attempts, requeued, other.id)
 	}
 }

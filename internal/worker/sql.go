@@ -5,15 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/step"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
@@ -25,35 +25,6 @@ import (
 // takes one the fetch or the completer waits for. Each has room for every handler at once,
 // so a statement never waits for a connection.
 
-// StepGrant is step s's sql section as a grant, without its database (DB) or observer: the
-// worker adds its pools, replay its own. s.SQL must not be nil.
-func StepGrant(file *flowfile.File, fl *flowfile.Flow, s *flowfile.Step) *sqlsession.Grant {
-	sec := s.SQL
-	return &sqlsession.Grant{Where: s.WhereSQL(file, fl), Role: sec.Role, Transactional: sec.Transactional,
-		StatementTimeout: sec.StatementTimeout, MaxRows: sec.MaxRows, MaxResultBytes: int(sec.MaxResultBytes)}
-}
-
-// SQLBase is the configuration of the database a step's statements run on, as the worker
-// reaches it: pgflowDB's for the pgflow database, else the URL in the environment variable
-// sql.database_env names. The error says what to set; it never quotes the URL.
-func SQLBase(pgflowDB *pgxpool.Config, where string, sec *flowfile.SQL) (*pgxpool.Config, error) {
-	if sec.DatabaseEnv == "" {
-		return pgflowDB.Copy(), nil
-	}
-	url, set := os.LookupEnv(sec.DatabaseEnv)
-	if !set {
-		return nil, fmt.Errorf("the database of %s is not configured: sql.database_env %s is not set in the worker's environment",
-			where, sec.DatabaseEnv)
-	}
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		// The parser's message may quote the URL, which holds a password: say only which.
-		return nil, fmt.Errorf("the database of %s is not configured: the value of %s is not a PostgreSQL URL or connection string",
-			where, sec.DatabaseEnv)
-	}
-	return cfg, nil
-}
-
 // sqlGrant builds step s's grant with its role's pool, opened lazily (no connection until
 // a statement or the role check needs one).
 func (w *Worker) sqlGrant(file *flowfile.File, fl *flowfile.Flow, s *flowfile.Step) *sqlsession.Grant {
@@ -61,7 +32,7 @@ func (w *Worker) sqlGrant(file *flowfile.File, fl *flowfile.Flow, s *flowfile.St
 	if sec == nil {
 		return nil
 	}
-	g := StepGrant(file, fl, s)
+	g := step.Grant(file, fl, s)
 	if obs := w.cfg.Metrics.SQLObserver(fl.Slug, s.Slug); obs != nil {
 		g.Observer = obs
 	}
@@ -73,7 +44,7 @@ func (w *Worker) sqlGrant(file *flowfile.File, fl *flowfile.Flow, s *flowfile.St
 		g.DB = pool
 		return g
 	}
-	base, err := SQLBase(w.cfg.Pool.Config(), g.Where, sec)
+	base, err := step.SQLBase(w.cfg.Pool.Config(), g.Where, sec)
 	if err == nil {
 		var cfg *pgxpool.Config
 		if cfg, err = sqlsession.RolePoolConfig(base, sec.Role, sec.PasswordEnv, w.cfg.Concurrency); err == nil {
@@ -136,7 +107,7 @@ func (w *Worker) checkSQLRoles(ctx context.Context) error {
 			}
 			admin := admins[sec.DatabaseEnv]
 			if admin == nil {
-				base, err := SQLBase(w.cfg.Pool.Config(), g.Where, sec)
+				base, err := step.SQLBase(w.cfg.Pool.Config(), g.Where, sec)
 				if err == nil {
 					admin, err = pgxpool.NewWithConfig(ctx, base)
 				}
@@ -174,7 +145,7 @@ func (w *Worker) checkSQLRoles(ctx context.Context) error {
 //   - forget: the COMMIT's answer was lost; the task stays started and the worker forgets
 //     it, so its hand-back (orphans.go) or recovery returns it to pgflow if the commit did
 //     not land.
-func (w *Worker) completeInTx(t poller.Task, sess *sqlsession.Session, o completer.Outcome) txEnd {
+func (w *Worker) completeInTx(t fetched.Task, sess *sqlsession.Session, o completer.Outcome) txEnd {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.runCtx), 45*time.Second)
 	defer cancel()
 	call := taskwrite.Call{RunID: t.RunID, StepSlug: t.StepSlug, TaskIndex: t.TaskIndex, Attempt: t.Attempt, Arg: string(o.Output)}

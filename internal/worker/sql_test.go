@@ -22,6 +22,7 @@ func init() {
 	testModules["ledger_rs"] = "modules/examples/rust/ledger.wasm"
 	testModules["ledger_tg"] = "modules/examples/tinygo/ledger.wasm"
 	testModules["ledger_ts"] = "modules/examples/typescript/ledger.ts"
+	testModules["caught_ts"] = "modules/testdata/ts/caught.ts"
 }
 
 func ledgerRows(t *testing.T, db *pgtest.DB, where string) int {
@@ -349,7 +350,8 @@ flows:
 // The connection dies while COMMIT runs (the server ends the backend during a deferred
 // trigger): the worker cannot know whether the task's writes and completion landed, so it
 // leaves the task started and forgets it; the hand-back finds it still started (the commit
-// did not land), returns it to pgflow with the reason, and the retry writes the only row.
+// did not land) and requeues it without spending an attempt (max_attempts 1), keeping the
+// reason in the attempt history, and the second start writes the only row.
 func TestALostCommitAnswerLeavesTheTaskToTheHandBack(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
@@ -359,20 +361,22 @@ func TestALostCommitAnswerLeavesTheTaskToTheHandBack(t *testing.T) {
 		create function app.slow_first_commit() returns trigger language plpgsql as $$
 		begin if nextval('app.commits') = 1 then perform pg_sleep(30); end if; return null; end $$;
 		create constraint trigger slow_first_commit after insert on app.ledger deferrable initially deferred
-		  for each row execute function app.slow_first_commit()`); err != nil {
+		  for each row execute function app.slow_first_commit();
+		-- The trigger runs at COMMIT on the step role's session, as the role.
+		grant usage on sequence app.commits to `+role); err != nil {
 		t.Fatal(err)
 	}
 	f := flows(t, fmt.Sprintf(`
 flows:
   - slug: lost
-    max_attempts: 2
-    base_delay: 0
+    max_attempts: 1
     timeout: 60
     sql: {role: %s}
     steps:
       - {slug: call, module: "{{sql_call}}"}
 `, role))
-	startWorker(t, db.Pool, f, worker.Config{})
+	logs := &syncBuffer{}
+	startWorker(t, db.Pool, f, worker.Config{Log: slog.New(slog.NewTextHandler(logs, nil))})
 	const marker = "00000000-0000-4000-8000-0000000000ee"
 	run := startRun(t, db.Pool, "lost", `{"statements": [{"sql": "insert into app.ledger values ($1, 0, 1)", "params": ["`+marker+`"]}]}`)
 	var pid int
@@ -386,20 +390,17 @@ flows:
 	}
 	r := waitRun(t, db.Pool, run, 60*time.Second)
 	task := taskOf(t, db.Pool, run)
-	if r.Status != "completed" || task.Attempts != 2 {
-		t.Fatalf("run %s after %d attempts (%s)", r.Status, task.Attempts, r.Error)
+	// The start whose commit did not land is given back: the second start is attempt 1 again.
+	if r.Status != "completed" || task.Attempts != 1 {
+		t.Fatalf("run %s at attempt %d (%s): want completed, the lost start given back", r.Status, task.Attempts, r.Error)
 	}
 	if n := ledgerRows(t, db, "where run_id = '"+marker+"'"); n != 1 {
 		t.Errorf("%d rows, want the retry's one", n)
 	}
-	var handBack string
-	if err := db.Pool.QueryRow(context.Background(), `select error_message from pgflow_wasm.task_attempts where run_id = $1::uuid and attempt = 1`,
-		run).Scan(&handBack); err != nil {
-		t.Fatal(err)
-	}
+	handBack := logs.String()
 	if !strings.Contains(handBack, "the answer to the COMMIT of its transactional step's writes and completion was lost") ||
 		!strings.Contains(handBack, "so the commit did not land and nothing the handler wrote is kept") {
-		t.Errorf("attempt 1 ended with %q", handBack)
+		t.Errorf("the log does not say why the task was requeued:\n%s", handBack)
 	}
 }
 
@@ -481,4 +482,47 @@ flows:
 	if n != 1 || key != run+":call:0" || attempt != 1 {
 		t.Errorf("app.mail: %d rows, key %q, attempt %d; want the first attempt's one row keyed %s:call:0", n, key, attempt, run)
 	}
+}
+
+// A TypeScript handler in a transactional step catches a failed statement and goes on, as
+// with postgres.js: its writes before and after (one in a sql.begin block) commit with its
+// completion, once; an attempt that fails after writing leaves nothing, and its retry writes
+// the rows once.
+func TestACaughtStatementLeavesTheTaskExactlyOnce(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	role := db.Ledger(t)
+	f := flows(t, fmt.Sprintf(`
+flows:
+  - slug: caught
+    max_attempts: 2
+    base_delay: 0
+    sql: {role: %s}
+    steps:
+      - {slug: call, module: "{{caught_ts}}"}
+`, role))
+	w := startWorker(t, db.Pool, f, worker.Config{})
+	ok := startRun(t, db.Pool, "caught", `{}`)
+	retried := startRun(t, db.Pool, "caught", `{"fail": true}`)
+	for _, c := range []struct {
+		run      string
+		attempts int
+	}{{ok, 1}, {retried, 2}} {
+		if r := waitRun(t, db.Pool, c.run, 60*time.Second); r.Status != "completed" {
+			t.Fatalf("run %s: %s (%s)", c.run, r.Status, r.Error)
+		}
+		k := taskOf(t, db.Pool, c.run)
+		jsonEqual(t, []byte(k.Output), `{"code": "22P02", "n": 2, "total": 3}`)
+		if k.Attempts != c.attempts {
+			t.Errorf("run %s: %d attempts, want %d", c.run, k.Attempts, c.attempts)
+		}
+		if n := ledgerRows(t, db, "where run_id = '"+c.run+"'"); n != 2 {
+			t.Errorf("run %s: %d rows, want 2", c.run, n)
+		}
+	}
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		c := testutil.ToFloat64(w.Metrics.SQLTransactions.WithLabelValues("caught", "call", "committed"))
+		rb := testutil.ToFloat64(w.Metrics.SQLTransactions.WithLabelValues("caught", "call", "rolled_back"))
+		return c == 2 && rb == 1, fmt.Sprintf("committed %v, rolled back %v; want 2 and 1", c, rb)
+	})
 }

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/requeueguard"
 )
 
@@ -49,7 +49,7 @@ const (
 
 // knownTask is one task from launch until its outcome is written.
 type knownTask struct {
-	task poller.Task
+	task fetched.Task
 	// cancel stops the handler with a cause (a *cancelled); nil once the handler ended.
 	cancel context.CancelCauseFunc
 }
@@ -59,10 +59,10 @@ type taskKey struct {
 	index     int
 }
 
-func keyOf(t *poller.Task) taskKey { return taskKey{t.RunID, t.StepSlug, t.TaskIndex} }
+func keyOf(t *fetched.Task) taskKey { return taskKey{t.RunID, t.StepSlug, t.TaskIndex} }
 
 // add records a task about to run and returns the context its handler runs under.
-func (s *taskSet) add(parent context.Context, t *poller.Task) context.Context {
+func (s *taskSet) add(parent context.Context, t *fetched.Task) context.Context {
 	ctx, cancel := context.WithCancelCause(parent)
 	s.mu.Lock()
 	if s.tasks == nil {
@@ -76,7 +76,7 @@ func (s *taskSet) add(parent context.Context, t *poller.Task) context.Context {
 // handlerEnded marks a task's handler as ended: it can no longer be cancelled. Only the
 // same attempt's entry is touched: a task taken back and started again on this worker
 // while its earlier attempt still ran has the later attempt's entry.
-func (s *taskSet) handlerEnded(t *poller.Task) {
+func (s *taskSet) handlerEnded(t *fetched.Task) {
 	s.mu.Lock()
 	if k := s.tasks[keyOf(t)]; k != nil && k.cancel != nil && k.task.Attempt == t.Attempt {
 		k.cancel(nil) // releases the context's resources
@@ -99,10 +99,10 @@ func (s *taskSet) startedBefore(t time.Time) []requeueguard.Task {
 }
 
 // running returns the tasks whose handlers run and were started before t.
-func (s *taskSet) running(before time.Time) []poller.Task {
+func (s *taskSet) running(before time.Time) []fetched.Task {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []poller.Task
+	var out []fetched.Task
 	for _, k := range s.tasks {
 		if k.cancel != nil && k.task.StartedAt.Before(before) {
 			out = append(out, k.task)
@@ -141,7 +141,7 @@ func (s *taskSet) cancelRun(runID string, why *cancelled) int {
 }
 
 // wrote records that an attempt's outcome was committed, forgetting old records.
-func (s *taskSet) wrote(t *poller.Task, now time.Time) {
+func (s *taskSet) wrote(t *fetched.Task, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.written == nil {
@@ -165,7 +165,7 @@ func (s *taskSet) writtenAt(k taskKey, attempt int) (time.Time, bool) {
 	return at, ok && time.Since(at) <= writtenFor
 }
 
-func (s *taskSet) remove(t *poller.Task) {
+func (s *taskSet) remove(t *fetched.Task) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := s.tasks[keyOf(t)]
@@ -179,7 +179,7 @@ func (s *taskSet) remove(t *poller.Task) {
 }
 
 // forget drops a task whose outcome the worker cannot know, remembering why.
-func (s *taskSet) forget(t *poller.Task, reason string) {
+func (s *taskSet) forget(t *fetched.Task, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if k := s.tasks[keyOf(t)]; k != nil && k.task.Attempt == t.Attempt {

@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 )
 
 // TaskTraceEnv names a file the worker appends one JSON line per written task to: when its
 // fetch loop woke for the task and why, when the fetch began and returned, when the handler
 // started and ended, when the outcome's write began and when its commit came back (Unix
 // microseconds, this machine's clock). It is the benchmark's instrument for where a chain's
-// step-to-step hop goes (`pgflow-wasm bench`, docs/benchmarks.md); unset, nothing is
+// step-to-step hop goes (`pgflow-wasm-bench`, docs/benchmarks.md); unset, nothing is
 // recorded and nothing is paid.
 const TaskTraceEnv = "PGFLOW_WASM_TASK_TRACE"
 
@@ -57,7 +57,7 @@ func openTaskTrace() (*taskTrace, error) {
 	return &taskTrace{f: f, m: map[writtenKey]*TraceLine{}}, nil
 }
 
-func (tt *taskTrace) line(t *poller.Task) *TraceLine {
+func (tt *taskTrace) line(t *fetched.Task) *TraceLine {
 	k := writtenKey{keyOf(t), t.Attempt}
 	l := tt.m[k]
 	if l == nil {
@@ -68,7 +68,7 @@ func (tt *taskTrace) line(t *poller.Task) *TraceLine {
 }
 
 // fetched records the fetch that started t.
-func (tt *taskTrace) fetched(t *poller.Task, cause string, woke, began, fetched time.Time) {
+func (tt *taskTrace) fetched(t *fetched.Task, cause string, woke, began, fetched time.Time) {
 	if tt == nil {
 		return
 	}
@@ -79,7 +79,7 @@ func (tt *taskTrace) fetched(t *poller.Task, cause string, woke, began, fetched 
 }
 
 // handler records when t's handler started (end false) or ended (end true).
-func (tt *taskTrace) handler(t *poller.Task, end bool) {
+func (tt *taskTrace) handler(t *fetched.Task, end bool) {
 	if tt == nil {
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -25,36 +26,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/backoff"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/fetchlease"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/heartbeat"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/requeueguard"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/stepmodule"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/step"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
-)
-
-// Signal chooses how a worker learns that new tasks wait.
-type Signal string
-
-// Signals.
-const (
-	// SignalPolling reads the queue with decorrelated-jitter backoff between
-	// MinPollInterval and MaxPollInterval, back to the minimum whenever work is found.
-	SignalPolling Signal = "polling"
-	// SignalNotify LISTENs for the queue's insert notifications, with a fallback poll
-	// every NotifyFallback.
-	SignalNotify Signal = "notify"
 )
 
 // ErrRestart is returned by Run when the worker stopped itself because handler calls
@@ -69,7 +55,7 @@ type Config struct {
 	Log     *slog.Logger       // [slog.Default()]
 	Metrics *telemetry.Metrics // optional
 	Health  *telemetry.Health  // optional
-	Hooks   Hooks              // optional
+	Hooks   pgflowtype.Hooks   // optional
 
 	Concurrency int // tasks running at once across all flows [32]
 	BatchSize   int // messages per read [32]
@@ -77,7 +63,7 @@ type Config struct {
 	// Signal is how the worker learns of new tasks [SignalNotify: a queue that cannot notify
 	// is polled instead]. Notify starts a run's first task within milliseconds of an idle
 	// minute, where polling waited for its backoff (1.4-3.9 s measured after a minute idle).
-	Signal          Signal
+	Signal          pgflowtype.Signal
 	MinPollInterval time.Duration // [100ms]
 	MaxPollInterval time.Duration // [5s]
 	// NotifyFallback is how often a notified flow polls anyway: messages that become visible
@@ -112,6 +98,10 @@ type Config struct {
 	AttemptHistory  time.Duration
 	MaxAbandoned    int // abandoned sandbox calls that make the worker restart itself [4]
 	CompletionBatch int // outcomes per write transaction [100]
+	// PgflowCheckInterval is how often the worker looks whether pgflow was changed under it
+	// (a catalogue fingerprint, pgflowwatch.go); errors that say so make it look at once [5s].
+	// Negative: only errors make it look.
+	PgflowCheckInterval time.Duration
 	// CompletionWriters is how many write transactions may be in flight at once [2]:
 	// complete_task is heavy, and one transaction at a time keeps one database core busy.
 	CompletionWriters int
@@ -143,7 +133,7 @@ func (c Config) WithDefaults() Config {
 		c.BatchSize = 32
 	}
 	if c.Signal == "" {
-		c.Signal = SignalNotify
+		c.Signal = pgflowtype.SignalNotify
 	}
 	def(&c.MinPollInterval, 100*time.Millisecond)
 	def(&c.MaxPollInterval, 5*time.Second)
@@ -162,6 +152,9 @@ func (c Config) WithDefaults() Config {
 	}
 	def(&c.DrainTimeout, 30*time.Second)
 	def(&c.CancelCheckInterval, 500*time.Millisecond)
+	if c.PgflowCheckInterval == 0 {
+		c.PgflowCheckInterval = 5 * time.Second
+	}
 	def(&c.AttemptHistory, 7*24*time.Hour)
 	if c.MaxAbandoned <= 0 {
 		c.MaxAbandoned = 4
@@ -197,10 +190,13 @@ type Worker struct {
 	// are launched; the drain takes it (write) to end claims, so none launches a task
 	// while it waits for the running ones (claim.go).
 	claimGate sync.RWMutex
-	noClaims  bool            // guarded by claimGate
-	known     taskSet         // tasks launched whose outcome is not written yet (orphans.go)
-	proto     schema.Protocol // the pgflow the database speaks, read at Run
-	running   sync.WaitGroup  // tasks in flight
+	noClaims  bool           // guarded by claimGate
+	known     taskSet        // tasks launched whose outcome is not written yet (orphans.go)
+	running   sync.WaitGroup // tasks in flight
+	// proto is the pgflow the database speaks, read at Run and again whenever pgflow changes
+	// under the worker (pgflowwatch.go); upgrade is that watch's state.
+	proto   atomic.Pointer[schema.Protocol]
+	upgrade upgradeState
 
 	// runCtx is the context handlers run under; it is cancelled only when the drain
 	// deadline passes, never by the first shutdown signal.
@@ -221,6 +217,9 @@ type Worker struct {
 	stepProofKey []byte
 	prunedAt     time.Time  // the recovery loop's last prune of the history
 	trace        *taskTrace // TaskTraceEnv's recorder; nil records nothing
+	// ownRequeues counts, per task, the requeues of the hand-back that gave the attempt
+	// back (orphans.go); only the recovery loop touches it.
+	ownRequeues map[taskKey]int
 }
 
 // flowState is one served flow.
@@ -253,11 +252,11 @@ type queueState struct {
 	notified bool // inserts notify (--signal notify): idle, it waits for them
 	starved  atomic.Bool
 	// Fetch lease state, touched only by the queue's own loop (leases.go).
-	fullSince    time.Time       // when the loop last found every handler slot taken, while it still is
-	leaseRetryAt time.Time       // no lease: when to ask again
-	leaseRetry   backoff.Backoff // no lease: the wait before asking again, growing while refused
-	fetchTime    ewma            // how long its fetches take
-	lastTasksAt  time.Time       // when a read last found tasks
+	fullSince    time.Time   // when the loop last found every handler slot taken, while it still is
+	leaseRetryAt time.Time   // no lease: when to ask again
+	leaseRetry   kit.Backoff // no lease: the wait before asking again, growing while refused
+	fetchTime    ewma        // how long its fetches take
+	lastTasksAt  time.Time   // when a read last found tasks
 	// foundTasks: a claim of successors (claim.go) started tasks of this queue since the
 	// loop last looked, so its polling backoff starts again from the shortest interval.
 	foundTasks atomic.Bool
@@ -297,10 +296,11 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 	}
 	w := &Worker{cfg: cfg, log: cfg.Log, byFlow: map[string]*flowState{}, byWorker: map[string]*flowState{}, stop: make(chan struct{}),
 		started: make(chan struct{})}
+	w.upgrade.checkNow = make(chan struct{}, 1)
 	w.global = &slots{max: cfg.Concurrency, onFree: w.wakeStarved}
 	w.runCtx, w.cancelRun = context.WithCancel(context.Background())
 	for _, fl := range cfg.Flows.Flows {
-		fs := &flowState{def: fl, workerID: uuidv4.New(), steps: map[string]*stepState{}}
+		fs := &flowState{def: fl, workerID: kit.NewUUID(), steps: map[string]*stepState{}}
 		if cfg.Metrics != nil {
 			fs.inFlight = cfg.Metrics.InFlight.WithLabelValues(fl.Slug)
 		}
@@ -308,15 +308,13 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 			fs.slots = &slots{max: fl.MaxConcurrency, onFree: fs.ring}
 		}
 		for _, s := range fl.Served() {
-			mc := s.ModuleConfig()
-			mc.Capabilities = StepCapabilities(cfg.Flows, fl, s, cfg.Metrics, cfg.Log)
-			mod, err := stepmodule.Load(ctx, cfg.Engine, s, mc)
+			mod, err := step.Load(ctx, cfg.Engine, cfg.Flows, fl, s, cfg.Metrics, cfg.Log)
 			if err != nil {
 				w.closeModules(ctx)
 				return nil, fmt.Errorf("%s:%d: flow %q step %q: %w", cfg.Flows.Path, s.ModuleLine, fl.Slug, s.Slug, err)
 			}
 			st := &stepState{def: s, module: mod, metrics: newStepMetrics(cfg.Metrics, fl.Slug, s.Slug),
-				sql: w.sqlGrant(cfg.Flows, fl, s), ctxShape: StepShape(s)}
+				sql: w.sqlGrant(cfg.Flows, fl, s), ctxShape: step.Shape(s)}
 			for _, dep := range fl.Dependents(s.Slug) {
 				st.hasDependents = true
 				d := fl.Step(dep)
@@ -343,8 +341,11 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 		w.leases = fetchlease.New(fetchlease.Config{Pool: cfg.Pool, Slots: max(cfg.FetchLeases, 1), Log: w.log})
 	}
 	w.done = completer.New(cfg.Pool, completer.Config{MaxBatch: cfg.CompletionBatch, Writers: cfg.CompletionWriters,
-		OnWritten: w.onWritten, Log: w.log, OnError: func(err error) { w.dbError("write outcomes", err) }, Claim: w.claimSuccessors,
-		AwaitedAtOnce: true})
+		OnWritten: w.onWritten, Log: w.log, Claim: w.claimSuccessors,
+		OnError: func(err error) {
+			w.dbError("write outcomes", err)
+			w.pgflowSuspect(err)
+		}})
 	return w, nil
 }
 
@@ -372,7 +373,7 @@ func (w *Worker) moduleSources() []string {
 	var out []string
 	for _, fs := range w.flows {
 		for _, st := range fs.steps {
-			out = append(out, stepmodule.Sources(st.module)...)
+			out = append(out, step.Sources(st.module)...)
 		}
 	}
 	return out
@@ -396,11 +397,19 @@ func (w *Worker) Stop() { w.stopOnce.Do(func() { close(w.stop) }) }
 func (w *Worker) Run(ctx context.Context) error {
 	defer w.closeModules(context.WithoutCancel(ctx))
 	defer w.trace.close()
+	// The fingerprint and the newest migration first: a change after them is then seen by
+	// the first check, or refused by the first fetch.
+	catalogue, err := schema.CatalogueFingerprint(ctx, w.cfg.Pool)
+	if err != nil {
+		return err
+	}
+	w.upgrade.catalogue = catalogue
+	w.upgrade.newest, w.upgrade.release = schema.NewestMigration(ctx, w.cfg.Pool)
 	proto, err := checkSchema(ctx, w.cfg.Pool)
 	if err != nil {
 		return err
 	}
-	w.proto = proto
+	w.proto.Store(&proto)
 	if err := w.checkSQLRoles(ctx); err != nil {
 		return err
 	}
@@ -450,6 +459,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.leases.Close(context.WithoutCancel(ctx)) // other workers read what is left
 	}
 	w.drain()
+	w.stopLateServices()
 	services.Stop()
 	w.log.Info("worker stopped")
 	if w.restart.Load() {
@@ -464,15 +474,14 @@ func (w *Worker) services(listen *poller.Listener) []service.Service {
 	for i, fs := range w.flows {
 		rows[i] = heartbeat.Row{WorkerID: fs.workerID, Queue: fs.def.Slug}
 	}
-	out := []service.Service{
-		heartbeat.New(heartbeat.Config{Pool: w.cfg.Pool, Rows: rows, Interval: w.cfg.HeartbeatInterval,
-			StoppedAt: w.proto.StoppedAt, ProcessMode: w.proto.StartModes, Log: w.log, Health: w.cfg.Health, OnDeprecated: w.deprecated}),
+	proto := w.pgflow()
+	w.upgrade.heartbeat = heartbeat.New(heartbeat.Config{Pool: w.cfg.Pool, Rows: rows, Interval: w.cfg.HeartbeatInterval,
+		StoppedAt: proto.StoppedAt, ProcessMode: proto.StartModes, Log: w.log, Health: w.cfg.Health, OnDeprecated: w.deprecated})
+	out := []service.Service{w.upgrade.heartbeat}
+	if g := w.requeueGuard(proto); g != nil {
+		out = append(out, g)
 	}
-	if w.proto.Requeue && w.cfg.RequeueGuardAfter > 0 {
-		out = append(out, requeueguard.New(requeueguard.Config{Pool: w.cfg.Pool, Interval: w.cfg.RequeueGuardInterval,
-			After: w.cfg.RequeueGuardAfter, StartedBefore: w.known.startedBefore, Log: w.log}))
-	}
-	out = append(out, service.NewLoop(w.recoveryLoop), service.NewLoop(w.cancelWatch), w.done)
+	out = append(out, service.NewLoop(w.recoveryLoop), service.NewLoop(w.cancelWatch), w.done, service.NewLoop(w.pgflowWatch))
 	if s := w.scheduler(); s != nil {
 		out = append(out, s)
 	}

@@ -12,9 +12,9 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 )
 
@@ -304,7 +304,7 @@ flows:
 	if _, err := compile.Compile(ctx, db.Pool, f, compile.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	dead := uuidv4.New()
+	dead := kit.NewUUID()
 	id := startRun(t, db.Pool, "orphan", `{"value": "survivor"}`)
 	if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name, last_heartbeat_at)
 		values ($1::uuid, 'orphan', 'dead-worker', now() - interval '1 hour')`, dead); err != nil {
@@ -321,10 +321,17 @@ flows:
 		t.Fatalf("run: %s (%s)", r.Status, r.Error)
 	}
 	jsonEqual(t, r.Output, `{"e": "survivor"}`)
+	// Requeued as pgflow's requeue_stalled_tasks requeues: no error on pgflow's row, the next
+	// start counted; the attempt history keeps why attempt 1 ended.
 	task := taskOf(t, db.Pool, id)
-	attempts, msg := task.Attempts, task.Error
-	if attempts != 2 || !strings.Contains(msg, "stopped heartbeating") {
-		t.Errorf("attempts %d, last error %q: want attempt 2 after a recovery that names the dead worker", attempts, msg)
+	var why string
+	if err := db.Pool.QueryRow(ctx, `select error_message from pgflow_wasm.task_attempts where run_id = $1::uuid and attempt = 1`, id).
+		Scan(&why); err != nil {
+		t.Fatalf("the attempt history of the requeued attempt: %v", err)
+	}
+	if task.Attempts != 2 || task.Error != "" || !strings.Contains(why, "stopped heartbeating") {
+		t.Errorf("attempts %d, error %q, attempt 1 ended with %q: want attempt 2, no error, a reason naming the dead worker",
+			task.Attempts, task.Error, why)
 	}
 }
 

@@ -6,247 +6,89 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
 )
 
-// allowedFirst are the statements a handler may run: those that read or write rows. Every
-// other command (SET, RESET, BEGIN, COMMIT, COPY, LISTEN, NOTIFY, DO, CALL, PREPARE,
-// EXECUTE, CREATE, GRANT, ...) is refused by its first word.
-var allowedFirst = map[string]bool{
-	"select": true, "insert": true, "update": true, "delete": true,
-	"with": true, "values": true, "table": true, "merge": true,
+// ErrRefused is the error code of a statement the filter refused.
+const ErrRefused = abi.ErrSQLRefused
+
+func refuse(format string, args ...any) *Error { return Errorf(ErrRefused, "refused", format, args...) }
+
+// Why a function is refused; each says what the call would do that the step's role and
+// grants do not bound, or that the filter cannot check.
+const (
+	whySettings = "it changes settings, the role among them (a step runs with the role and settings the worker gave its task)"
+	whyRunsSQL  = "it runs a string as SQL, which the filter cannot read (write that query in the statement itself)"
+	whyFiles    = "it reaches the server's files"
+	whyServer   = "it acts on other sessions or on the server itself"
+	whyNotify   = "it sends notifications, on the worker's and pgflow's channels too (write rows instead)"
+	whyAdvisory = "it takes an advisory lock, in a space every session of the database shares: " +
+		"it may block the worker's own locks and other tasks'"
+	whyOutlives = "its effect is outside the transaction and outlives the task (replication slots and origins, WAL messages)"
+)
+
+// refusedFuncs are the functions a handler may not call, by name in any schema; the
+// families in refusedPrefixes below. A name is PostgreSQL's, as the parser reads it: an
+// unquoted name folded to lower case, a quoted one exact (no built-in is spelt "TS_STAT").
+//
+// The built-ins that run a string as SQL or plan a query given as text were found in
+// PostgreSQL 15's catalogue (pg_proc: the C functions that run statements through SPI with
+// a text or cursor argument): query_to_xml and its xmlschema variants, cursor_to_xml*,
+// ts_stat (both forms), and ts_rewrite(tsquery, text) (refused in both forms: the form is
+// chosen by argument types, which the filter does not know). table_to_xml*, schema_to_xml*
+// and database_to_xml* build their query from names and are refused with the family.
+// Extensions' string runners are refused by name too: dblink*, tablefunc's crosstab* and
+// connectby, xml2's xpath_table.
+//
+// Left allowed, on purpose: xpath and the other XML functions (they evaluate XPath, never
+// SQL); pg_get_* (they print definitions); the lo_* functions other than lo_import and
+// lo_export (large objects are rows of pg_largeobject, bounded by their owners' grants,
+// and roll back with the transaction); txid_* and pg_current_xact_id (they read or assign
+// the transaction's id, as any write does); current_setting (it reads what SHOW shows).
+var refusedFuncs = map[string]string{
+	"set_config":   whySettings,
+	"ts_stat":      whyRunsSQL,
+	"ts_rewrite":   whyRunsSQL,
+	"connectby":    whyRunsSQL,
+	"xpath_table":  whyRunsSQL,
+	"pg_stat_file": whyFiles, "pg_logdir_ls": whyFiles, "lo_import": whyFiles, "lo_export": whyFiles,
+	"pg_notify":            whyNotify,
+	"pg_terminate_backend": whyServer, "pg_cancel_backend": whyServer, "pg_reload_conf": whyServer,
+	"pg_rotate_logfile": whyServer, "pg_promote": whyServer, "pg_log_backend_memory_contexts": whyServer,
+	"pg_logical_emit_message": whyOutlives, "pg_drop_replication_slot": whyOutlives,
+	"pg_replication_slot_advance": whyOutlives,
 }
 
-// Functions a handler may not call, whatever its role may: they change settings (the role
-// among them), run a string as SQL, reach the server's files or other sessions, send
-// notifications on the worker's channels, or take advisory locks (session-level ones
-// would outlive the task on a pooled connection; any may block the worker's own locks).
-var refusedFuncs = map[string]bool{
-	"set_config": true, "pg_stat_file": true, "lo_import": true, "lo_export": true,
-	"pg_notify": true, "pg_terminate_backend": true, "pg_cancel_backend": true,
-	"pg_reload_conf": true, "pg_rotate_logfile": true, "pg_promote": true,
+var refusedPrefixes = []struct{ prefix, why string }{
+	{"query_to_xml", whyRunsSQL}, {"cursor_to_xml", whyRunsSQL}, {"table_to_xml", whyRunsSQL},
+	{"schema_to_xml", whyRunsSQL}, {"database_to_xml", whyRunsSQL}, {"dblink", whyRunsSQL},
+	{"crosstab", whyRunsSQL},
+	{"pg_read_", whyFiles}, {"pg_ls_", whyFiles}, {"pg_file_", whyFiles},
+	{"pg_advisory_", whyAdvisory}, {"pg_try_advisory_", whyAdvisory},
+	{"pg_create_physical_replication_slot", whyOutlives}, {"pg_create_logical_replication_slot", whyOutlives},
+	{"pg_copy_physical_replication_slot", whyOutlives}, {"pg_copy_logical_replication_slot", whyOutlives},
+	{"pg_logical_slot_", whyOutlives}, {"pg_replication_origin_", whyOutlives},
 }
 
-// refusedPrefixes refuse families: pg_read_file and pg_read_binary_file, pg_ls_dir and
-// the other pg_ls_*, adminpack's pg_file_*, dblink*, the *_to_xml functions that run a
-// query they are given, and the advisory locks.
-var refusedPrefixes = []string{"pg_read_", "pg_ls_", "pg_file_", "dblink", "query_to_xml", "cursor_to_xml",
-	"table_to_xml", "schema_to_xml", "database_to_xml", "pg_advisory_", "pg_try_advisory_"}
-
-func refusedFunc(name string) bool {
-	name = strings.ToLower(name)
-	if refusedFuncs[name] {
-		return true
+// refusedFunc says why name may not be called; "" when it may.
+func refusedFunc(name string) string {
+	if why, ok := refusedFuncs[name]; ok {
+		return why
 	}
 	for _, p := range refusedPrefixes {
-		if strings.HasPrefix(name, p) {
-			return true
+		if strings.HasPrefix(name, p.prefix) {
+			return p.why
 		}
 	}
-	return false
+	return ""
 }
 
-// Check refuses a statement the filter does not let through; nil when it may run. It reads
-// the text as PostgreSQL's lexer does (comments, quoted identifiers, string constants of
-// every kind, dollar quoting) and looks at: the first word, after comments and opening
-// parentheses; a semicolon followed by anything but comments; and every name called as a
-// function, its quoted form included, outside string constants and comments.
-func Check(sql string) *Error {
-	toks, err := lex(sql)
-	if err != nil {
-		return err
-	}
-	refuse := func(format string, args ...any) *Error { return Errorf(ErrRefused, "refused", format, args...) }
-	i := 0
-	for i < len(toks) && toks[i].text == "(" && !toks[i].word {
-		i++
-	}
-	if i == len(toks) {
-		return refuse("the statement is empty")
-	}
-	first := toks[i]
-	if !first.word || first.quoted || !allowedFirst[strings.ToLower(first.text)] {
-		return refuse("%s statements are not allowed: a handler runs only SELECT, INSERT, UPDATE, DELETE, MERGE, "+
-			"WITH, VALUES and TABLE (the step's role and its grants decide what they may touch)", describe(first))
-	}
-	for j, t := range toks {
-		switch {
-		case !t.word && t.text == ";":
-			if j+1 < len(toks) {
-				return refuse("one statement per call: the text goes on after a semicolon (send each statement in a call of its own)")
-			}
-		case !t.word && t.text == "(" && j > 0 && toks[j-1].word && refusedFunc(toks[j-1].text):
-			return refuse("calling %s is not allowed: it would change settings or the role, run a string as SQL, "+
-				"reach the server's files or other sessions, notify, or take advisory locks", strings.ToLower(toks[j-1].text))
-		}
+// nulByte refuses a statement with a NUL byte: PostgreSQL's protocol and libpg_query both
+// end a statement's text there, so what follows would be read by no one the same way.
+func nulByte(sql string) *Error {
+	if strings.IndexByte(sql, 0) >= 0 {
+		return refuse("the statement contains a NUL byte (\\u0000 in the request's JSON): remove it")
 	}
 	return nil
 }
 
-// ErrRefused is the error code of a statement the filter refused.
-const ErrRefused = abi.ErrSQLRefused
-
-func describe(t token) string {
-	if !t.word {
-		return "statements starting with " + quoteShort(t.text)
-	}
-	return strings.ToUpper(t.text)
+func refuseCall(name string) *Error {
+	return refuse("calling %s is not allowed: %s", name, refusedFunc(name))
 }
-
-func quoteShort(s string) string {
-	if len(s) > 20 {
-		s = s[:20] + "..."
-	}
-	return "\"" + s + "\""
-}
-
-// token is a word (a keyword or an identifier, quoted or not) or one punctuation byte;
-// comments, whitespace, string constants, numbers and parameters are dropped.
-type token struct {
-	text   string
-	word   bool
-	quoted bool
-}
-
-// lex splits sql the way PostgreSQL's scanner does, as far as the filter needs. It errs on
-// the side of refusing: a text it cannot read to the end is refused.
-func lex(sql string) ([]token, *Error) {
-	var toks []token
-	unterminated := func(what string) *Error {
-		return Errorf(ErrRefused, "refused", "the statement has an unterminated %s", what)
-	}
-	n := len(sql)
-	for i := 0; i < n; {
-		c := sql[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
-			i++
-		case c == '-' && i+1 < n && sql[i+1] == '-':
-			for i < n && sql[i] != '\n' && sql[i] != '\r' {
-				i++
-			}
-		case c == '/' && i+1 < n && sql[i+1] == '*':
-			// Comments nest in PostgreSQL.
-			depth := 0
-			for {
-				if i+1 >= n {
-					return nil, unterminated("comment")
-				}
-				if sql[i] == '/' && sql[i+1] == '*' {
-					depth++
-					i += 2
-				} else if sql[i] == '*' && sql[i+1] == '/' {
-					depth--
-					i += 2
-					if depth == 0 {
-						break
-					}
-				} else {
-					i++
-				}
-			}
-		case c == '\'':
-			end, ok := skipQuoted(sql, i, '\'', false)
-			if !ok {
-				return nil, unterminated("string constant")
-			}
-			i = end
-		case c == '"':
-			end, ok := skipQuoted(sql, i, '"', false)
-			if !ok {
-				return nil, unterminated("quoted identifier")
-			}
-			toks = append(toks, token{text: strings.ReplaceAll(sql[i+1:end-1], `""`, `"`), word: true, quoted: true})
-			i = end
-		case c == '$' && i+1 < n && isDigit(sql[i+1]):
-			i++ // a parameter: $1
-			for i < n && isDigit(sql[i]) {
-				i++
-			}
-		case c == '$':
-			tagEnd := i + 1
-			for tagEnd < n && isIdentCont(sql[tagEnd]) && sql[tagEnd] != '$' {
-				tagEnd++
-			}
-			if tagEnd >= n || sql[tagEnd] != '$' || (tagEnd > i+1 && isDigit(sql[i+1])) {
-				toks = append(toks, token{text: "$"})
-				i++
-				continue
-			}
-			tag := sql[i : tagEnd+1]
-			close := strings.Index(sql[tagEnd+1:], tag)
-			if close < 0 {
-				return nil, unterminated("dollar-quoted string")
-			}
-			i = tagEnd + 1 + close + len(tag)
-		case isIdentStart(c):
-			j := i + 1
-			for j < n && isIdentCont(sql[j]) {
-				j++
-			}
-			word := sql[i:j]
-			if j < n && sql[j] == '\'' && len(word) == 1 {
-				// E'...' (backslash escapes), B'...', X'...', N'...': string constants.
-				end, ok := skipQuoted(sql, j, '\'', word == "e" || word == "E")
-				if !ok {
-					return nil, unterminated("string constant")
-				}
-				i = end
-				continue
-			}
-			if (word == "u" || word == "U") && j+1 < n && sql[j] == '&' && (sql[j+1] == '\'' || sql[j+1] == '"') {
-				if sql[j+1] == '"' {
-					// A Unicode-escaped identifier could spell any name: refused outright.
-					return nil, Errorf(ErrRefused, "refused", `Unicode-escaped identifiers (U&"...") are not allowed: write the name plainly`)
-				}
-				end, ok := skipQuoted(sql, j+1, '\'', false)
-				if !ok {
-					return nil, unterminated("string constant")
-				}
-				i = end
-				continue
-			}
-			toks = append(toks, token{text: strings.ToLower(word), word: true})
-			i = j
-		case isDigit(c) || (c == '.' && i+1 < n && isDigit(sql[i+1])):
-			// Digits, a point and an exponent; letters after them start a new word, which
-			// only ever makes the filter stricter.
-			i++
-			for i < n && (isDigit(sql[i]) || sql[i] == '.' || sql[i] == '_') {
-				i++
-			}
-		default:
-			toks = append(toks, token{text: string(c)})
-			i++
-		}
-	}
-	return toks, nil
-}
-
-// skipQuoted returns the index after the closing quote of the constant or identifier that
-// opens at sql[start]; a doubled quote stands for itself, and with backslashes a backslash
-// escapes the next byte (E'...' strings).
-func skipQuoted(sql string, start int, q byte, backslashes bool) (int, bool) {
-	for i := start + 1; i < len(sql); i++ {
-		switch sql[i] {
-		case '\\':
-			if backslashes {
-				i++
-			}
-		case q:
-			if i+1 < len(sql) && sql[i+1] == q {
-				i++
-				continue
-			}
-			return i + 1, true
-		}
-	}
-	return 0, false
-}
-
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
-
-// isIdentStart and isIdentCont follow PostgreSQL: letters, _, any byte of a multi-byte
-// character; then digits and $ too.
-func isIdentStart(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c >= 0x80
-}
-
-func isIdentCont(c byte) bool { return isIdentStart(c) || isDigit(c) || c == '$' }

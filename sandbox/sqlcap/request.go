@@ -10,9 +10,24 @@ import (
 )
 
 // Request is one statement and its parameters, parsed from the guest's JSON
-// {"sql": "...", "params": [...]}.
+// {"sql": "...", "params": [...]} (abi/SPEC.md, SQL), with optional keys: "param_types",
+// "typed", "savepoint"; or a transaction request {"tx": "begin" | "commit" | "rollback"},
+// which the host turns into BEGIN or SAVEPOINT statements of its own (the guest's text can
+// never hold transaction control: the filter refuses it).
 type Request struct {
 	SQL string
+	// Tx is "begin", "commit" or "rollback" for a transaction request (SQL is then empty).
+	Tx string
+	// ParamTypes are the type OIDs of the parameters (0: inferred); shorter than Params or
+	// nil leaves the rest inferred.
+	ParamTypes []uint32
+	// Typed asks for the result with a "types" array (each column's type OID) and every
+	// value as PostgreSQL's text of it (null for NULL): the guest decodes the types.
+	Typed bool
+	// Savepoint asks for the statement to run inside a savepoint of its own when it runs in
+	// a transaction that outlives it (a transactional step's task): a failure then rolls
+	// back that statement alone and the transaction goes on.
+	Savepoint bool
 	// Params are the values of $1, $2, ... in PostgreSQL's text form, nil for NULL. They
 	// travel as parameters of the extended protocol with no declared type, so PostgreSQL
 	// infers each from where it is used (cast with $1::int where it cannot), and a value is
@@ -35,15 +50,29 @@ func ParseRequest(b []byte) (Request, *Error) {
 	dec.UseNumber()
 	dec.DisallowUnknownFields()
 	var raw struct {
-		SQL    *string           `json:"sql"`
-		Params []json.RawMessage `json:"params"`
+		SQL        *string           `json:"sql"`
+		Params     []json.RawMessage `json:"params"`
+		ParamTypes []uint32          `json:"param_types"`
+		Typed      bool              `json:"typed"`
+		Savepoint  bool              `json:"savepoint"`
+		Tx         string            `json:"tx"`
 	}
 	if err := dec.Decode(&raw); err != nil {
 		// The decoder's message may quote the input: say only what is expected.
-		return bad(`the request is not a JSON object like {"sql": "select ...", "params": [...]} with only those two keys`)
+		return bad(`the request is not a JSON object like {"sql": "select ...", "params": [...]} (keys: sql, params, ` +
+			`param_types, typed, savepoint) or {"tx": "begin"}`)
 	}
 	if dec.More() {
 		return bad("the request has more than one JSON value")
+	}
+	if raw.Tx != "" {
+		switch {
+		case raw.Tx != "begin" && raw.Tx != "commit" && raw.Tx != "rollback":
+			return bad(`"tx" is "begin", "commit" or "rollback"`)
+		case raw.SQL != nil || raw.Params != nil || raw.ParamTypes != nil:
+			return bad(`a "tx" request has no "sql", "params" or "param_types": the host writes the transaction's statements`)
+		}
+		return Request{Tx: raw.Tx}, nil
 	}
 	if raw.SQL == nil || *raw.SQL == "" {
 		return bad(`the request has no "sql" string`)
@@ -51,7 +80,11 @@ func ParseRequest(b []byte) (Request, *Error) {
 	if len(raw.Params) > MaxParams {
 		return bad("%d parameters: a statement takes at most %d", len(raw.Params), MaxParams)
 	}
-	req := Request{SQL: *raw.SQL, Params: make([][]byte, len(raw.Params))}
+	if len(raw.ParamTypes) > len(raw.Params) {
+		return bad(`"param_types" has %d types for %d parameters`, len(raw.ParamTypes), len(raw.Params))
+	}
+	req := Request{SQL: *raw.SQL, Params: make([][]byte, len(raw.Params)), ParamTypes: raw.ParamTypes,
+		Typed: raw.Typed, Savepoint: raw.Savepoint}
 	for i, p := range raw.Params {
 		v, ok := paramText(p)
 		if !ok {

@@ -1,8 +1,8 @@
 -- pgflow-wasm: the attempts of a task that pgflow's own row forgets. pgflow keeps one row per
 -- task and overwrites its started_at, last_worker_id and error_message on every retry; a row
 -- here is written in the same transaction as each fail_task of pgflow-wasm's (a handler's
--- failure, or recovery handing back a dead worker's task), so every failed attempt keeps its
--- start, end, worker and error. The attempt that ends a task is the one on pgflow's row.
+-- failure) and each requeue of its recovery (a dead worker's task, a lost fetch reply), so
+-- every attempt that did not end the task keeps its start, end, worker and error or reason. The attempt that ends a task is the one on pgflow's row.
 CREATE SCHEMA IF NOT EXISTS pgflow_wasm;
 
 CREATE TABLE IF NOT EXISTS pgflow_wasm.task_attempts (

@@ -22,7 +22,8 @@ CREATE OR REPLACE FUNCTION net.pgflow_wasm_standin() RETURNS text LANGUAGE sql I
 -- {{SECTION pg_cron}}
 -- pg_cron runs SQL on a schedule. pgflow's migrations schedule pgflow_ensure_workers (wakes
 -- Edge Functions) and pgflow_requeue_stalled_tasks (every 15 s). With this stand-in the jobs
--- are recorded in cron.job and never run: pgflow-wasm's stalled-task sweep is the recovery.
+-- are recorded in cron.job and never run: pgflow-wasm's stalled-task sweep is the recovery
+-- (it applies requeue_stalled_tasks' rule to other workers' tasks itself).
 CREATE SCHEMA IF NOT EXISTS cron;
 CREATE TABLE IF NOT EXISTS cron.job (
     jobid bigserial PRIMARY KEY,

@@ -24,10 +24,83 @@ import (
 	"helm.sh/helm/v3/pkg/lint/support"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 )
+
+// hooks renders the chart like render and returns its hooks' manifests (Helm keeps them apart
+// from the release's manifest) by kind.
+func hooks(t *testing.T, values map[string]any) map[string]string {
+	t.Helper()
+	install := action.NewInstall(&action.Configuration{})
+	install.DryRun, install.ClientOnly, install.Replace = true, true, true
+	install.ReleaseName, install.Namespace = "work", "jobs"
+	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.31.0", Major: "1", Minor: "31"}
+	rel, err := install.Run(loadChart(t), deepCopy(values).(map[string]any))
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	out := map[string]string{}
+	for _, h := range rel.Hooks {
+		var head struct {
+			Kind string `json:"kind"`
+		}
+		if err := yaml.Unmarshal([]byte(h.Manifest), &head); err != nil {
+			t.Fatal(err)
+		}
+		out[head.Kind] = h.Manifest
+	}
+	return out
+}
+
+// The db install Job is a hook before installs and upgrades, off by default; it runs the
+// image's db install with the migrations folder and the Secret it is given, as locked down
+// as the worker.
+func TestTheDbInstallJobRunsBeforeAnUpgrade(t *testing.T) {
+	if got := hooks(t, valueSets["defaults"]); len(got) != 0 {
+		t.Errorf("the defaults render hooks: %v", got)
+	}
+	doc, ok := hooks(t, valueSets["db-install-hook"])["Job"]
+	if !ok {
+		t.Fatal("migrations.enabled renders no Job hook")
+	}
+	var job batchv1.Job
+	decodeStrict(t, doc, &job)
+	if got := job.Annotations["helm.sh/hook"]; got != "pre-install,pre-upgrade" {
+		t.Errorf("helm.sh/hook = %q, want pre-install,pre-upgrade", got)
+	}
+	if got := job.Annotations["helm.sh/hook-delete-policy"]; !strings.Contains(got, "before-hook-creation") {
+		t.Errorf("helm.sh/hook-delete-policy = %q: a failed Job would block the next upgrade", got)
+	}
+	pod := job.Spec.Template.Spec
+	if pod.RestartPolicy != corev1.RestartPolicyNever || len(pod.Containers) != 1 {
+		t.Fatalf("the Job's pod: restart %s, %d containers", pod.RestartPolicy, len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if got := strings.Join(c.Args, " "); got != "db install --pgmq=auto --migrations=/migrations" {
+		t.Errorf("args = %q", got)
+	}
+	if len(c.Env) != 1 || c.Env[0].Name != "DATABASE_URL" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.SecretKeyRef == nil ||
+		c.Env[0].ValueFrom.SecretKeyRef.Name != "pgflow-owner" || c.Env[0].ValueFrom.SecretKeyRef.Key != "url" {
+		t.Errorf("env = %+v, want DATABASE_URL from Secret pgflow-owner key url", c.Env)
+	}
+	mounted := false
+	for _, m := range c.VolumeMounts {
+		mounted = mounted || m.MountPath == "/migrations"
+	}
+	if !mounted {
+		t.Errorf("the migrations ConfigMap is not mounted at /migrations: %+v", c.VolumeMounts)
+	}
+	if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("the Job's container is not locked down: %+v", sc)
+	}
+	if p := pod.SecurityContext; p == nil || p.RunAsNonRoot == nil || !*p.RunAsNonRoot {
+		t.Errorf("the Job's pod may run as root: %+v", p)
+	}
+}
 
 const chartDir = "../pgflow-wasm"
 
@@ -186,6 +259,12 @@ var valueSets = map[string]map[string]any{
 		"keda":           map[string]any{"enabled": true, "queues": []any{"word_totals", "checkout"}, "minReplicas": 0, "maxReplicas": 6},
 		"worker":         map[string]any{"drainTimeoutSeconds": 120},
 		"extraEnv":       []any{map[string]any{"name": "OTEL_TRACES_EXPORTER", "value": "otlp"}},
+	},
+	// db install as a pre-install and pre-upgrade hook, its migrations from a ConfigMap and its
+	// URL (an owner's role) from a Secret of its own.
+	"db-install-hook": {
+		"database":   map[string]any{"existingSecret": "pgflow-db"},
+		"migrations": map[string]any{"enabled": true, "configMap": "pgflow-migrations", "existingSecret": "pgflow-owner", "secretKey": "url"},
 	},
 	// A flows ConfigMap of the user's; KEDA with a floor of one worker; no PDB.
 	"keda-min-one": {
@@ -429,6 +508,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 			"keda.queues"},
 		"keda with a bad queue": {map[string]any{"database": map[string]any{"existingSecret": "x"},
 			"keda": map[string]any{"enabled": true, "queues": []any{"orders'; drop table x; --"}}}, "is not a pgflow queue name"},
+		"a db install hook with only the chart's Secret": {map[string]any{"database": map[string]any{"url": "postgres://db/app"},
+			"migrations": map[string]any{"enabled": true}}, "migrations.enabled: name the Secret"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := render(t, c.values)

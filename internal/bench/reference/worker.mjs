@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The reference worker of `pgflow-wasm bench`: pgflow's own TypeScript flow loop (the edge
+// The reference worker of `pgflow-wasm-bench`: pgflow's own TypeScript flow loop (the edge
 // worker of pgflow 0.8.x, rebuilt for Node on @pgflow/core's PgflowSqlClient), with a
 // handler that does the same work as the WASM benchmark handlers. README.md in this folder
 // says which upstream files it follows and where it departs from them.

@@ -9,6 +9,7 @@ package browsertest_test
 import (
 	"context"
 	"fmt"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"io"
 	"log/slog"
 	"net"
@@ -187,7 +188,7 @@ flows:
     steps:
       - {slug: flaky, module: {{root}}/modules/testdata/flaky.wasm}
       - {slug: doomed, depends_on: [flaky], max_attempts: 2, module: {{root}}/modules/testdata/fail.wasm}
-`, nil), worker.Config{Signal: worker.SignalNotify})
+`, nil), worker.Config{Signal: pgflowtype.SignalNotify})
 	id := workertest.StartRun(t, db.Pool, "retrying", `{"succeed_on": 3}`)
 	if r := workertest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "failed" {
 		t.Fatalf("run %s: %s, want failed", id, r.Status)
@@ -221,7 +222,7 @@ flows:
       - {slug: gather, module: {{root}}/modules/testdata/echo.wasm}
       - {slug: publish, depends_on: [gather], module: {{root}}/modules/testdata/echo.wasm}
 `, nil)
-	w := workertest.StartWorker(t, db.Pool, file, worker.Config{Signal: worker.SignalNotify})
+	w := workertest.StartWorker(t, db.Pool, file, worker.Config{Signal: pgflowtype.SignalNotify})
 	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog(),
 		Flows: func() *flowfile.File { return file }, Modules: w.ModuleInfo})
 	ctx := tab(t, browser)
@@ -385,7 +386,7 @@ type geometry struct {
 func graphEdges(t *testing.T, browser context.Context) {
 	db := pgtest.NewDB(t)
 	file := workertest.FlowsFile(t, graphFlowsYAML, nil)
-	w := workertest.StartWorker(t, db.Pool, file, worker.Config{Signal: worker.SignalNotify})
+	w := workertest.StartWorker(t, db.Pool, file, worker.Config{Signal: pgflowtype.SignalNotify})
 	id := workertest.StartRun(t, db.Pool, "fan_in", `{}`)
 	if r := workertest.WaitRun(t, db.Pool, id, 60*time.Second); r.Status != "completed" {
 		t.Fatalf("run %s: %s %s", id, r.Status, r.Error)
@@ -467,7 +468,7 @@ func mountedOnAPath(t *testing.T, browser context.Context) {
 	waitFor(t, ctx, `document.getElementById('conn').classList.contains('on') && document.styleSheets.length === 1 &&
 		document.styleSheets[0].href.includes('/ops/static/app.css') && document.styleSheets[0].cssRules.length > 10`,
 		10*time.Second, "the style sheet loaded from /ops/static/ and the live dot is green (the script, and its stream under /ops/)")
-	workertest.StartWorker(t, db.Pool, file, worker.Config{Signal: worker.SignalNotify})
+	workertest.StartWorker(t, db.Pool, file, worker.Config{Signal: pgflowtype.SignalNotify})
 	waitFor(t, ctx, `document.querySelector('h1 .badge')?.textContent === 'completed' && location.pathname === '/ops/runs/`+id+`'`,
 		30*time.Second, "the open page follows the run to its end")
 
@@ -553,7 +554,7 @@ func failedElements(t *testing.T, browser context.Context) {
 // the test, decides which Origin, Sec-Fetch-Site and Referer headers the forms send.
 func actionsFromThePage(t *testing.T, browser context.Context) {
 	db := pgtest.NewDB(t)
-	w := workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, testFlowsYAML, nil), worker.Config{Signal: worker.SignalNotify})
+	w := workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, testFlowsYAML, nil), worker.Config{Signal: pgflowtype.SignalNotify})
 	var log workertest.SyncBuffer
 	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: slog.New(slog.NewTextHandler(&log, nil)),
 		Actions: true, PollInterval: 200 * time.Millisecond})
@@ -614,7 +615,7 @@ func examplePages(t *testing.T, browser context.Context) {
 	} else if _, err := db.Pool.Exec(context.Background(), string(ledger)); err != nil {
 		t.Fatalf("scripts/ledger.sql: %v", err)
 	}
-	w := workertest.StartWorker(t, db.Pool, file, worker.Config{Signal: worker.SignalNotify})
+	w := workertest.StartWorker(t, db.Pool, file, worker.Config{Signal: pgflowtype.SignalNotify})
 	words := workertest.StartRun(t, db.Pool, "word_totals",
 		`["the quick brown fox", "jumps over the lazy dog", "pack my box with", "five dozen liquor jugs"]`)
 	ada := workertest.StartRun(t, db.Pool, "hello", `{"name": "Ada"}`)
@@ -709,7 +710,7 @@ flows:
 
 func testFlows(t *testing.T, browser context.Context) {
 	db := pgtest.NewDB(t)
-	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, testFlowsYAML, nil), worker.Config{Signal: worker.SignalNotify})
+	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, testFlowsYAML, nil), worker.Config{Signal: pgflowtype.SignalNotify})
 	liveFile := workertest.FlowsFile(t, liveFlowYAML, nil)
 	workertest.Compile(t, db.Pool, liveFile)
 
@@ -806,7 +807,7 @@ func testFlows(t *testing.T, browser context.Context) {
 			record();
 			return true; })()`)
 		start := time.Now()
-		workertest.StartWorker(t, db.Pool, liveFile, worker.Config{Signal: worker.SignalNotify})
+		workertest.StartWorker(t, db.Pool, liveFile, worker.Config{Signal: pgflowtype.SignalNotify})
 		shot := false
 		deadline := time.Now().Add(120 * time.Second)
 		for {

@@ -5,14 +5,17 @@
 // and returns run(input, context); describe(error); fireTimer(). Everything here ends up
 // in the snapshot: nothing in it may depend on a task.
 //
-// This file and its imports (web.js, subtle.js, node.js and the npm packages of
-// package.json) are bundled into one script at build time (mk/jsengine.mk, build.go).
+// This file and its imports (web.js, subtle.js, node.js, intl.js, sql.js, supabase.js and
+// the npm packages of package.json) are bundled into one script at build time
+// (mk/jsengine.mk, build.go).
 import structuredCloneImpl from "@ungap/structured-clone";
 import { installWeb } from "./web.js";
 import { makeSubtle } from "./subtle.js";
 import { makeNode } from "./node.js";
 import { installIntl } from "./intl.js";
 import { setHost as setIDNAHost } from "./tr46.js";
+import pgflowSQL from "./sql.js";
+import pgflowSupabase from "./supabase.js";
 
 export function install(natives) {
   const { log, random, http, config, sql, utf8_decode, utf8_encode, flow_input, compute_call } = natives;
@@ -324,41 +327,11 @@ export function install(natives) {
   });
   define(g, "Deno", Object.freeze({ env: denoEnv }));
 
-  // ---- ctx.sql: statements through the step's SQL capability ------------------------------
+  // ---- ctx.sql: postgres.js's API on the step's SQL capability (sql.js) ----------------------
 
-  // ctx.sql`select * from t where id = ${id}` runs one statement as the step's role
-  // (flows.yaml `sql:`): each ${value} becomes a parameter ($1, $2...), never text of the
-  // statement. It resolves to the rows as objects keyed by column, with count (rows affected
-  // or returned), command ("INSERT 0 1") and columns, as postgres.js (pgflow's ctx.sql) does;
-  // it rejects with the host's refusal or PostgreSQL's error (its SQLSTATE in the message).
-  function sqlTag(strings, ...values) {
-    if (!Array.isArray(strings) || !Array.isArray(strings.raw)) {
-      return Promise.reject(new TypeError("ctx.sql is a tagged template: ctx.sql`select ... where id = ${id}` (values become parameters)"));
-    }
-    let text = strings[0];
-    for (let i = 0; i < values.length; i++) text += "$" + (i + 1) + strings[i + 1];
-    const params = values.map((v) => (v instanceof Date ? v.toISOString() : typeof v === "bigint" ? String(v) : v === undefined ? null : v));
-    return new Promise((resolve, reject) => {
-      const r = sql(JSON.stringify({ sql: text, params }));
-      if (typeof r !== "string") {
-        const e = new Error(r.message);
-        e.code = r.code;
-        reject(e);
-        return;
-      }
-      const res = JSON.parse(r);
-      const columns = res.columns || [];
-      const rows = (res.rows || []).map((row) => {
-        const o = {};
-        columns.forEach((c, i) => (o[c] = row[i]));
-        return o;
-      });
-      define(rows, "count", res.row_count);
-      define(rows, "command", res.command);
-      define(rows, "columns", columns.map((name) => ({ name })));
-      resolve(rows);
-    });
-  }
+  const ctxSQL = pgflowSQL(natives);
+  // No supabase-js in this engine yet: ctx.supabase says so when read (supabase.js).
+  const defineSupabase = pgflowSupabase(undefined);
 
   const unavailable = (what, instead) =>
     ({ get() { throw new TypeError(`${what} is not available in pgflow-wasm: ${instead} (docs/from-typescript.md)`); }, enumerable: false });
@@ -411,8 +384,8 @@ export function install(natives) {
       });
     } else Object.defineProperty(ctx, "flowInput", unavailable("ctx.flowInput",
       `the run's input is ${c.flow_input_bytes} bytes, over the 64 KiB a map task's context carries; pass what the map needs in its array`));
-    define(ctx, "sql", sqlTag);
-    Object.defineProperty(ctx, "supabase", unavailable("ctx.supabase", "call Supabase's HTTP API with fetch and a key from ctx.env"));
+    define(ctx, "sql", ctxSQL);
+    defineSupabase(ctx, env);
     Object.defineProperty(ctx, "serviceSupabase", unavailable("ctx.serviceSupabase", "call Supabase's HTTP API with fetch and a key from ctx.env"));
     Object.defineProperty(ctx, "anonSupabase", unavailable("ctx.anonSupabase", "call Supabase's HTTP API with fetch and a key from ctx.env"));
     return [handlerInput, ctx];

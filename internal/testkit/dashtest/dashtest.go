@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 )
 
 // Token is a dashboard token long enough to be accepted.
@@ -89,7 +89,7 @@ func StartManyFail(t testing.TB, db *pgtest.DB, n int, failing []int) string {
 		fails[i] = true
 	}
 	id := workertest.StartRun(t, db.Pool, "many_fail", "["+strings.Join(elements, ",")+"]")
-	worker := uuidv4.New()
+	worker := kit.NewUUID()
 	exec := func(sql string, args ...any) {
 		t.Helper()
 		if _, err := db.Pool.Exec(ctx, sql, args...); err != nil {
@@ -162,7 +162,7 @@ func StartStatsRuns(t testing.TB, db *pgtest.DB, n int) ([]StatsRun, time.Time) 
 		}
 	}
 	exec(`select count(*) from (select pgflow.start_flow('busy', '{}'::jsonb) from generate_series(1, $1)) s`, n)
-	worker := uuidv4.New()
+	worker := kit.NewUUID()
 	exec(`insert into pgflow.workers (worker_id, queue_name, function_name) values ($1, 'busy', 'dashtest')`, worker)
 	read := n * 9 / 10
 	var started int

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/uuidv4"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
@@ -120,7 +120,7 @@ func TestAuditFindsWhatAWorkerMustNeverDo(t *testing.T) {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	worker := uuidv4.New()
+	worker := kit.NewUUID()
 	exec(`select pgflow.create_flow('a', 3, 0, 60)`)
 	exec(`select pgflow.add_step('a', 'm', step_type => 'map')`)
 	exec(`insert into pgflow.workers (worker_id, queue_name, function_name) values ($1::uuid, 'a', 'test')`, worker)

@@ -12,36 +12,62 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/localpg"
 )
 
-var (
+// binary is one command of the checkout, built once per test process.
+type binary struct {
 	once sync.Once
 	path string
 	err  error
+}
+
+var (
+	mu       sync.Mutex
+	dir      string
+	binaries = map[string]*binary{}
 )
 
 // Path builds cmd/pgflow-wasm of the checkout the test runs in, the first time it is called,
 // and returns the binary's path.
-func Path() (string, error) {
-	once.Do(func() {
-		var root, dir string
-		if root, err = localpg.RepoRoot("."); err != nil {
+func Path() (string, error) { return Build("pgflow-wasm") }
+
+// Build builds cmd/<name> of the checkout the test runs in, the first time it is called for
+// name, into the same folder as the others, and returns the binary's path.
+func Build(name string) (string, error) {
+	mu.Lock()
+	b := binaries[name]
+	if b == nil {
+		b = &binary{}
+		binaries[name] = b
+	}
+	mu.Unlock()
+	b.once.Do(func() {
+		var root string
+		if root, b.err = localpg.RepoRoot("."); b.err != nil {
 			return
 		}
-		if dir, err = os.MkdirTemp("", "pgflow-wasm-bin-"); err != nil {
+		mu.Lock()
+		if dir == "" {
+			dir, b.err = os.MkdirTemp("", "pgflow-wasm-bin-")
+		}
+		d := dir
+		mu.Unlock()
+		if b.err != nil {
 			return
 		}
-		path = filepath.Join(dir, "pgflow-wasm")
-		build := exec.Command("go", "build", "-o", path, "./cmd/pgflow-wasm")
+		b.path = filepath.Join(d, name)
+		build := exec.Command("go", "build", "-o", b.path, "./cmd/"+name)
 		build.Dir = root
 		if out, berr := build.CombinedOutput(); berr != nil {
-			err = fmt.Errorf("building pgflow-wasm: %v\n%s", berr, out)
+			b.err = fmt.Errorf("building %s: %v\n%s", name, berr, out)
 		}
 	})
-	return path, err
+	return b.path, b.err
 }
 
-// Remove deletes the binary Path built, if it built one.
+// Remove deletes the binaries Build built, if it built any.
 func Remove() {
-	if path != "" {
-		os.RemoveAll(filepath.Dir(path))
+	mu.Lock()
+	defer mu.Unlock()
+	if dir != "" {
+		os.RemoveAll(dir)
 	}
 }

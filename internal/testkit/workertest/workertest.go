@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -210,7 +211,7 @@ func StartRun(t testing.TB, pool *pgxpool.Pool, flow, input string) string {
 
 // WaitRun waits until the run ends and returns it; on a timeout the test fails with the run
 // drawn as a tree.
-func WaitRun(t testing.TB, pool *pgxpool.Pool, id string, within time.Duration) *store.Run {
+func WaitRun(t testing.TB, pool *pgxpool.Pool, id string, within time.Duration) *pgflowtype.Run {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()

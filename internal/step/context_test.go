@@ -1,4 +1,4 @@
-package worker
+package step
 
 import (
 	"encoding/json"
@@ -10,26 +10,26 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 )
 
 // The hand-built context JSON must say exactly what encoding/json would.
 func TestTaskContextMatchesEncodingJSON(t *testing.T) {
-	fs := &flowState{workerID: "6f1c2a9e-8b1d-4c3e-9f00-1234567890ab"}
-	st := &stepState{timeout: 1500 * time.Millisecond, ctxShape: StepShape(&flowfile.Step{Type: flowfile.StepMap, DependsOn: []string{"a", "b\"c"}})}
-	for _, task := range []poller.Task{
+	const workerID, timeout = "6f1c2a9e-8b1d-4c3e-9f00-1234567890ab", 1500 * time.Millisecond
+	shape := Shape(&flowfile.Step{Type: flowfile.StepMap, DependsOn: []string{"a", "b\"c"}})
+	for _, task := range []fetched.Task{
 		{RunID: "0b7c4a52-2f6e-4d8a-9a1b-7c8d9e0f1a2b", FlowSlug: "orders", StepSlug: "price", TaskIndex: 7, Attempt: 2, MsgID: 1 << 40,
 			FlowInput: json.RawMessage(`[{"a": [1, 2.5, "x\"y"]}, null, "é"]`)},
 		{RunID: "r", FlowSlug: "f", StepSlug: "odd\"slug\\é\n", FlowInput: nil},
 		{RunID: "big", FlowSlug: "f", StepSlug: "s", FlowInput: json.RawMessage(`"` + strings.Repeat("x", abi.MaxContextFlowInput) + `"`)},
 	} {
-		got, err := TaskContext(task, fs.workerID, st.timeout, st.ctxShape, "0.14")
+		got, err := Context(task, workerID, timeout, shape, "0.14")
 		if err != nil {
 			t.Fatal(err)
 		}
 		flowInput := task.FlowInput
 		want := abi.Context{RunID: task.RunID, FlowSlug: task.FlowSlug, StepSlug: task.StepSlug, TaskIndex: task.TaskIndex,
-			Attempt: task.Attempt, MsgID: task.MsgID, WorkerID: fs.workerID, TimeoutMS: 1500,
+			Attempt: task.Attempt, MsgID: task.MsgID, WorkerID: workerID, TimeoutMS: 1500,
 			IdempotencyKey: task.RunID + ":" + task.StepSlug + ":" + strconv.Itoa(task.TaskIndex),
 			PgflowVersion:  "0.14", StepType: "map", DependsOn: []string{"a", "b\"c"}}
 		switch {

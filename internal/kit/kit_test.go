@@ -1,11 +1,11 @@
-package pgsession_test
+package kit_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/pgsession"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 )
 
@@ -15,7 +15,7 @@ func TestASessionIsNamedAndHoldsItsOwnLocks(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
-	conn, err := pgsession.Open(ctx, db.Pool, "pgflow-wasm test session")
+	conn, err := kit.OpenSession(ctx, db.Pool, "pgflow-wasm test session")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,16 @@
-package starttwin_test
+package plans_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/starttwin"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/plans"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
@@ -47,7 +49,7 @@ func TestTheTwinDoesWhatPgflowsStartTasksDoesOnEveryRelease(t *testing.T) {
 			if _, err := schema.Install(ctx, conn, schema.Options{MigrationsDir: dir, Layer: schema.LayerSchema}); err != nil {
 				t.Fatal(err)
 			}
-			got, why := starttwin.Schema(ctx, conn)
+			got, why := plans.TwinSchema(ctx, conn)
 			if !c.twin {
 				if got != "pgflow" || why == nil || !strings.Contains(why.Error(), "plpgsql") {
 					t.Fatalf("Schema = %q, %v; want pgflow, because start_tasks is plpgsql", got, why)
@@ -146,11 +148,35 @@ func TestWithoutTemporaryObjectsFetchesCallPgflows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	got, why := starttwin.Schema(ctx, conn)
+	got, why := plans.TwinSchema(ctx, conn)
 	if got != "pgflow" || why == nil || !strings.Contains(why.Error(), "permission denied to create temporary tables") {
 		t.Fatalf("Schema = %q, %v; want pgflow, for want of the TEMPORARY privilege", got, why)
 	}
-	if got, why = starttwin.Schema(ctx, conn); got != "pgflow" || why != nil {
+	if got, why = plans.TwinSchema(ctx, conn); got != "pgflow" || why != nil {
 		t.Errorf("asked again: Schema = %q, %v; want pgflow and no second attempt", got, why)
+	}
+}
+
+// Once pgflow's start_tasks is replaced (an upgrade under a serving worker), a session's twin
+// of it refuses to run, with plans.StaleSQLState, rather than run the old body.
+func TestATwinRefusesToRunOnceItsOriginalChanged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	conn := db.Conn(t)
+	if got, why := plans.TwinSchema(ctx, conn); got != "pg_temp" {
+		t.Skipf("this database's start_tasks has no twin (%v)", why)
+	}
+	exec(t, conn, `select count(*) from pg_temp.start_tasks('f', '{}'::bigint[], null::uuid)`)
+	var def string
+	if err := conn.QueryRow(ctx, `select pg_get_functiondef(p.oid) from pg_proc p
+		where p.pronamespace = 'pgflow'::regnamespace and p.proname = 'start_tasks' limit 1`).Scan(&def); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, conn, def) // CREATE OR REPLACE: the same body, a new version of the row
+	_, err := conn.Exec(ctx, `select count(*) from pg_temp.start_tasks('f', '{}'::bigint[], null::uuid)`)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != plans.StaleSQLState || !strings.Contains(pgErr.Message, "has changed") {
+		t.Fatalf("the twin of a replaced start_tasks: %v, want SQLSTATE %s saying the original changed", err, plans.StaleSQLState)
 	}
 }

@@ -1,4 +1,4 @@
-package worker
+package step
 
 import (
 	"log/slog"
@@ -9,10 +9,10 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
-// StepCapabilities turns a step's `http` and `env` into the sandbox's grant. Values of env
+// Capabilities turns a step's `http` and `env` into the sandbox's grant. Values of env
 // names are read from the worker's environment once, here; a listed name that is not set
 // is logged (by name) and makes config_get fail with a message saying so.
-func StepCapabilities(file *flowfile.File, fl *flowfile.Flow, s *flowfile.Step, m *telemetry.Metrics, log *slog.Logger) sandbox.Capabilities {
+func Capabilities(file *flowfile.File, fl *flowfile.Flow, s *flowfile.Step, m *telemetry.Metrics, log *slog.Logger) sandbox.Capabilities {
 	caps := sandbox.Capabilities{Step: s.Where(file, fl), Env: sandbox.NewEnv(s.Env, os.LookupEnv)}
 	if s.HTTP != nil {
 		caps.HTTP = s.HTTP.Policy()

@@ -1,11 +1,12 @@
-// Package starttwin gives a database session a twin of pgflow's start_tasks whose plan
-// PostgreSQL keeps.
+// Package plans keeps the plans of the statements the worker runs for every task: a twin of
+// pgflow's start_tasks whose plan PostgreSQL keeps (twin.go), and the switch of a
+// transaction to generic plans (generic.go).
 //
-// Up to 0.16, pgflow's start_tasks is an SQL-language function, and PostgreSQL 15 plans an
+// The twin: // Up to 0.16, pgflow's start_tasks is an SQL-language function, and PostgreSQL 15 plans an
 // SQL function's body afresh at every call: for start_tasks, a 175-line statement, that
 // planning is most of the 3-5 ms a call costs, whatever the number of tasks. PL/pgSQL keeps
 // a session's plans (for a statement with an array argument such as msg_ids, only where the
-// transaction asks for generic plans: package plancache, which fetches use). So, once per
+// transaction asks for generic plans: QueueGeneric, which fetches use). So, once per
 // connection, the twin is made in pg_temp from the body the database itself holds: the same
 // single statement, the same arguments, result and settings, inside a PL/pgSQL function that
 // returns it. Nothing of pgflow's is copied into pgflow-wasm;
@@ -13,7 +14,7 @@
 // body is not one statement, pgflow's start_tasks is PL/pgSQL already (0.17+), or the session
 // may not create temporary objects, fetches call pgflow's own (docs/RATIONALE.md, "A twin of
 // start_tasks keeps its plan").
-package starttwin
+package plans
 
 import (
 	"context"
@@ -23,6 +24,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// StaleSQLState is the SQLSTATE a twin raises when pgflow's start_tasks it was copied from
+// has changed or gone (pgflow upgraded under the session): object_not_in_prerequisite_state,
+// which no pgflow function raises and which package dberr counts as neither transient nor
+// pgflow's verdict, so no task is failed over it. The transaction is rolled back: nothing is
+// started by a stale copy.
+const StaleSQLState = "55000"
+
 // key marks a connection (pgconn's CustomData) with the schema its fetches call.
 const key = "pgflow-wasm/starttwin"
 
@@ -30,7 +38,7 @@ const key = "pgflow-wasm/starttwin"
 // session holds a twin, else "pgflow". The first call on a connection makes the twin (one
 // catalogue read, one create, one check); why it could not is returned beside "pgflow", for
 // a log line, and is not asked again on that connection.
-func Schema(ctx context.Context, conn *pgx.Conn) (schema string, why error) {
+func TwinSchema(ctx context.Context, conn *pgx.Conn) (schema string, why error) {
 	data := conn.PgConn().CustomData()
 	if s, ok := data[key].(string); ok {
 		return s, nil
@@ -48,7 +56,7 @@ func Schema(ctx context.Context, conn *pgx.Conn) (schema string, why error) {
 // Made returns the schema whose start_tasks a call on conn should use without making
 // anything: "pg_temp" where Schema made the session's twin, else "pgflow". For callers
 // inside a transaction of their own, which Schema's would end.
-func Made(conn *pgx.Conn) string {
+func TwinMade(conn *pgx.Conn) string {
 	if s, ok := conn.PgConn().CustomData()[key].(string); ok {
 		return s
 	}
@@ -57,6 +65,8 @@ func Made(conn *pgx.Conn) string {
 
 // overload is one pgflow.start_tasks as the catalogue describes it.
 type overload struct {
+	oid                      uint32
+	xmin                     string // the row version: changed by CREATE OR REPLACE
 	args, result, lang, body string
 	settings                 []string // proconfig: name=value
 }
@@ -74,7 +84,7 @@ func create(ctx context.Context, conn *pgx.Conn) error {
 	if _, err := tx.Exec(ctx, `select set_config('search_path', 'pg_catalog', true)`); err != nil {
 		return err
 	}
-	rows, err := tx.Query(ctx, `select pg_get_function_arguments(p.oid), pg_get_function_result(p.oid), l.lanname, p.prosrc,
+	rows, err := tx.Query(ctx, `select p.oid, p.xmin::text, pg_get_function_arguments(p.oid), pg_get_function_result(p.oid), l.lanname, p.prosrc,
 	       coalesce(p.proconfig, '{}')
 	  from pg_proc p join pg_language l on l.oid = p.prolang
 	 where p.pronamespace = 'pgflow'::regnamespace and p.proname = 'start_tasks'`)
@@ -82,7 +92,7 @@ func create(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("reading pgflow.start_tasks: %w", err)
 	}
 	overloads, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (o overload, err error) {
-		err = r.Scan(&o.args, &o.result, &o.lang, &o.body, &o.settings)
+		err = r.Scan(&o.oid, &o.xmin, &o.args, &o.result, &o.lang, &o.body, &o.settings)
 		return o, err
 	})
 	if err != nil {
@@ -130,8 +140,16 @@ func createSQL(o overload) (stmt string, settings []string, err error) {
 		return "", nil, fmt.Errorf("pgflow.start_tasks(%s): %w", o.args, err)
 	}
 	// use_column: where a name is both a column and an argument, an SQL function reads the
-	// column; PL/pgSQL would refuse the statement as ambiguous.
-	code := "#variable_conflict use_column\nbegin\nreturn query\n" + query + "\n;\nend"
+	// column; PL/pgSQL would refuse the statement as ambiguous. The twin first checks that the
+	// original is still the row it was copied from (one index lookup, its plan kept): a
+	// pgflow upgraded under the session fails the call rather than run the old body on the new
+	// tables.
+	code := fmt.Sprintf("#variable_conflict use_column\nbegin\n"+
+		"if not exists (select from pg_catalog.pg_proc where oid = %d and xmin = '%s'::xid) then\n"+
+		"raise exception using errcode = '%s', message = %s, hint = 'pgflow was changed under this session: reconnect';\n"+
+		"end if;\nreturn query\n", o.oid, o.xmin, StaleSQLState,
+		quoteLiteral("pgflow.start_tasks("+o.args+") has changed since this session's twin was copied from it")) +
+		query + "\n;\nend"
 	var set strings.Builder
 	for _, s := range o.settings {
 		name, _, ok := strings.Cut(s, "=")
@@ -144,6 +162,9 @@ func createSQL(o overload) (stmt string, settings []string, err error) {
 	return fmt.Sprintf("create function pg_temp.start_tasks(%s) returns %s language plpgsql%s as %s",
 		o.args, o.result, set.String(), dollarQuote(code)), settings, nil
 }
+
+// quoteLiteral is s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // dollarQuote is s between dollar quotes whose tag s does not contain.
 func dollarQuote(s string) string {

@@ -1,20 +1,28 @@
-// Package stepmodule loads a step's handler whatever its language: a WebAssembly module as
-// it is, a TypeScript or JavaScript file through package jshandler. The worker, validate,
-// module inspect and the dashboard all load steps here, so each sees what the worker runs.
-package stepmodule
+// Package step sets a step up the one way, for every caller (the worker, replay, validate,
+// the dashboard's module view): its handler loaded whatever its language (a WebAssembly
+// module as it is, a TypeScript or JavaScript file through package jshandler) with its
+// limits and capabilities, its SQL grant, and the context JSON its tasks get.
+package step
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/jshandler"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
-// Load loads the module of step with eng under mc (step.ModuleConfig() plus the step's
-// capabilities).
-func Load(ctx context.Context, eng sandbox.Engine, step *flowfile.Step, mc sandbox.ModuleConfig) (sandbox.Module, error) {
-	return LoadPath(ctx, eng, step.Module, step.FlowsDir, mc)
+// Load loads the module of step s of flow fl in file with eng, as the worker runs it: its
+// limits (s.ModuleConfig()) and its capabilities (Capabilities; m and log may be nil).
+// Every caller (the worker, validate, the dashboard's module view) loads steps here, so
+// each sees what the worker runs.
+func Load(ctx context.Context, eng sandbox.Engine, file *flowfile.File, fl *flowfile.Flow, s *flowfile.Step,
+	m *telemetry.Metrics, log *slog.Logger) (sandbox.Module, error) {
+	mc := s.ModuleConfig()
+	mc.Capabilities = Capabilities(file, fl, s, m, log)
+	return LoadPath(ctx, eng, s.Module, s.FlowsDir, mc)
 }
 
 // LoadPath loads the handler at path: a .wasm module, or a .ts, .mts, .js or .mjs file.

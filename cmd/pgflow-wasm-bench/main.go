@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -11,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/bench"
@@ -18,9 +20,13 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
-func benchCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "bench",
+// Command pgflow-wasm-bench measures pgflow-wasm from outside, as a user runs it: it starts
+// `pgflow-wasm serve` (the binary beside it, or --binary) against databases of its own,
+// beside the protocol floor (its own `floor` subcommand) and pgflow's TypeScript loop. It is
+// a command of its own so that nothing of the benchmark is in the production binary.
+func main() {
+	app := &cli.App{
+		Name:  "pgflow-wasm-bench",
 		Usage: "measure throughput, latency and cost per task against the protocol floor and pgflow's TypeScript loop",
 		Description: "Sets up its own database (a private cluster in .pgdata-bench, or --database-url), then\n" +
 			"measures, in one run: the naive floor (read, start_tasks, one complete_task transaction per\n" +
@@ -28,12 +34,13 @@ func benchCommand() *cli.Command {
 			"the example modules of every language on wazero and with C on wasmtime, each under\n" +
 			"--signal polling and notify; on three shapes (one-step runs, a map step, a chain), with fsync\n" +
 			"on and off. Prints tables and writes them (Markdown and JSON) to --out.\n\n" +
-			"Examples:\n   pgflow-wasm bench                        # everything, ~15 minutes\n" +
-			"   pgflow-wasm bench --quick                # small counts, a few minutes\n" +
-			"   pgflow-wasm bench --only 'floor,reference,wazero/c/*' --fsync on --shapes one_step\n" +
-			"   pgflow-wasm bench --migrations ../shared/pgflow/0.14.1/migrations   # on pgflow 0.14.1",
+			"Examples:\n   pgflow-wasm-bench                        # everything, ~15 minutes\n" +
+			"   pgflow-wasm-bench --quick                # small counts, a few minutes\n" +
+			"   pgflow-wasm-bench --only 'floor,reference,wazero/c/*' --fsync on --shapes one_step\n" +
+			"   pgflow-wasm-bench --migrations ../shared/pgflow/0.14.1/migrations   # on pgflow 0.14.1",
 		Flags: []cli.Flag{
 			databaseURLFlag(),
+			&cli.StringFlag{Name: "binary", Usage: "the pgflow-wasm `BINARY` whose serve is measured (default: pgflow-wasm beside this command)"},
 			&cli.StringFlag{Name: "migrations", EnvVars: []string{schema.MigrationsDirEnv},
 				Usage: "pgflow's migrations folder the benchmark databases are built from (default: the pinned @pgflow/core 0.8.1 from npm)"},
 			&cli.BoolFlag{Name: "quick", Usage: "a tenth of the default counts and no idle measurement"},
@@ -53,9 +60,20 @@ func benchCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "variant", Usage: "an extra pgflow-wasm contender, `NAME:TOKENS` (lang=, engine=, signal=, binary=PATH, serve flags), e.g. 'unbatched:--completion-batch=1' (repeatable)"},
 			&cli.StringFlag{Name: "out", Value: "bench-results", Usage: "folder for the report files"},
 		},
-		Subcommands:     []*cli.Command{benchFloorCommand()},
+		Commands:        []*cli.Command{benchFloorCommand()},
 		HideHelpCommand: true,
 		Action:          runBench,
+	}
+	if err := app.Run(os.Args); err != nil {
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) {
+			if msg := ec.Error(); msg != "" {
+				fmt.Fprintln(os.Stderr, "pgflow-wasm-bench:", msg)
+			}
+			os.Exit(ec.ExitCode())
+		}
+		fmt.Fprintln(os.Stderr, "pgflow-wasm-bench:", err)
+		os.Exit(1)
 	}
 }
 
@@ -72,6 +90,7 @@ func runBench(c *cli.Context) error {
 	}
 	cfg := bench.Config{
 		DatabaseURL: c.String("database-url"),
+		Binary:      c.String("binary"),
 		CacheDir:    sandbox.DefaultCacheDir(),
 		OneStepRuns: c.Int("runs"), MapSize: c.Int("map-size"), ChainRuns: c.Int("chain-runs"), ChainInFlight: c.Int("chain-in-flight"),
 		FloorLoops: c.Int("floor-loops"), IdleSeconds: c.Int("idle-seconds"), Rounds: c.Int("rounds"),
@@ -152,9 +171,8 @@ func writeReport(dir string, rep *bench.Report) error {
 
 func benchFloorCommand() *cli.Command {
 	return &cli.Command{
-		Name:   "floor",
-		Usage:  "the naive protocol loop the benchmark compares against (no handler; used by `bench`)",
-		Hidden: true,
+		Name:  "floor",
+		Usage: "the naive protocol loop the benchmark compares against (no handler; the benchmark runs it)",
 		Flags: []cli.Flag{databaseURLFlag(),
 			&cli.StringFlag{Name: "flow", Required: true, Usage: "the flow whose tasks to run"},
 			&cli.IntFlag{Name: "loops", Value: 4, Usage: "loops reading and completing tasks in parallel"},
@@ -192,4 +210,25 @@ func orDefault(v, d int) int {
 		return v
 	}
 	return d
+}
+
+func databaseURLFlag() *cli.StringFlag {
+	return &cli.StringFlag{
+		Name:    "database-url",
+		Usage:   "PostgreSQL connection string of a server the benchmark may create databases on (default: a private cluster in .pgdata-bench)",
+		EnvVars: []string{"PGFLOW_WASM_BENCH_DATABASE_URL"},
+	}
+}
+
+func openPool(ctx context.Context, c *cli.Context, maxConns int32) (*pgxpool.Pool, error) {
+	url := c.String("database-url")
+	if url == "" {
+		return nil, cli.Exit("no database: pass --database-url URL", 2)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, cli.Exit(fmt.Sprintf("--database-url is not a valid PostgreSQL URL: %v", err), 2)
+	}
+	cfg.MaxConns = maxConns
+	return pgxpool.NewWithConfig(ctx, cfg)
 }

@@ -1,4 +1,4 @@
-package starttwin
+package plans
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package plancache_test
+package plans_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/plancache"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/plans"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 )
 
@@ -20,7 +20,7 @@ func modes(t *testing.T, session string) (during, after string) {
 		t.Fatal(err)
 	}
 	b := &pgx.Batch{}
-	plancache.QueueGeneric(b)
+	plans.QueueGeneric(b)
 	b.Queue(`select current_setting('plan_cache_mode')`).QueryRow(func(r pgx.Row) error { return r.Scan(&during) })
 	if err := conn.SendBatch(ctx, b).Close(); err != nil { // one implicit transaction
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-// Package plancache makes a transaction's statements reuse their generic plans.
+// QueueGeneric makes a transaction's statements reuse their generic plans.
 //
 // PL/pgSQL keeps each statement's plan for the session, but for its first five calls, and
 // afterwards whenever the generic plan's estimated cost is above the custom plans' average,
@@ -12,7 +12,8 @@
 // The switch is local to a transaction, and leaves alone a session, role or database that
 // chose a mode: the worker's reads keep custom plans, where a generic LIMIT estimate chose
 // worse ones.
-package plancache
+
+package plans
 
 import (
 	"github.com/jackc/pgx/v5"

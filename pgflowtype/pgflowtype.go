@@ -1,0 +1,132 @@
+// Package pgflowtype holds the types a program that embeds pgflow-wasm holds: runs, task
+// hooks and what they are given, the signal choice, error sentinels and the shape error.
+// It is a leaf: it imports nothing of pgflow-wasm, so the root package, the command and
+// every internal package share these types without an import going up.
+package pgflowtype
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Signal chooses how a worker learns that new tasks wait.
+type Signal string
+
+// Signals.
+const (
+	// SignalPolling reads the queue with decorrelated-jitter backoff between
+	// MinPollInterval and MaxPollInterval, back to the minimum whenever work is found.
+	SignalPolling Signal = "polling"
+	// SignalNotify LISTENs for the queue's insert notifications, with a fallback poll
+	// every NotifyFallback.
+	SignalNotify Signal = "notify"
+)
+
+// Hooks let a program that embeds the worker observe its tasks (its own metrics, traces).
+// Both run on the task's goroutine: keep them quick. A nil hook is skipped.
+type Hooks struct {
+	// TaskStarted is called just before a task's handler runs; the context it returns is
+	// the one TaskFinished gets (a tracer starts a span in it). Its values (not its
+	// cancellation) also reach the handler's run: the sandbox's HTTP requests see the span.
+	TaskStarted func(ctx context.Context, t TaskInfo) context.Context
+	// TaskFinished is called when the handler has ended, before its outcome is written.
+	TaskFinished func(ctx context.Context, t TaskInfo, r TaskResult)
+}
+
+// TaskInfo names a task that runs.
+type TaskInfo struct {
+	FlowSlug  string
+	StepSlug  string
+	RunID     string
+	TaskIndex int
+	Attempt   int    // 1 on the first try
+	WorkerID  string // the pgflow.workers row that started it
+	Engine    string // sandbox engine name
+}
+
+// TaskResult is how a handler ended.
+type TaskResult struct {
+	Duration time.Duration
+	Failed   bool
+	Kind     string // the sandbox's error kind when Failed (timeout, trap, handler_error...)
+	Error    string // the message pgflow records when Failed
+	FuelUsed int64
+}
+
+// Run is one pgflow run.
+type Run struct {
+	ID     string
+	Flow   string
+	Status string // started, completed, failed
+	// Input and Output are the run's values, whole (Output is null until the run completed).
+	// List reads neither; RunPreview reads their beginnings instead.
+	Input          json.RawMessage
+	Output         json.RawMessage
+	RemainingSteps int
+	StartedAt      time.Time
+	CompletedAt    *time.Time
+	FailedAt       *time.Time
+	// Error is the error message of the first step that failed, on a failed run (in a list
+	// cut to 300 characters), and FailedStep that step's slug.
+	Error      string
+	FailedStep string
+}
+
+// ErrorLine is the run's failure on one line: the failing step, then its error with every
+// run of whitespace (newlines included) as one space, cut to about n characters.
+func (r *Run) ErrorLine(n int) string {
+	if r.Error == "" && r.FailedStep == "" {
+		return ""
+	}
+	line := strings.Join(strings.Fields(r.Error), " ")
+	if r.FailedStep != "" {
+		line = r.FailedStep + ": " + line
+	}
+	if runes := []rune(line); len(runes) > n {
+		line = string(runes[:max(n-1, 1)]) + "…"
+	}
+	return line
+}
+
+// Done reports whether the run reached a final state.
+func (r *Run) Done() bool { return r.Status == "completed" || r.Status == "failed" }
+
+// EndedAt is when the run completed or failed, nil while it runs.
+func (r *Run) EndedAt() *time.Time {
+	if r.CompletedAt != nil {
+		return r.CompletedAt
+	}
+	return r.FailedAt
+}
+
+// Duration is how long the run took, or has taken so far by this machine's clock.
+func (r *Run) Duration() time.Duration {
+	if end := r.EndedAt(); end != nil {
+		return end.Sub(r.StartedAt)
+	}
+	return time.Since(r.StartedAt)
+}
+
+// ErrFlowNotFound is returned (wrapped) when starting a flow the database does not know.
+var ErrFlowNotFound = errors.New("flow not found")
+
+// ErrNotFound is returned (wrapped, with the reason) for a run, step, task or worker the
+// database does not have, or a text that is no run id. Run ids are uuids, read with or
+// without their hyphens.
+var ErrNotFound = errors.New("not found")
+
+// ShapeError is returned when a flow in the database has another shape than in the file.
+type ShapeError struct {
+	Flow        string
+	Differences []string
+}
+
+func (e *ShapeError) Error() string {
+	return fmt.Sprintf("flow %q in the database has another shape than in the flows file:\n  - %s\n"+
+		"pgflow flows are immutable: give the changed flow a new slug (e.g. %s_v2) and start new runs on it",
+		e.Flow, strings.Join(e.Differences, "\n  - "), e.Flow)
+}

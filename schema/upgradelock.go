@@ -1,0 +1,17 @@
+package schema
+
+import "strconv"
+
+// upgradeLockKey is the advisory lock that keeps a pgflow migration and a worker's
+// transactions apart: each migration's transaction takes it exclusively (applyOne), and each
+// fetch and outcome write of a pgflow-wasm worker takes it shared (UpgradeLockShared) as
+// its first statement. So a worker's transaction runs wholly before a migration or wholly
+// after it, never calling pgflow's old functions on the new tables (an outcome written by
+// 0.8.1's complete_task after 0.13's migration added step_states.output left its dependents
+// a null input), and a migration never deadlocks with one. Migrations applied by other
+// tools do not take it.
+const upgradeLockKey int64 = 0x7067_6677_6173_6d02 // "pgfwasm" + 2
+
+// UpgradeLockShared is the statement a worker's transaction starts with: it waits while a
+// migration is being applied.
+var UpgradeLockShared = "select pg_catalog.pg_advisory_xact_lock_shared(" + strconv.FormatInt(upgradeLockKey, 10) + ")"
