@@ -55,31 +55,45 @@ const (
 	// (ptr, cap i32) -> i32: copies up to cap bytes of the last sql_query's result JSON,
 	// returns its whole length.
 	ImportSQLResultRead = "sql_result_read"
+	// (request_ptr, request_len i32) -> i32: one computation done by the host for the
+	// JavaScript engine's web platform (Web Crypto: digest, HMAC, RSA, ECDSA and Ed25519
+	// signatures, AES-GCM, HKDF, PBKDF2, key import and export; IDNA host names), the request
+	// and the answer being JSON with bytes in base64; returns the answer's length, or
+	// ErrBadRequest with last_error naming the DOMException ("DataError: ..."). Granted to every
+	// step: it computes and reaches nothing (no file, no network).
+	ImportComputeCall = "compute_call"
+	// (ptr, cap i32) -> i32: copies up to cap bytes of the last compute_call's answer, returns
+	// its whole length.
+	ImportComputeResultRead = "compute_result_read"
 )
 
 // ImportParams gives the number of i32 parameters of each host function.
 var ImportParams = map[string]int{
-	ImportInputRead:        1,
-	ImportContextRead:      1,
-	ImportOutputWrite:      2,
-	ImportErrorWrite:       2,
-	ImportLog:              3,
-	ImportHTTPRequest:      8,
-	ImportHTTPResponseRead: 3,
-	ImportConfigGet:        4,
-	ImportLastError:        2,
-	ImportSQLQuery:         2,
-	ImportSQLResultRead:    2,
+	ImportInputRead:         1,
+	ImportContextRead:       1,
+	ImportOutputWrite:       2,
+	ImportErrorWrite:        2,
+	ImportLog:               3,
+	ImportHTTPRequest:       8,
+	ImportHTTPResponseRead:  3,
+	ImportConfigGet:         4,
+	ImportLastError:         2,
+	ImportSQLQuery:          2,
+	ImportSQLResultRead:     2,
+	ImportComputeCall:       2,
+	ImportComputeResultRead: 2,
 }
 
 // ImportResults gives the number of i32 results of each host function (0 when absent).
 var ImportResults = map[string]int{
-	ImportHTTPRequest:      1,
-	ImportHTTPResponseRead: 1,
-	ImportConfigGet:        1,
-	ImportLastError:        1,
-	ImportSQLQuery:         1,
-	ImportSQLResultRead:    1,
+	ImportHTTPRequest:       1,
+	ImportHTTPResponseRead:  1,
+	ImportConfigGet:         1,
+	ImportLastError:         1,
+	ImportSQLQuery:          1,
+	ImportSQLResultRead:     1,
+	ImportComputeCall:       1,
+	ImportComputeResultRead: 1,
 }
 
 // Parts of a response, the first argument of http_response_read.

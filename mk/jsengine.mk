@@ -23,9 +23,36 @@ QUICKJS_CFLAGS  := --target=wasm32-wasi -O2 -D_GNU_SOURCE
 # writing over the engine's data; 1 MiB holds 3,271 nested JavaScript calls (docs/guests.md).
 JS_ENGINE_LDFLAGS := -mexec-model=reactor -Wl,--stack-first -Wl,-z,stack-size=1048576 -Wl,--strip-all
 
+# The prelude (internal/jshandler/prelude): prelude.js and its modules with the npm packages
+# its package-lock.json pins (whatwg-url, web-streams-polyfill...), bundled by build.go with
+# esbuild into one script the Go build embeds beside the engine. Generated, never committed.
+JS_PRELUDE_DIR  := internal/jshandler/prelude
+JS_PRELUDE      := $(JS_ENGINE_DIR)/wasm/prelude.js
+JS_PRELUDE_SRC  := $(wildcard $(JS_PRELUDE_DIR)/*.js) $(JS_PRELUDE_DIR)/build.go
+
 .PHONY: jsengine clean-jsengine
-jsengine: $(JS_ENGINE) $(JS_ENGINE_INFO)
-build: $(JS_ENGINE) $(JS_ENGINE_INFO)
+jsengine: $(JS_ENGINE) $(JS_ENGINE_INFO) $(JS_PRELUDE)
+build: $(JS_ENGINE) $(JS_ENGINE_INFO) $(JS_PRELUDE)
+# Release binaries embed them too (a binary without them refuses TypeScript handlers).
+dist dist-static: $(JS_ENGINE) $(JS_ENGINE_INFO) $(JS_PRELUDE)
+
+# npm ci is re-run only when the lock file is newer than the installed tree.
+$(JS_PRELUDE_DIR)/node_modules: $(JS_PRELUDE_DIR)/package-lock.json $(JS_PRELUDE_DIR)/package.json
+	cd $(JS_PRELUDE_DIR) && $(NPM) ci --no-audit --no-fund
+	@touch $@
+
+$(JS_PRELUDE): $(JS_PRELUDE_SRC) $(JS_PRELUDE_DIR)/node_modules
+	$(GO) run ./$(JS_PRELUDE_DIR)/build.go $@
+
+# Real npm SDKs the tests bundle into handlers unchanged (internal/jshandler/sdk_test.go),
+# pinned by their own package-lock.json: test-only, never in the binary.
+JS_SDK_DIR := internal/jshandler/testdata/sdk
+.PHONY: jshandler-sdks
+jshandler-sdks: $(JS_SDK_DIR)/node_modules
+$(JS_SDK_DIR)/node_modules: $(JS_SDK_DIR)/package-lock.json $(JS_SDK_DIR)/package.json
+	cd $(JS_SDK_DIR) && $(NPM) ci --no-audit --no-fund
+	@touch $@
+test: jshandler-sdks
 modules: jsengine
 
 $(JS_ENGINE_BUILD):
@@ -72,6 +99,6 @@ $(JS_ENGINE_INFO): $(JS_ENGINE) $(QUICKJS_POSITIONS)
 	echo "QuickJS-NG $(QUICKJS_VERSION) ($(QUICKJS_SUM)) with $(QUICKJS_POSITIONS), clang $$($(WASM_CC) -dumpversion)" > $@
 
 clean-jsengine:
-	rm -rf $(JS_ENGINE_BUILD) $(JS_ENGINE) $(JS_ENGINE_INFO)
+	rm -rf $(JS_ENGINE_BUILD) $(JS_ENGINE) $(JS_ENGINE_INFO) $(JS_PRELUDE)
 
 clean: clean-jsengine

@@ -67,13 +67,14 @@ type callState struct {
 	lastYield  time.Time
 
 	// Capabilities, per task.
-	ctx        context.Context  // the task's: its deadline ends HTTP requests
-	http       *httpcap.Session // created by the first http_request
-	respHeader []byte           // the last response, for http_response_read
-	respBody   []byte
-	lastErr    string         // the message of the last error code, for last_error
-	sql        sqlcap.Session // the task's (Task.SQL); nil denies sql_query
-	sqlResult  []byte         // the last sql_query's result, for sql_result_read
+	ctx           context.Context  // the task's: its deadline ends HTTP requests
+	http          *httpcap.Session // created by the first http_request
+	respHeader    []byte           // the last response, for http_response_read
+	respBody      []byte
+	lastErr       string         // the message of the last error code, for last_error
+	sql           sqlcap.Session // the task's (Task.SQL); nil denies sql_query
+	sqlResult     []byte         // the last sql_query's result, for sql_result_read
+	computeResult []byte         // the last compute_call's answer, for compute_result_read
 
 	// Per instance.
 	clockNanos uint64 // the fake clock (fixedClock): advances 1 ms per read and by every sleep
@@ -101,7 +102,7 @@ func (s *callState) beginTask(ctx context.Context, input, context []byte, timeou
 	s.logs, s.logBytes, s.logsDropped = nil, 0, 0
 	s.abort, s.memRefused = nil, false
 	s.respHeader, s.respBody, s.lastErr = nil, nil, ""
-	s.sql, s.sqlResult = nil, nil
+	s.sql, s.sqlResult, s.computeResult = nil, nil, nil
 }
 
 // endTask releases what the task held outside the guest: its HTTP connections.
@@ -111,7 +112,7 @@ func (s *callState) endTask() {
 		s.http = nil
 	}
 	s.ctx, s.respHeader, s.respBody = nil, nil, nil
-	s.sql, s.sqlResult = nil, nil // the session is the worker's to end
+	s.sql, s.sqlResult, s.computeResult = nil, nil, nil // the session is the worker's to end
 }
 
 // fail records the first reason a host function stops the guest and returns it.

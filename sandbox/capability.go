@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/compute"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/httpcap"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/sqlcap"
@@ -126,7 +127,28 @@ func capabilityFuncs() []hostFunc {
 		f(abi.ImportSQLResultRead, func(s *callState, mem []byte, a []uint64) (uint64, error) {
 			return s.copyOut(mem, abi.ImportSQLResultRead, s.sqlResult, a[0], a[1])
 		}),
+		f(abi.ImportComputeCall, (*callState).computeCall),
+		f(abi.ImportComputeResultRead, func(s *callState, mem []byte, a []uint64) (uint64, error) {
+			return s.copyOut(mem, abi.ImportComputeResultRead, s.computeResult, a[0], a[1])
+		}),
 	}
+}
+
+// computeCall does one computation for the guest (sandbox/compute: Web Crypto, IDNA): no
+// grant is needed, as it reads nothing and sends nothing.
+func (s *callState) computeCall(mem []byte, a []uint64) (uint64, error) {
+	ptr, n := uint64(uint32(a[0])), uint64(uint32(a[1]))
+	b, ok := span(mem, ptr, n)
+	if !ok {
+		return 0, s.badPointer(mem, abi.ImportComputeCall, ptr, n)
+	}
+	s.computeResult = nil
+	out, err := compute.Call(b)
+	if err != nil {
+		return s.refuse(abi.ErrBadRequest, err.Error())
+	}
+	s.computeResult = out
+	return uint64(len(out)), nil
 }
 
 func (s *callState) sqlQuery(mem []byte, a []uint64) (uint64, error) {

@@ -38,7 +38,7 @@ export interface Context<FlowInput = unknown, Input = unknown> {
   /** "<run_id>:<step_slug>:<task_index>": the same on every attempt of this task. Send it to APIs that deduplicate. */
   readonly idempotencyKey: string;
   /** Never aborted: the worker stops a handler at its step's timeout instead. */
-  readonly shutdownSignal: AbortSignalLike;
+  readonly shutdownSignal: AbortSignal;
   /**
    * One SQL statement as the step's role (its `sql` section in flows.yaml), as a tagged
    * template: each ${value} is a parameter ($1, $2...), never text of the statement.
@@ -55,13 +55,8 @@ export interface SQL {
 
 export type SQLRows<Row> = Row[] & { readonly count: number; readonly command: string; readonly columns: ReadonlyArray<{ name: string }> };
 
-export interface AbortSignalLike {
-  readonly aborted: boolean;
-  readonly reason: unknown;
-  throwIfAborted(): void;
-  addEventListener(type: string, listener: () => void): void;
-  removeEventListener(type: string, listener: () => void): void;
-}
+/** @deprecated ctx.shutdownSignal is a real AbortSignal. */
+export type AbortSignalLike = AbortSignal;
 
 /** A step handler: what the module's default export must be. */
 export type Handler<Input = unknown, Output = unknown, FlowInput = unknown> = (
@@ -69,112 +64,19 @@ export type Handler<Input = unknown, Output = unknown, FlowInput = unknown> = (
   ctx: Context<FlowInput, Input>,
 ) => Output | Promise<Output>;
 
-// The sandbox's globals, beside the language's own (ES2023): no Node or Deno built-ins.
+// The sandbox's globals are the web platform of WinterTC's Minimum Common API (fetch, URL,
+// AbortController, Blob, FormData, streams, crypto.subtle, structuredClone, timers...):
+// their types are TypeScript's own "WebWorker" library, which the project's tsconfig.json
+// names ("lib": ["ES2023", "WebWorker"]). Here is what the sandbox adds of Deno's; the types
+// of node:buffer, node:crypto, node:events and node:util are @types/node's.
 declare global {
-  /** Lines of the task's log (debug, info, warn, error). */
-  var console: {
-    debug(...args: unknown[]): void;
-    trace(...args: unknown[]): void;
-    log(...args: unknown[]): void;
-    info(...args: unknown[]): void;
-    warn(...args: unknown[]): void;
-    error(...args: unknown[]): void;
+  /** Deno.env as Supabase's Edge Functions read secrets: the step's granted names (its `env`
+   * list in flows.yaml); any other name, or one not set, is undefined. */
+  var Deno: {
+    readonly env: {
+      get(name: string): string | undefined;
+      has(name: string): boolean;
+      toObject(): Record<string, string>;
+    };
   };
-  /**
-   * An HTTP request through the step's `http` grant (allow-list, sizes, requests per task,
-   * the step's timeout). A refused or failed request rejects with a TypeError whose message
-   * says why and which flows.yaml key to change; `code` is the ABI's error code.
-   */
-  function fetch(resource: string | URL | { url: string }, init?: RequestInit): Promise<Response>;
-  interface RequestInit {
-    method?: string;
-    headers?: HeadersInit;
-    body?: string | ArrayBuffer | ArrayBufferView | URLSearchParams | null;
-    signal?: unknown; // accepted, never used
-  }
-  type HeadersInit = Headers | Record<string, string> | Iterable<[string, string]>;
-  class Headers {
-    constructor(init?: HeadersInit);
-    append(name: string, value: string): void;
-    set(name: string, value: string): void;
-    get(name: string): string | null;
-    getSetCookie(): string[];
-    has(name: string): boolean;
-    delete(name: string): void;
-    entries(): IterableIterator<[string, string]>;
-    keys(): IterableIterator<string>;
-    values(): IterableIterator<string>;
-    forEach(fn: (value: string, name: string, headers: Headers) => void): void;
-    [Symbol.iterator](): IterableIterator<[string, string]>;
-  }
-  class Response {
-    constructor(body?: string | ArrayBuffer | ArrayBufferView | null, init?: { status?: number; statusText?: string; headers?: HeadersInit });
-    readonly status: number;
-    readonly statusText: string;
-    readonly ok: boolean;
-    readonly headers: Headers;
-    readonly url: string;
-    readonly redirected: boolean;
-    readonly bodyUsed: boolean;
-    text(): Promise<string>;
-    json(): Promise<any>;
-    arrayBuffer(): Promise<ArrayBuffer>;
-    bytes(): Promise<Uint8Array>;
-    clone(): Response;
-    static json(data: unknown, init?: { status?: number; headers?: HeadersInit }): Response;
-  }
-  class URLSearchParams {
-    constructor(init?: string | Record<string, string> | Iterable<[string, string]>);
-    readonly size: number;
-    append(name: string, value: string): void;
-    delete(name: string): void;
-    get(name: string): string | null;
-    getAll(name: string): string[];
-    has(name: string): boolean;
-    set(name: string, value: string): void;
-    sort(): void;
-    forEach(fn: (value: string, name: string, params: URLSearchParams) => void): void;
-    entries(): IterableIterator<[string, string]>;
-    keys(): IterableIterator<string>;
-    values(): IterableIterator<string>;
-    [Symbol.iterator](): IterableIterator<[string, string]>;
-    toString(): string;
-  }
-  /** Absolute URLs and references resolved against a base (no internationalised host names). */
-  class URL {
-    constructor(url: string | URL, base?: string | URL);
-    readonly protocol: string;
-    readonly host: string;
-    readonly hostname: string;
-    readonly port: string;
-    readonly origin: string;
-    pathname: string;
-    search: string;
-    hash: string;
-    readonly searchParams: URLSearchParams;
-    readonly href: string;
-    toString(): string;
-    toJSON(): string;
-    static canParse(url: string, base?: string): boolean;
-  }
-  /** Random bytes of the task (reproducible with `deterministic: true`). */
-  var crypto: { getRandomValues<T extends ArrayBufferView>(view: T): T; randomUUID(): string };
-  class TextEncoder {
-    readonly encoding: "utf-8";
-    encode(text?: string): Uint8Array;
-  }
-  class TextDecoder {
-    constructor(label?: "utf-8" | "utf8");
-    readonly encoding: "utf-8";
-    decode(data?: ArrayBuffer | ArrayBufferView): string;
-  }
-  function btoa(data: string): string;
-  function atob(data: string): string;
-  /** Timers wait on the real clock (a step with `deterministic: true` has a fixed clock: they
-   * fire in order without waiting). A wait past the step's timeout fails the task. */
-  function setTimeout(fn: (...args: any[]) => void, ms?: number, ...args: any[]): number;
-  function setInterval(fn: (...args: any[]) => void, ms?: number, ...args: any[]): number;
-  function clearTimeout(id?: number): void;
-  function clearInterval(id?: number): void;
-  function queueMicrotask(fn: () => void): void;
 }

@@ -244,6 +244,9 @@ func metafileInputs(metafile, dir, entry string) ([]Input, error) {
 	}
 	paths := []string{entry}
 	for p := range meta.Inputs {
+		if strings.HasPrefix(p, nodeNamespace+":") {
+			continue // the prelude's Node built-ins: no file
+		}
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(dir, p)
 		}

@@ -3,7 +3,7 @@
 // A handler file (`export default async function handler(input, ctx)`) is bundled with
 // esbuild's Go API (bundle.go), then run in QuickJS-NG compiled to WebAssembly (engine/, built
 // by mk/jsengine.mk). The engine is initialised once per handler, Wizer-style: it evaluates
-// the prelude (prelude.js: console, fetch, crypto, timers, ctx) and the bundle, and its memory
+// the prelude (prelude/prelude.js: the web platform, ctx) and the bundle, and its memory
 // is written back into the module's data (snapshot.go). The result is an ordinary ABI v1
 // reactor that goes through sandbox.Engine.LoadBytes like any other module, so every task
 // gets a fresh instance of the initialised engine under the step's limits and capabilities.
@@ -11,16 +11,13 @@
 package jshandler
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
-	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,27 +29,9 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
 )
 
-//go:embed prelude.js
-var preludeJS []byte
-
-//go:embed sql.js
-var sqlJS []byte
-
-//go:embed supabase.js
-var supabaseJS []byte
-
-// prelude is what the engine evaluates first: prelude.js, with the functions of sql.js
-// (ctx.sql) and supabase.js (ctx.supabase) in its scope as pgflowSQL and pgflowSupabase and
-// nowhere else (no global of the handler's sees them). Those files are written as modules
-// (export default) so that a bundled prelude can import them as they are.
-var prelude = slices.Concat([]byte("(function () {\n"),
-	bytes.Replace(sqlJS, []byte("export default function pgflowSQL("), []byte("function pgflowSQL("), 1),
-	bytes.Replace(supabaseJS, []byte("export default function pgflowSupabase("), []byte("function pgflowSupabase("), 1),
-	[]byte("\nreturn (\n"), preludeJS, []byte("\n);\n})()"))
-
 // snapshotVersion changes whenever the way snapshots are made changes, so no cached one of an
 // older kind is used.
-const snapshotVersion = "1"
+const snapshotVersion = "2"
 
 // IsSource reports whether path names a TypeScript or JavaScript handler rather than a
 // WebAssembly module.
@@ -147,6 +126,10 @@ func Load(ctx context.Context, eng sandbox.Engine, path string, mc sandbox.Modul
 	if err != nil {
 		return nil, &sandbox.Error{Kind: sandbox.KindInvalidModule, Message: err.Error()}
 	}
+	prelude, err := engine.Prelude()
+	if err != nil {
+		return nil, &sandbox.Error{Kind: sandbox.KindInvalidModule, Message: err.Error()}
+	}
 	b, err := Build(path, opts.FlowsDir)
 	if err != nil {
 		var be *BuildError
@@ -159,7 +142,7 @@ func Load(ctx context.Context, eng sandbox.Engine, path string, mc sandbox.Modul
 	if limit == 0 {
 		limit = sandbox.DefaultMemoryLimit
 	}
-	snap, err := snapshotOf(ctx, engineWasm, engineVersion, b, limit, opts)
+	snap, err := snapshotOf(ctx, engineWasm, engineVersion, prelude, b, limit, opts)
 	if err != nil {
 		var ie *initError
 		if errors.As(err, &ie) {
@@ -185,7 +168,7 @@ var snapshots = struct {
 // cache keeps the rest.
 const maxSnapshotsInMemory = 32
 
-func snapshotOf(ctx context.Context, engineWasm []byte, engineVersion string, b *Bundle, memoryLimit uint64, opts Options) ([]byte, error) {
+func snapshotOf(ctx context.Context, engineWasm []byte, engineVersion string, prelude []byte, b *Bundle, memoryLimit uint64, opts Options) ([]byte, error) {
 	h := sha256.New()
 	for _, part := range [][]byte{[]byte(snapshotVersion), engineWasm, []byte(engineVersion), prelude, b.JS, []byte(fmt.Sprint(opts.Fresh))} {
 		fmt.Fprintf(h, "%d:", len(part))

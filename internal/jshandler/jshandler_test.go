@@ -420,7 +420,7 @@ func TestRefusedAtLoad(t *testing.T) {
 	defer e.Close(context.Background())
 	for file, want := range map[string][]string{
 		"syntax.ts":         {"syntax.ts:2:22: Unexpected \";\"", "const x = input.a +;"},
-		"unresolved.ts":     {`unresolved.ts:1:24: Could not resolve "./missing"`, `unresolved.ts:2:16: Could not resolve "node:fs"`},
+		"unresolved.ts":     {`unresolved.ts:1:24: Could not resolve "./missing"`, `unresolved.ts:2:16: import of "node:fs" refused: handlers run in pgflow-wasm's sandbox, which has no fs`, `the Node built-ins here are node:buffer, node:events, node:util, node:crypto`},
 		"toplevel_fetch.ts": {"toplevel_fetch.ts:1:13: Top-level await is currently not supported"},
 		"toplevel_throw.ts": {"the handler module failed while loading: Expected property name", "at <anonymous> (toplevel_throw.ts:1:"},
 		"no_export.ts":      {"the handler module exports no handler: write `export default async function handler(input, ctx)"},

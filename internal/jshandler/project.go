@@ -77,6 +77,74 @@ func within(root, path string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }
 
+// nodeNamespace holds the Node built-ins the prelude provides.
+const nodeNamespace = "pgflow-node"
+
+// nodeBuiltins are the Node modules a handler may import (as node:x, or as a bare x that no
+// installed package provides), as Supabase's Edge Runtime offers them (prelude/node.js).
+var nodeBuiltins = []string{"buffer", "events", "util", "crypto"}
+
+// denoSpecifier reads an import as Deno writes it: npm:pkg@1.2/sub and jsr:@scope/pkg@^1
+// become the package path (pkg/sub, @scope/pkg), resolved from the project's node_modules
+// like any import; node:x names a built-in (builtin is x) when the prelude has it and is an
+// error otherwise. Any other path is returned as it is, with builtin set when it is the bare
+// name of one (a package may require("buffer")).
+func denoSpecifier(spec string) (path, builtin string, err error) {
+	switch {
+	case strings.HasPrefix(spec, "node:"):
+		name := strings.TrimPrefix(spec, "node:")
+		if slices.Contains(nodeBuiltins, name) {
+			return spec, name, nil
+		}
+		return "", "", fmt.Errorf("import of %q refused: handlers run in pgflow-wasm's sandbox, which has no %s (no files, processes or sockets of the worker); "+
+			"the Node built-ins here are node:%s, and fetch reaches the step's granted hosts (docs/guests.md)", spec, name, strings.Join(nodeBuiltins, ", node:"))
+	case strings.HasPrefix(spec, "npm:"), strings.HasPrefix(spec, "jsr:"):
+		rest := strings.TrimPrefix(strings.TrimPrefix(spec, "npm:"), "jsr:")
+		rest = strings.TrimPrefix(rest, "/")
+		name, sub := rest, ""
+		// The name is @scope/pkg or pkg; a version follows it after @, a subpath after /.
+		start := 0
+		if strings.HasPrefix(name, "@") {
+			i := strings.Index(name, "/")
+			if i < 0 {
+				return "", "", fmt.Errorf("import of %q: a scoped package is written @scope/name", spec)
+			}
+			start = i + 1
+		}
+		if i := strings.Index(name[start:], "/"); i >= 0 {
+			name, sub = name[:start+i], name[start+i:]
+		}
+		if i := strings.Index(name[start:], "@"); i >= 0 {
+			name = name[:start+i]
+		}
+		if name == "" || name == "@" {
+			return "", "", fmt.Errorf("import of %q: no package name", spec)
+		}
+		return name + sub, "", nil
+	}
+	if slices.Contains(nodeBuiltins, spec) {
+		return spec, spec, nil
+	}
+	return spec, "", nil
+}
+
+// jsrMirrorName is the npm name of a JSR package (@scope/pkg/sub -> @jsr/scope__pkg/sub),
+// as npm installs it from JSR's npm registry; "" for an unscoped name.
+func jsrMirrorName(path string) string {
+	if !strings.HasPrefix(path, "@") {
+		return ""
+	}
+	parts := strings.SplitN(path[1:], "/", 3)
+	if len(parts) < 2 {
+		return ""
+	}
+	out := "@jsr/" + parts[0] + "__" + parts[1]
+	if len(parts) == 3 {
+		out += "/" + parts[2]
+	}
+	return out
+}
+
 func systemFolder(path string) string {
 	for _, s := range systemFolders {
 		if within(s, path) {
@@ -163,10 +231,32 @@ func (p *project) plugin() api.Plugin {
 					}
 					return refuse("it is an absolute path (import the project's files by a relative path)")
 				}
-				r := build.Resolve(args.Path, api.ResolveOptions{
-					Importer: args.Importer, Namespace: args.Namespace, ResolveDir: args.ResolveDir,
-					Kind: args.Kind, With: args.With, PluginData: resolvingAgain{},
-				})
+				path, builtin, err := denoSpecifier(args.Path)
+				if err != nil {
+					return api.OnResolveResult{Errors: []api.Message{{Text: err.Error()}}}, nil
+				}
+				resolve := func(path string) api.ResolveResult {
+					return build.Resolve(path, api.ResolveOptions{
+						Importer: args.Importer, Namespace: args.Namespace, ResolveDir: args.ResolveDir,
+						Kind: args.Kind, With: args.With, PluginData: resolvingAgain{},
+					})
+				}
+				if builtin != "" && strings.HasPrefix(args.Path, "node:") {
+					return api.OnResolveResult{Path: builtin, Namespace: nodeNamespace}, nil
+				}
+				r := resolve(path)
+				if len(r.Errors) > 0 && strings.HasPrefix(args.Path, "jsr:") {
+					// npm's JSR mirror names @scope/pkg @jsr/scope__pkg.
+					if alt := jsrMirrorName(path); alt != "" {
+						if r2 := resolve(alt); len(r2.Errors) == 0 {
+							r = r2
+						}
+					}
+				}
+				if len(r.Errors) > 0 && builtin != "" {
+					// A bare "buffer" or "events" a package requires, not installed: Node's own.
+					return api.OnResolveResult{Path: builtin, Namespace: nodeNamespace}, nil
+				}
 				if len(r.Errors) > 0 {
 					// esbuild says why itself, in its own words, when it resolves the import.
 					return api.OnResolveResult{}, nil
@@ -191,6 +281,12 @@ func (p *project) plugin() api.Plugin {
 					side = api.SideEffectsFalse
 				}
 				return api.OnResolveResult{Path: r.Path, Namespace: r.Namespace, Suffix: r.Suffix, SideEffects: side}, nil
+			})
+			// The Node built-ins the prelude carries (prelude/node.js): the module is the
+			// prelude's object, so no file is read.
+			build.OnLoad(api.OnLoadOptions{Filter: ".*", Namespace: nodeNamespace}, func(args api.OnLoadArgs) (api.OnLoadResult, error) {
+				js := fmt.Sprintf("module.exports = globalThis.__pgflow_node(%q);", args.Path)
+				return api.OnLoadResult{Contents: &js, Loader: api.LoaderJS}, nil
 			})
 			// Every load is checked too, so no way of resolving that bypasses the check above
 			// reads a file outside the project.

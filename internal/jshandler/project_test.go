@@ -302,3 +302,57 @@ func TestTheProjectSearchStopsAtTheTemporaryFolder(t *testing.T) {
 		t.Errorf("ProjectRoot = %s, want %s", got, want)
 	}
 }
+
+// Imports written as Deno writes them resolve from the project's node_modules, through the
+// same check: npm:pkg@version/sub, jsr:@scope/pkg (installed as itself or as npm's
+// @jsr/scope__pkg), node:buffer and a package's bare require("buffer"); an npm: import of a
+// package linked from outside the project is refused like any other.
+func TestDenoSpecifiersResolveFromTheProject(t *testing.T) {
+	t.Parallel()
+	e, err := sandbox.New(sandbox.EngineWazero, sandbox.Config{CacheDir: sandbox.DefaultCacheDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	base := t.TempDir()
+	tree(t, base, map[string]string{
+		"outside/package.json":                          `{"name": "evil", "main": "index.js"}`,
+		"outside/index.js":                              "export default '" + secret + "';\n",
+		"proj/flows.yaml":                               "flows: []\n",
+		"proj/node_modules/tiny/package.json":           `{"name": "tiny", "version": "1.2.3", "main": "index.js"}`,
+		"proj/node_modules/tiny/index.js":               "export const twice = (n) => 2 * n;\n",
+		"proj/node_modules/tiny/sub.js":                 "export const thrice = (n) => 3 * n;\n",
+		"proj/node_modules/@jsr/std__path/package.json": `{"name": "@jsr/std__path", "main": "mod.js"}`,
+		"proj/node_modules/@jsr/std__path/mod.js":       "export const join = (...p) => p.join('/');\n",
+		"proj/node_modules/@scope/pkg/package.json":     `{"name": "@scope/pkg", "main": "index.js"}`,
+		"proj/node_modules/@scope/pkg/index.js":         "export const scoped = 'yes';\n",
+		"proj/node_modules/usesbuf/package.json":        `{"name": "usesbuf", "main": "index.js"}`,
+		"proj/node_modules/usesbuf/index.js":            "const { Buffer } = require('buffer'); module.exports = (s) => Buffer.from(s).toString('hex');\n",
+		"proj/node_modules/evil":                        "->../../outside",
+		"proj/h.ts": `import { twice } from "npm:tiny@1.2.3";
+import { thrice } from "npm:tiny@^1/sub.js";
+import { join } from "jsr:@std/path@^1.0.0";
+import { scoped } from "jsr:@scope/pkg";
+import { Buffer } from "node:buffer";
+import hex from "usesbuf";
+export default async (n: number) => ({ a: twice(n), b: thrice(n), c: join("a", "b"), d: scoped, e: Buffer.from("hi").toString("base64"), f: hex("hi") });
+`,
+		"proj/evil.ts": "import v from \"npm:evil@1\";\nexport default async () => v;\n",
+	})
+	opts := jshandler.Options{CacheDir: t.TempDir(), FlowsDir: filepath.Join(base, "proj")}
+	m, err := jshandler.Load(context.Background(), e, filepath.Join(base, "proj", "h.ts"), sandbox.ModuleConfig{}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	res, err := run(t, m, `2`, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, res.Output, `{"a":4,"b":6,"c":"a/b","d":"yes","e":"aGk=","f":"6869"}`)
+	_, err = jshandler.Load(context.Background(), e, filepath.Join(base, "proj", "evil.ts"), sandbox.ModuleConfig{}, opts)
+	wantKind(t, err, sandbox.KindInvalidModule, `evil.ts:1:15: import of "npm:evil@1" refused`)
+	if err != nil && strings.Contains(err.Error(), secret) {
+		t.Errorf("the refusal shows the file: %v", err)
+	}
+}

@@ -13,12 +13,15 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/compute"
 )
 
 // The engine's exports that only the snapshot uses (engine/c/pgflow_js.c).
 const (
-	exportSource = "pgflowjs_source"
-	exportInit   = "pgflowjs_init"
+	exportSource   = "pgflowjs_source"
+	exportInit     = "pgflowjs_init"
+	exportCompile  = "pgflowjs_compile"
+	exportCompiled = "pgflowjs_compiled"
 )
 
 // snapshotRuntime is where a handler's engine is initialised: a wazero runtime of its own,
@@ -64,14 +67,17 @@ func (sr *snapshotRuntime) capture(ctx context.Context, engineWasm, prelude, bun
 		return nil, fmt.Errorf("compiling the JavaScript engine: %w", err)
 	}
 	// wazero's defaults: no files, no environment, a fake clock and a fixed random source.
-	mod, err := rt.InstantiateModule(ctx, compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
-	if err != nil {
-		return nil, fmt.Errorf("starting the JavaScript engine: %w", err)
+	start := func() (api.Module, error) {
+		mod, err := rt.InstantiateModule(ctx, compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
+		if err != nil {
+			return nil, fmt.Errorf("starting the JavaScript engine: %w", err)
+		}
+		return mod, nil
 	}
-	// Only the handler's top-level code runs against timeout: compiling the engine takes
-	// what it takes on a loaded machine, and is no guest's doing.
+	// Only the handler's top-level code runs against timeout: compiling the engine and the
+	// scripts takes what it takes on a loaded machine, and is no guest's doing.
 	callCtx := ctx
-	call := func(name string, args ...uint64) (uint64, error) {
+	call := func(mod api.Module, name string, args ...uint64) (uint64, error) {
 		f := mod.ExportedFunction(name)
 		if f == nil {
 			return 0, fmt.Errorf("the JavaScript engine has no export %s (rebuild it: make jsengine)", name)
@@ -91,16 +97,61 @@ func (sr *snapshotRuntime) capture(ctx context.Context, engineWasm, prelude, bun
 		}
 		return r[0], nil
 	}
-	if _, err := call(abi.ExportInitialize); err != nil {
+	put := func(mod api.Module, which int, src []byte) error {
+		ptr, err := call(mod, exportSource, uint64(which), uint64(len(src)))
+		if err != nil {
+			return err
+		}
+		if ptr == 0 || !mod.Memory().Write(uint32(ptr), src) {
+			return fmt.Errorf("the handler's %d bytes of JavaScript do not fit in the step's memory limit", len(src))
+		}
+		return nil
+	}
+
+	// The scripts are compiled in an instance of their own: parsing takes several times a
+	// script's size for a moment, and the snapshot keeps all the memory its instance ever
+	// grew to (engine/c/pgflow_js.c, pgflowjs_compile).
+	scratch, err := start()
+	if err != nil {
 		return nil, err
 	}
+	if _, err := call(scratch, abi.ExportInitialize); err != nil {
+		return nil, err
+	}
+	var code [2][]byte
 	for i, src := range [][]byte{prelude, bundle} {
-		ptr, err := call(exportSource, uint64(i), uint64(len(src)))
+		if err := put(scratch, i, src); err != nil {
+			return nil, err
+		}
+		n, err := call(scratch, exportCompile, uint64(i))
 		if err != nil {
 			return nil, err
 		}
-		if ptr == 0 || !mod.Memory().Write(uint32(ptr), src) {
-			return nil, fmt.Errorf("the handler's %d bytes of JavaScript do not fit in the step's memory limit", len(src))
+		if int32(n) < 0 {
+			return nil, &initError{msg: hs.errMsg}
+		}
+		at, err := call(scratch, exportCompiled)
+		if err != nil {
+			return nil, err
+		}
+		b, ok := scratch.Memory().Read(uint32(at), uint32(n))
+		if !ok {
+			return nil, errors.New("reading the compiled script failed")
+		}
+		code[i] = bytes.Clone(b)
+	}
+	_ = scratch.Close(ctx)
+
+	mod, err := start()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := call(mod, abi.ExportInitialize); err != nil {
+		return nil, err
+	}
+	for i, c := range code {
+		if err := put(mod, 2+i, c); err != nil { // 2+i: bytecode
+			return nil, err
 		}
 	}
 	var e uint64
@@ -110,7 +161,7 @@ func (sr *snapshotRuntime) capture(ctx context.Context, engineWasm, prelude, bun
 	var cancel context.CancelFunc
 	callCtx, cancel = context.WithTimeout(ctx, timeout)
 	defer cancel()
-	status, err := call(exportInit, e)
+	status, err := call(mod, exportInit, e)
 	if err != nil {
 		return nil, err
 	}
@@ -169,6 +220,34 @@ func stubHost(ctx context.Context, rt wazero.Runtime, hs *hostState) error {
 		s[0] = api.EncodeI32(abi.ErrDenied)
 	})
 	def(abi.ImportSQLResultRead, func(_ context.Context, _ api.Module, s []uint64) { s[0] = 0 })
+	// Crypto computes and reaches nothing, so top-level code may import its keys once for
+	// every task; only a generated key is refused, as every task would share it.
+	var computeResult []byte
+	def(abi.ImportComputeCall, func(_ context.Context, m api.Module, s []uint64) {
+		req := []byte(read(m, s[0], s[1]))
+		computeResult = nil
+		if bytes.Contains(req, []byte(`"op":"generate"`)) {
+			refusal = "crypto.subtle.generateKey is not available while the handler module loads: its top-level code runs once, " +
+				"when the worker loads the step, and a key made there would be shared by every task; generate keys inside the handler"
+			s[0] = api.EncodeI32(abi.ErrDenied)
+			return
+		}
+		out, err := compute.Call(req)
+		if err != nil {
+			refusal = err.Error()
+			s[0] = api.EncodeI32(abi.ErrBadRequest)
+			return
+		}
+		computeResult = out
+		s[0] = api.EncodeI32(int32(len(out)))
+	})
+	def(abi.ImportComputeResultRead, func(_ context.Context, m api.Module, s []uint64) {
+		n := uint32(min(uint64(len(computeResult)), s[1]))
+		if n > 0 {
+			m.Memory().Write(uint32(s[0]), computeResult[:n])
+		}
+		s[0] = api.EncodeI32(int32(len(computeResult)))
+	})
 	def(abi.ImportLastError, func(_ context.Context, m api.Module, s []uint64) {
 		n := uint32(min(uint64(len(refusal)), s[1]))
 		if n > 0 {
@@ -246,7 +325,7 @@ func rewrite(wasm, mem []byte) ([]byte, error) {
 			b = append(b, s.body[2+k:]...) // the maximum, if any
 			emit(5, b)
 		case 7:
-			b, err := dropExports(s.body, abi.ExportInitialize, exportSource, exportInit)
+			b, err := dropExports(s.body, abi.ExportInitialize, exportSource, exportInit, exportCompile, exportCompiled)
 			if err != nil {
 				return nil, err
 			}

@@ -1,6 +1,6 @@
 // Package engine carries the JavaScript engine in the binary: `make` builds QuickJS-NG and
-// the ABI glue in c/ into wasm/engine.wasm (mk/jsengine.mk), and it is embedded here. The
-// file is generated, never committed: a binary built with a plain `go build` has none, and
+// the ABI glue in c/ into wasm/engine.wasm and bundles the prelude into wasm/prelude.js
+// (mk/jsengine.mk), and both are embedded here. The files are generated, never committed: a binary built with a plain `go build` has none, and
 // says so.
 package engine
 
@@ -25,4 +25,14 @@ func Wasm() (wasm []byte, version string, err error) {
 	}
 	v, _ := files.ReadFile("wasm/VERSION")
 	return wasm, strings.TrimSpace(string(v)), nil
+}
+
+// Prelude returns the script the engine evaluates before every handler: prelude/prelude.js
+// and the npm packages it uses, bundled at build time (mk/jsengine.mk).
+func Prelude() ([]byte, error) {
+	p, err := files.ReadFile("wasm/prelude.js")
+	if err != nil || len(p) == 0 {
+		return nil, ErrMissing
+	}
+	return p, nil
 }

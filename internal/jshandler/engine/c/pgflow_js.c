@@ -15,6 +15,7 @@
  * never become globals themselves, and returns the hooks this file calls: describe(error),
  * fireTimer(), and prepare(), which finds the bundle's handler and returns run(input, context).
  */
+#include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,8 @@
 
 static char *sources[2];
 static size_t source_lens[2];
+/* Whether a source is text or bytecode that pgflowjs_compile made (in another instance). */
+static int is_bytecode[2];
 static JSRuntime *rt;
 static JSContext *ctx;
 /* From the prelude: run(input, context) calls the handler; describe(error) formats a thrown
@@ -51,7 +54,9 @@ static size_t flow_input_len;
 
 /* Reserves n bytes for source which (0 prelude, 1 bundle); the host writes them there. */
 EXPORT("pgflowjs_source") char *pgflowjs_source(int which, size_t n) {
-	if (which < 0 || which > 1) return NULL;
+	if (which < 0 || which > 3) return NULL;
+	is_bytecode[which & 1] = which >> 1;
+	which &= 1;
 	free(sources[which]);
 	sources[which] = malloc(n + 1);
 	if (sources[which] == NULL) return NULL;
@@ -255,6 +260,34 @@ static JSValue js_flow_input(JSContext *c, JSValueConst this_val, int argc, JSVa
 	return v;
 }
 
+/* compute_call(request JSON) -> the host's answer JSON, or {code, message} (the host names the
+ * DOMException in the message: "DataError: ..."). The host computes with Go's crypto and
+ * touches neither files nor the network (sandbox/compute). */
+PGFLOW_IMPORT_("compute_call") int pgflow_host_compute_call(const void *request, size_t request_len);
+PGFLOW_IMPORT_("compute_result_read") int pgflow_host_compute_result_read(void *ptr, size_t cap);
+
+static JSValue js_compute_call(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
+	(void)this_val;
+	if (argc < 1) return JS_ThrowTypeError(c, "compute_call needs a request");
+	size_t len;
+	const char *req = JS_ToCStringLen(c, &len, argv[0]);
+	if (req == NULL) return JS_EXCEPTION;
+	int n = pgflow_host_compute_call(req, len);
+	JS_FreeCString(c, req);
+	if (n < 0) {
+		JSValue r = JS_NewObject(c);
+		JS_SetPropertyStr(c, r, "code", JS_NewInt32(c, n));
+		JS_SetPropertyStr(c, r, "message", last_error_string(c));
+		return r;
+	}
+	char *buf = malloc((size_t)n + 1);
+	if (buf == NULL) return JS_ThrowOutOfMemory(c);
+	if (n > 0) pgflow_host_compute_result_read(buf, (size_t)n);
+	JSValue s = JS_NewStringLen(c, buf, (size_t)n);
+	free(buf);
+	return s;
+}
+
 /* ---- initialisation ------------------------------------------------------------------- */
 
 static JSValue get_fn(JSContext *c, JSValueConst obj, const char *name) {
@@ -266,14 +299,102 @@ static JSValue get_fn(JSContext *c, JSValueConst obj, const char *name) {
 	return f;
 }
 
+/* Evaluates source which (0 the prelude, 1 the bundle): bytecode from pgflowjs_compile, or
+ * text, parsed here. */
+static JSValue eval_source(int which) {
+	if (!is_bytecode[which])
+		return JS_Eval(ctx, sources[which], source_lens[which], which ? BUNDLE_NAME : PRELUDE_NAME, JS_EVAL_TYPE_GLOBAL | JS_EVAL_FLAG_STRICT);
+	JSValue fn = JS_ReadObject(ctx, (const uint8_t *)sources[which], source_lens[which], JS_READ_OBJ_BYTECODE);
+	if (JS_IsException(fn)) return fn;
+	return JS_EvalFunction(ctx, fn);
+}
+
+/* Compiling a script takes several times its size in memory for a moment, and a snapshot
+ * keeps the memory its engine ever grew to: every task's instance would get it, to clear and
+ * to copy. So the host compiles the prelude and the bundle in a throwaway instance
+ * (pgflowjs_compile) and hands the bytecode to the one it snapshots. The prelude is written
+ * without the source text QuickJS keeps for every function (for toString; each nested
+ * function keeps its own copy, several times the prelude's size): its functions print as
+ * native ones, as a browser's do. The bundle keeps its text: a handler's code may read it. */
+static uint8_t *compiled;
+static size_t compiled_len;
+
+/* Compiles source which; returns the bytecode's length (pgflowjs_compiled is where it is), or
+ * -1 with the error written (a syntax error). */
+EXPORT("pgflowjs_compile") int pgflowjs_compile(int which) {
+	if (which < 0 || which > 1 || sources[which] == NULL) {
+		pgflow_fail("pgflowjs_compile: no such source");
+		return -1;
+	}
+	if (rt == NULL) {
+		rt = JS_NewRuntime();
+		ctx = rt ? JS_NewContext(rt) : NULL;
+		if (ctx == NULL) {
+			pgflow_fail("cannot start the JavaScript runtime: out of memory");
+			return -1;
+		}
+	}
+	JSValue fn = JS_Eval(ctx, sources[which], source_lens[which], which ? BUNDLE_NAME : PRELUDE_NAME,
+	                     JS_EVAL_TYPE_GLOBAL | JS_EVAL_FLAG_STRICT | JS_EVAL_FLAG_COMPILE_ONLY);
+	if (JS_IsException(fn)) {
+		fail_exception(ctx, which ? LOAD_FAILED : "the prelude failed: ");
+		return -1;
+	}
+	if (compiled) js_free(ctx, compiled);
+	compiled = JS_WriteObject(ctx, &compiled_len, fn, JS_WRITE_OBJ_BYTECODE | (which ? 0 : JS_WRITE_OBJ_STRIP_SOURCE));
+	JS_FreeValue(ctx, fn);
+	if (compiled == NULL) {
+		pgflow_fail("compiling the script ran out of memory");
+		return -1;
+	}
+	return (int)compiled_len;
+}
+
+EXPORT("pgflowjs_compiled") uint8_t *pgflowjs_compiled(void) { return compiled; }
+
+/* While the engine initialises, what it frees is zeroed first: freed memory keeps its bytes,
+ * and the snapshot stores every non-zero byte, so the garbage of parsing the prelude and the
+ * bundle would otherwise be copied into every task's instance. Tasks free as usual. */
+static int zero_frees;
+/* Called through a volatile pointer: a memset just before free is otherwise optimised away. */
+static void *(*volatile zero_memory)(void *, int, size_t) = memset;
+
+static void *m_calloc(void *opaque, size_t count, size_t size) { (void)opaque; return calloc(count, size); }
+static void *m_malloc(void *opaque, size_t size) { (void)opaque; return malloc(size); }
+static void m_free(void *opaque, void *ptr) {
+	(void)opaque;
+	if (zero_frees && ptr != NULL) zero_memory(ptr, 0, malloc_usable_size(ptr));
+	free(ptr);
+}
+static void *m_realloc(void *opaque, void *ptr, size_t size) {
+	(void)opaque;
+	if (!zero_frees || ptr == NULL || size == 0) {
+		if (size == 0 && ptr != NULL) {
+			m_free(opaque, ptr);
+			return NULL;
+		}
+		return realloc(ptr, size);
+	}
+	size_t old = malloc_usable_size(ptr);
+	if (size <= old) return ptr;
+	void *p = malloc(size);
+	if (p == NULL) return NULL;
+	memcpy(p, ptr, old);
+	m_free(opaque, ptr);
+	return p;
+}
+static size_t m_usable_size(const void *ptr) { return malloc_usable_size((void *)ptr); }
+static const JSMallocFunctions malloc_funcs = {m_calloc, m_malloc, m_free, m_realloc, m_usable_size};
+
 static int init(void) {
 	if (sources[0] == NULL || sources[1] == NULL) return pgflow_fail("pgflowjs_init: the prelude or the bundle is missing");
-	rt = JS_NewRuntime();
+	zero_frees = 1;
+	rt = JS_NewRuntime2(&malloc_funcs, NULL);
 	if (rt == NULL) return pgflow_fail("cannot start the JavaScript runtime: out of memory");
 	ctx = JS_NewContext(rt);
 	if (ctx == NULL) return pgflow_fail("cannot create the JavaScript context: out of memory");
 
-	JSValue install = JS_Eval(ctx, sources[0], source_lens[0], PRELUDE_NAME, JS_EVAL_TYPE_GLOBAL | JS_EVAL_FLAG_STRICT);
+	JSValue install = eval_source(0);
 	if (JS_IsException(install)) return fail_exception(ctx, "the prelude failed: ");
 	JSValue natives = JS_NewObject(ctx);
 	JS_SetPropertyStr(ctx, natives, "log", JS_NewCFunction(ctx, js_log, "log", 2));
@@ -284,6 +405,7 @@ static int init(void) {
 	JS_SetPropertyStr(ctx, natives, "utf8_decode", JS_NewCFunction(ctx, js_utf8_decode, "utf8_decode", 1));
 	JS_SetPropertyStr(ctx, natives, "utf8_encode", JS_NewCFunction(ctx, js_utf8_encode, "utf8_encode", 1));
 	JS_SetPropertyStr(ctx, natives, "flow_input", JS_NewCFunction(ctx, js_flow_input, "flow_input", 0));
+	JS_SetPropertyStr(ctx, natives, "compute_call", JS_NewCFunction(ctx, js_compute_call, "compute_call", 1));
 	JSValue hooks = JS_Call(ctx, install, JS_UNDEFINED, 1, &natives);
 	JS_FreeValue(ctx, install);
 	JS_FreeValue(ctx, natives);
@@ -295,7 +417,7 @@ static int init(void) {
 	if (JS_IsException(describe_fn) || JS_IsException(timer_fn) || JS_IsException(prepare)) return fail_exception(ctx, "the prelude failed: ");
 
 	/* The bundle is an ES module turned into a script: strict, like the module it was. */
-	JSValue r = JS_Eval(ctx, sources[1], source_lens[1], BUNDLE_NAME, JS_EVAL_TYPE_GLOBAL | JS_EVAL_FLAG_STRICT);
+	JSValue r = eval_source(1);
 	if (JS_IsException(r)) {
 		JS_FreeValue(ctx, prepare);
 		return fail_exception(ctx, LOAD_FAILED);
@@ -314,8 +436,10 @@ static int init(void) {
 	run_fn = JS_Call(ctx, prepare, JS_UNDEFINED, 0, NULL);
 	JS_FreeValue(ctx, prepare);
 	if (JS_IsException(run_fn)) return fail_exception(ctx, LOAD_FAILED);
-	/* The sources are evaluated: their text need not be in every task's memory. */
+	/* The sources are evaluated: their text need not be in every task's memory. Zeroed
+	 * first, as freed memory keeps its bytes and the snapshot stores every non-zero byte. */
 	for (int i = 0; i < 2; i++) {
+		zero_memory(sources[i], 0, source_lens[i]);
 		free(sources[i]);
 		sources[i] = NULL;
 	}
@@ -323,6 +447,7 @@ static int init(void) {
 	 * collection: a task's instance is thrown away with its garbage, and a snapshot taken
 	 * just under the threshold made every task pay a full collection of the engine's heap. */
 	JS_RunGC(rt);
+	zero_frees = 0;
 	JSMemoryUsage usage;
 	JS_ComputeMemoryUsage(rt, &usage);
 	JS_SetGCThreshold(rt, (size_t)usage.malloc_size + GC_HEADROOM);

@@ -1,7 +1,7 @@
 // ctx.sql: postgres.js's API (the `postgres` npm package, which pgflow's worker hands its
-// handlers as ctx.sql) on the ABI's sql_query (abi/SPEC.md, SQL). A module of the prelude:
-// jshandler.go puts its function in the prelude's scope (and nowhere else), which calls it
-// once with the engine's natives and gives the result to every task as ctx.sql. Nothing
+// handlers as ctx.sql) on the ABI's sql_query (abi/SPEC.md, SQL). A module of the prelude
+// (bundled with it by build.go): prelude.js calls it once with the engine's natives and
+// gives the result to every task as ctx.sql. Nothing
 // here may depend on a task: the host keeps the task's session (its transaction and open
 // blocks).
 //

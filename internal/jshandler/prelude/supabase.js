@@ -1,7 +1,7 @@
 // ctx.supabase: the client pgflow's worker gives its handlers, supabase-js's createClient with
 // SUPABASE_URL and SUPABASE_SERVICE_ROLE_KEY, for a step that grants both names (`env`) and
 // the URL's host (`http.allow`: the client's requests go through fetch and the step's HTTP
-// grant). A module of the prelude, composed as sql.js is (jshandler.go): the prelude calls
+// grant). A module of the prelude, bundled with it as sql.js is (build.go): the prelude calls
 // it once with createClient (undefined while the engine bundles no supabase-js) and uses
 // the result on every task's ctx. The client is made on the first read of ctx.supabase in a
 // task, from that task's grants.
