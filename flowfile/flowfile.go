@@ -57,11 +57,11 @@ type Step struct {
 	Type      string // StepSingle or StepMap
 	DependsOn []string
 	// Module is the handler's path: absolute, resolved against the flows file's folder; a
-	// WebAssembly module, or a TypeScript or JavaScript file the worker bundles (internal/jshandler).
+	// WebAssembly module, or a TypeScript or JavaScript file the worker bundles (sandbox/jshandler).
 	Module     string
 	ModuleLine int
 	// FlowsDir is the flows file's folder: a TypeScript or JavaScript handler in it may
-	// import the folder's files and nothing outside it (internal/jshandler, ProjectRoot).
+	// import the folder's files and nothing outside it (sandbox/jshandler, ProjectRoot).
 	FlowsDir string
 	// Step options; nil inherits the flow's value (stored as NULL in pgflow.steps).
 	MaxAttempts *int

@@ -1,7 +1,7 @@
-# The JavaScript engine of TypeScript and JavaScript handlers (internal/jshandler, see
+# The JavaScript engine of TypeScript and JavaScript handlers (sandbox/jshandler, see
 # docs/RATIONALE.md): QuickJS-NG built from its C sources with Debian's clang + wasi-libc and
-# linked with our ABI glue (internal/jshandler/engine/c) into one reactor module, which the
-# Go build embeds (internal/jshandler/engine). The sources come from the Go module proxy as
+# linked with our ABI glue (sandbox/jshandler/engine/c) into one reactor module, which the
+# Go build embeds (sandbox/jshandler/engine). The sources come from the Go module proxy as
 # the module it synthesizes from the pinned tag; go checks them against the Go checksum
 # database and we check the hash pinned here, so a moved tag cannot change what we build.
 # They stay in the module cache: nothing of them is copied into this repository. Generated,
@@ -12,7 +12,7 @@ QUICKJS_VERSION := v0.10.1
 QUICKJS_SUM     := h1:mDd2mBT6Tu9wulMET7s+Pl4FeRfNAV8HUoLKmBbu/t4=
 QUICKJS_OBJS    := cutils libregexp libunicode quickjs xsum
 
-JS_ENGINE_DIR   := internal/jshandler/engine
+JS_ENGINE_DIR   := sandbox/jshandler/engine
 JS_ENGINE_BUILD := $(JS_ENGINE_DIR)/build
 JS_ENGINE       := $(JS_ENGINE_DIR)/wasm/engine.wasm
 JS_ENGINE_INFO  := $(JS_ENGINE_DIR)/wasm/VERSION
@@ -23,10 +23,10 @@ QUICKJS_CFLAGS  := --target=wasm32-wasi -O2 -D_GNU_SOURCE
 # writing over the engine's data; 1 MiB holds 3,271 nested JavaScript calls (docs/guests.md).
 JS_ENGINE_LDFLAGS := -mexec-model=reactor -Wl,--stack-first -Wl,-z,stack-size=1048576 -Wl,--strip-all
 
-# The prelude (internal/jshandler/prelude): prelude.js and its modules with the npm packages
+# The prelude (sandbox/jshandler/prelude): prelude.js and its modules with the npm packages
 # its package-lock.json pins (whatwg-url, web-streams-polyfill...), bundled by build.go with
 # esbuild into one script the Go build embeds beside the engine. Generated, never committed.
-JS_PRELUDE_DIR  := internal/jshandler/prelude
+JS_PRELUDE_DIR  := sandbox/jshandler/prelude
 JS_PRELUDE      := $(JS_ENGINE_DIR)/wasm/prelude.js
 JS_PRELUDE_SRC  := $(wildcard $(JS_PRELUDE_DIR)/*.js) $(JS_PRELUDE_DIR)/build.go
 
@@ -44,9 +44,9 @@ $(JS_PRELUDE_DIR)/node_modules: $(JS_PRELUDE_DIR)/package-lock.json $(JS_PRELUDE
 $(JS_PRELUDE): $(JS_PRELUDE_SRC) $(JS_PRELUDE_DIR)/node_modules
 	$(GO) run ./$(JS_PRELUDE_DIR)/build.go $@
 
-# Real npm SDKs the tests bundle into handlers unchanged (internal/jshandler/sdk_test.go),
+# Real npm SDKs the tests bundle into handlers unchanged (sandbox/jshandler/sdk_test.go),
 # pinned by their own package-lock.json: test-only, never in the binary.
-JS_SDK_DIR := internal/jshandler/testdata/sdk
+JS_SDK_DIR := sandbox/jshandler/testdata/sdk
 .PHONY: jshandler-sdks
 jshandler-sdks: $(JS_SDK_DIR)/node_modules
 $(JS_SDK_DIR)/node_modules: $(JS_SDK_DIR)/package-lock.json $(JS_SDK_DIR)/package.json

@@ -13,10 +13,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/handlertest"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/jshandler"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/step"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/jshandler"
 )
 
 func moduleCommand() *cli.Command {

@@ -9,9 +9,9 @@ import (
 	"log/slog"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/jshandler"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/jshandler"
 )
 
 // Load loads the module of step s of flow fl in file with eng, as the worker runs it: its

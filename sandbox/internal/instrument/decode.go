@@ -1,6 +1,10 @@
 package instrument
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/leb128"
+)
 
 // Opcodes the rewrite looks at or writes.
 const (
@@ -261,27 +265,9 @@ func (r *reader) limits() {
 	}
 }
 
-func appendU32(b []byte, v uint32) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v == 0 {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
+func appendU32(b []byte, v uint32) []byte { return leb128.AppendUnsigned(b, uint64(v)) }
 
-func appendS64(b []byte, v int64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
+func appendS64(b []byte, v int64) []byte { return leb128.AppendSigned(b, v) }
 
 func appendName(b []byte, s string) []byte {
 	b = appendU32(b, uint32(len(s)))

@@ -23,9 +23,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/jshandler"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/httpcap"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/jshandler"
 )
 
 // Real npm SDKs, installed unchanged in testdata/sdk (its package-lock.json; `make

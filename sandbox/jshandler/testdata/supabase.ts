@@ -1,4 +1,4 @@
-// Reads ctx.supabase and reports how it went (internal/jshandler: TestCtxSupabase).
+// Reads ctx.supabase and reports how it went (sandbox/jshandler: TestCtxSupabase).
 export default async function (_input: unknown, ctx: any) {
   try {
     const client = ctx.supabase;

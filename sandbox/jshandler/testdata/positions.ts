@@ -1,4 +1,4 @@
-// Errors at known lines (internal/jshandler: TestErrorsNameTheLineTheyHappenOn): each case fails on the line its comment names.
+// Errors at known lines (sandbox/jshandler: TestErrorsNameTheLineTheyHappenOn): each case fails on the line its comment names.
 type Ctx = { flowInput: any };
 
 function helper(x: any) {

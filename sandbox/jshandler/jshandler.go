@@ -24,9 +24,9 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/jshandler/engine"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/jshandler/engine"
 )
 
 // snapshotVersion changes whenever the way snapshots are made changes, so no cached one of an

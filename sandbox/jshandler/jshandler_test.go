@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/jshandler"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/httpcap"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/jshandler"
 )
 
 // forEachEngine runs f once per engine of the build (wasmtime with -tags wasmtime).

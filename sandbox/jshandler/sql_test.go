@@ -12,10 +12,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/jshandler"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/jshandler"
 )
 
 // sqlApp is a database with app.items writable by the ledger's role, and a pool logged in as

@@ -1,5 +1,5 @@
 // ctx.sql as postgres.js: result types, parameter types, helpers, sql.begin and a failed
-// statement caught (internal/jshandler/sql_test.go runs each case on a real database; the
+// statement caught (sandbox/jshandler/sql_test.go runs each case on a real database; the
 // table app.items is the test's).
 type Rows = Array<Record<string, any>> & { count: number; command: string; columns: Array<{ name: string; type: number }> };
 type Sql = any;

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/compute"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/leb128"
 )
 
 // The engine's exports that only the snapshot uses (engine/c/pgflow_js.c).
@@ -337,7 +338,7 @@ func rewrite(wasm, mem []byte) ([]byte, error) {
 			b := binary.AppendUvarint(nil, uint64(len(runs)))
 			for _, r := range runs {
 				b = append(b, 0, 0x41) // active segment of memory 0 at i32.const offset
-				b = appendSLEB(b, int64(int32(uint32(r[0]))))
+				b = leb128.AppendSigned(b, int64(int32(uint32(r[0]))))
 				b = append(b, 0x0b)
 				b = binary.AppendUvarint(b, uint64(r[1]-r[0]))
 				b = append(b, mem[r[0]:r[1]]...)
@@ -360,7 +361,7 @@ func stackPointer(body []byte) (int, error) {
 	if cnt != 1 || len(body) < k+4 || body[k] != 0x7f || body[k+1] != 1 || body[k+2] != 0x41 {
 		return 0, errors.New("the engine must have exactly one global, the stack pointer: anything else could hold state the snapshot misses")
 	}
-	v, _, err := readSLEB(body[k+3:])
+	v, _, err := leb128.ReadSigned(body[k+3:])
 	return int(v), err
 }
 
@@ -414,34 +415,4 @@ func nonZeroRuns(mem []byte, from, gap int) [][2]int {
 		runs = append(runs, [2]int{start, last + 1})
 	}
 	return runs
-}
-
-func appendSLEB(b []byte, v int64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
-
-func readSLEB(b []byte) (int64, int, error) {
-	var v int64
-	var shift uint
-	for i, c := range b {
-		if i == 10 {
-			break
-		}
-		v |= int64(c&0x7f) << shift
-		shift += 7
-		if c&0x80 == 0 {
-			if shift < 64 && c&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return v, i + 1, nil
-		}
-	}
-	return 0, 0, errors.New("a malformed signed LEB128 number")
 }

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/jshandler"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/jshandler"
 )
 
 // tree writes name -> content under dir; a content starting with "->" makes a symlink to

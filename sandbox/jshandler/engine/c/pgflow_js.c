@@ -1,8 +1,8 @@
 /*
  * pgflow_js.c: the pgflow ABI v1 reactor that runs a JavaScript handler in QuickJS-NG.
  *
- * internal/jshandler makes one module per handler out of this engine. It instantiates the
- * engine once, copies the prelude (internal/jshandler/prelude.js) and the handler's bundle
+ * sandbox/jshandler makes one module per handler out of this engine. It instantiates the
+ * engine once, copies the prelude (sandbox/jshandler/prelude.js) and the handler's bundle
  * into buffers from pgflowjs_source, and calls pgflowjs_init(1): the runtime and the context
  * are created, both scripts are evaluated and the handler is kept. The resulting linear
  * memory becomes the data of a new module (a snapshot), so every task starts a fresh

@@ -3,7 +3,7 @@
 // build.go bundles the prelude (prelude.js, its modules and the npm packages of
 // package.json, installed by `npm ci` beside it) into one script for the engine:
 //
-//	go run ./internal/jshandler/prelude/build.go OUT
+//	go run ./sandbox/jshandler/prelude/build.go OUT
 //
 // mk/jsengine.mk runs it; OUT (engine/wasm/prelude.js) is generated, never committed. The
 // script's value is install(natives), as pgflow_js.c expects: esbuild's IIFE is wrapped in

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/jshandler"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/jshandler"
 )
 
 // What a TypeScript handler costs against C (docs/benchmarks-history.md, "TypeScript handlers"): one
