@@ -321,7 +321,7 @@ func TestAFetchRefusesAMigrationItWasNotPreparedFor(t *testing.T) {
 		t.Fatalf("a fetch after a newer migration: %d tasks, %v; want none and dberr.ErrSchemaChanged naming it", len(tasks), err)
 	}
 	var queued, visible int
-	if err := db.Pool.QueryRow(ctx, `select (select count(*) from pgflow.step_tasks where status = 'queued'),
+	if err := db.Pool.QueryRow(ctx, `select (select count(*) from pgflow.step_tasks where flow_slug = 'f' and status = 'queued'),
 		(select count(*) from pgmq.q_f where vt <= now())`).Scan(&queued, &visible); err != nil || queued != 1 || visible != 1 {
 		t.Fatalf("after the refused fetch: %d tasks queued, %d messages visible (%v); want 1 and 1", queued, visible, err)
 	}

@@ -26,7 +26,9 @@ import (
 // upgrade's commit to the first task completed after it) is logged.
 func TestAPgflowUpgradeUnderAServingWorkerLosesNoRun(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
+	// Unaged: once pgflow 0.14.1 is in, the workers apply pgflow's requeue rule to the tasks of
+	// workers that are gone, and the warm flow's tasks belong to one.
+	db := pgtest.NewDB(t, pgtest.Unaged())
 	if v := db.Protocol(t).Version; v != "0.8" {
 		t.Skipf("needs a database at pgflow 0.8.1 (the built-in pgflow) to upgrade; this one has pgflow %s", db.Protocol(t))
 	}

@@ -63,7 +63,9 @@ func (db *DB) Conn(t testing.TB) *pgx.Conn {
 type options struct {
 	layer schema.LayerMode
 	empty bool
-	modes []string // PlanEnv
+	// unaged: no warm flow whatever PlanEnv says (Unaged)
+	unaged bool
+	modes  []string // PlanEnv
 }
 
 // Option changes what NewDB installs.
@@ -76,6 +78,12 @@ func Layer(mode schema.LayerMode) Option { return func(o *options) { o.layer = m
 
 // Empty gives a database with nothing installed (for installer tests).
 func Empty() Option { return func(o *options) { o.empty = true } }
+
+// Unaged gives a database without the warm flow even under PGTEST_PLAN=aged (its other plan
+// settings still apply): for a test whose worker rightly touches every started task of a
+// worker that is gone, as pgflow's own recovery rules do once a release that has them is
+// installed, and the warm flow's tasks are such tasks.
+func Unaged() Option { return func(o *options) { o.unaged = true } }
 
 // NewDB creates a database for this test and drops it when the test ends.
 func NewDB(t testing.TB, opts ...Option) *DB {
@@ -93,7 +101,7 @@ func NewDB(t testing.TB, opts ...Option) *DB {
 	}
 	template := ""
 	if !o.empty {
-		template, err = srv.template(o.layer, slices.Contains(o.modes, PlanAged))
+		template, err = srv.template(o.layer, slices.Contains(o.modes, PlanAged) && !o.unaged)
 		if err != nil {
 			if skip, ok := err.(*skipError); ok {
 				t.Skip(skip.reason)
