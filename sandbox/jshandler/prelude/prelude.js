@@ -298,10 +298,10 @@ export function install(natives) {
   const env = new Proxy(Object.freeze(Object.create(null)), {
     get(_, name) {
       if (typeof name !== "string" || notEnvNames.has(name)) return undefined;
+      // As pgflow's ctx.env, a record: a name the step is not granted (or the worker lacks) is
+      // undefined, not an error, so SDKs that probe for optional variables work.
       const v = config(name);
-      if (typeof v === "string") return v;
-      if (v.code === -10) return undefined; // listed in env, not set in the worker's environment
-      throw new TypeError(v.message);
+      return typeof v === "string" ? v : undefined;
     },
     has(_, name) {
       try {
