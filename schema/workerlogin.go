@@ -23,6 +23,7 @@ grant select, insert, delete on all tables in schema pgflow_wasm to %[1]s;
 alter default privileges in schema pgflow grant select, insert, update, delete on tables to %[1]s;
 alter default privileges in schema pgmq grant select, insert, update, delete, trigger on tables to %[1]s;
 alter default privileges in schema pgflow, pgmq grant usage, select on sequences to %[1]s;
+alter default privileges in schema pgflow_wasm grant select, insert, delete on tables to %[1]s;
 `
 
 // WorkerLoginReport is what GrantWorker did.
