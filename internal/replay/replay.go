@@ -180,19 +180,11 @@ func findStep(file *flowfile.File, rec store.TaskRecord, moduleGiven bool) (*flo
 // one its database_env names, logged in as the step's role as the worker would: the replay
 // never completes it, so Close rolls it back.
 func rolledBackGrant(ctx context.Context, pool *pgxpool.Pool, file *flowfile.File, fl *flowfile.Flow, st *flowfile.Step) (*sqlsession.Grant, func(), error) {
-	sec := st.SQL
 	g := step.Grant(file, fl, st)
 	g.Transactional = true
-	base, err := step.SQLBase(pool.Config(), g.Where, sec)
-	if err != nil {
+	var err error
+	if g.DB, err = step.RolePool(ctx, pool.Config(), g.Where, st.SQL, 1); err != nil {
 		return nil, nil, fmt.Errorf("%w: set it here as the worker has it", err)
-	}
-	cfg, err := sqlsession.RolePoolConfig(base, sec.Role, sec.PasswordEnv, 1)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", g.Where, err)
-	}
-	if g.DB, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", g.Where, err)
 	}
 	return g, g.DB.Close, nil
 }

@@ -1,6 +1,7 @@
 package step
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -37,4 +38,23 @@ func SQLBase(pgflowDB *pgxpool.Config, where string, sec *flowfile.SQL) (*pgxpoo
 			where, sec.DatabaseEnv)
 	}
 	return cfg, nil
+}
+
+// RolePool opens a pool of at most conns connections on the database of step section sec,
+// logged in as its role (sqlsession.RolePoolConfig), lazily: no connection until one is
+// needed. The worker's handlers and replay run a step's statements on it. Errors say what
+// to set, naming the step (where).
+func RolePool(ctx context.Context, pgflowDB *pgxpool.Config, where string, sec *flowfile.SQL, conns int) (*pgxpool.Pool, error) {
+	base, err := SQLBase(pgflowDB, where, sec)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := sqlsession.RolePoolConfig(base, sec.Role, sec.PasswordEnv, conns)
+	if err == nil {
+		var pool *pgxpool.Pool
+		if pool, err = pgxpool.NewWithConfig(ctx, cfg); err == nil {
+			return pool, nil
+		}
+	}
+	return nil, fmt.Errorf("%s: sql: %w", where, err)
 }

@@ -44,23 +44,15 @@ func (w *Worker) sqlGrant(file *flowfile.File, fl *flowfile.Flow, s *flowfile.St
 		g.DB = pool
 		return g
 	}
-	base, err := step.SQLBase(w.cfg.Pool.Config(), g.Where, sec)
-	if err == nil {
-		var cfg *pgxpool.Config
-		if cfg, err = sqlsession.RolePoolConfig(base, sec.Role, sec.PasswordEnv, w.cfg.Concurrency); err == nil {
-			g.DB, err = pgxpool.NewWithConfig(context.Background(), cfg)
-		}
-		if err != nil {
-			err = fmt.Errorf("%s: sql: %w", g.Where, err)
-		}
-	}
+	pool, err := step.RolePool(context.Background(), w.cfg.Pool.Config(), g.Where, sec, w.cfg.Concurrency)
 	if err != nil {
 		g.Unavailable = err.Error()
 		w.log.Warn("a step's sql database is not configured: its handler's statements fail", "flow", fl.Slug, "step", s.Slug,
 			"database_env", sec.DatabaseEnv, "error", err)
 		return g
 	}
-	w.sqlPools[key] = g.DB
+	g.DB = pool
+	w.sqlPools[key] = pool
 	return g
 }
 
