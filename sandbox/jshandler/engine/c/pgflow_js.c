@@ -143,6 +143,15 @@ static JSValue last_error_string(JSContext *c) {
 	return s;
 }
 
+/* host_refusal is what a host call that refused or failed answers the prelude: {code,
+ * message}, the error code and the host's last error (the prelude throws it). */
+static JSValue host_refusal(JSContext *c, int rc) {
+	JSValue r = JS_NewObject(c);
+	JS_SetPropertyStr(c, r, "code", JS_NewInt32(c, rc));
+	JS_SetPropertyStr(c, r, "message", last_error_string(c));
+	return r;
+}
+
 /* http(method, url, headerLines, body) -> {status, headers, body: Uint8Array}, or
  * {code, message} when the host refused or the request failed (the prelude throws). body
  * is a string or a Uint8Array. */
@@ -165,11 +174,10 @@ static JSValue js_http(JSContext *c, JSValueConst this_val, int argc, JSValueCon
 	if (method && url && headers && (body || body_len == 0) && !JS_HasException(c)) {
 		pgflow_http_response resp;
 		int rc = pgflow_http(method, url, headers, body, body_len, &resp);
-		ret = JS_NewObject(c);
 		if (rc < 0) {
-			JS_SetPropertyStr(c, ret, "code", JS_NewInt32(c, rc));
-			JS_SetPropertyStr(c, ret, "message", last_error_string(c));
+			ret = host_refusal(c, rc);
 		} else {
+			ret = JS_NewObject(c);
 			JS_SetPropertyStr(c, ret, "status", JS_NewInt32(c, resp.status));
 			JS_SetPropertyStr(c, ret, "headers", JS_NewStringLen(c, resp.headers, resp.headers_len));
 			JS_SetPropertyStr(c, ret, "body", JS_NewUint8ArrayCopy(c, (const uint8_t *)resp.body, resp.body_len));
@@ -193,12 +201,7 @@ static JSValue js_config(JSContext *c, JSValueConst this_val, int argc, JSValueC
 	size_t len;
 	int rc = pgflow_config(name, &value, &len);
 	JS_FreeCString(c, name);
-	if (rc < 0) {
-		JSValue r = JS_NewObject(c);
-		JS_SetPropertyStr(c, r, "code", JS_NewInt32(c, rc));
-		JS_SetPropertyStr(c, r, "message", last_error_string(c));
-		return r;
-	}
+	if (rc < 0) return host_refusal(c, rc);
 	JSValue s = JS_NewStringLen(c, value, len);
 	free(value);
 	return s;
@@ -216,12 +219,7 @@ static JSValue js_sql(JSContext *c, JSValueConst this_val, int argc, JSValueCons
 	size_t rlen;
 	int rc = pgflow_sql(req, len, &result, &rlen);
 	JS_FreeCString(c, req);
-	if (rc < 0) {
-		JSValue r = JS_NewObject(c);
-		JS_SetPropertyStr(c, r, "code", JS_NewInt32(c, rc));
-		JS_SetPropertyStr(c, r, "message", last_error_string(c));
-		return r;
-	}
+	if (rc < 0) return host_refusal(c, rc);
 	JSValue s = JS_NewStringLen(c, result, rlen);
 	free(result);
 	return s;
@@ -274,12 +272,7 @@ static JSValue js_compute_call(JSContext *c, JSValueConst this_val, int argc, JS
 	if (req == NULL) return JS_EXCEPTION;
 	int n = pgflow_host_compute_call(req, len);
 	JS_FreeCString(c, req);
-	if (n < 0) {
-		JSValue r = JS_NewObject(c);
-		JS_SetPropertyStr(c, r, "code", JS_NewInt32(c, n));
-		JS_SetPropertyStr(c, r, "message", last_error_string(c));
-		return r;
-	}
+	if (n < 0) return host_refusal(c, n);
 	char *buf = malloc((size_t)n + 1);
 	if (buf == NULL) return JS_ThrowOutOfMemory(c);
 	if (n > 0) pgflow_host_compute_result_read(buf, (size_t)n);
