@@ -2,9 +2,11 @@ package schema
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -18,17 +20,35 @@ const attemptsLockKey int64 = 0x7067_6677_6173_6d02
 func EnsureAttemptHistory(ctx context.Context, db interface {
 	Begin(context.Context) (pgx.Tx, error)
 }) error {
-	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		var exists bool
-		if err := tx.QueryRow(ctx, `select to_regclass('pgflow_wasm.task_attempts') is not null`).Scan(&exists); err != nil || exists {
+	return createRaced(func() error {
+		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			var exists bool
+			if err := tx.QueryRow(ctx, `select to_regclass('pgflow_wasm.task_attempts') is not null`).Scan(&exists); err != nil || exists {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, attemptsLockKey); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, attemptsSQL)
 			return err
-		}
-		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, attemptsLockKey); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, attemptsSQL)
-		return err
+		})
 	})
+}
+
+// createRaced runs create again, twice at most, when it met the row of a concurrent creator
+// of the same object. Creators take an advisory lock, which orders them, but the second's
+// catalogue cache may predate the first's commit (taking an advisory lock reads no
+// invalidations), so its CREATE ... IF NOT EXISTS can still meet the other's row; a new
+// transaction sees it.
+func createRaced(create func() error) error {
+	for try := 1; ; try++ {
+		err := create()
+		var pe *pgconn.PgError
+		if try < 3 && errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P06" || pe.Code == "42P07") {
+			continue
+		}
+		return err
+	}
 }
 
 // PruneAttemptHistory deletes attempts that failed longer ago than keep, at most limit rows

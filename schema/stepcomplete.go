@@ -10,7 +10,6 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 //go:embed sql/stepcomplete.sql
@@ -31,17 +30,12 @@ const stepCompleteLockKey int64 = 0x7067_6677_6173_6d03
 func EnsureStepCompletion(ctx context.Context, db interface {
 	Begin(context.Context) (pgx.Tx, error)
 }, replace bool) ([]byte, error) {
-	// Two creators at once: the advisory lock orders them, but the second's catalogue cache
-	// may predate the first's commit (an advisory lock reads no invalidations), so its
-	// CREATE ... IF NOT EXISTS can still meet the other's row. A new transaction sees it.
-	for try := 1; ; try++ {
-		key, err := ensureStepCompletion(ctx, db, replace)
-		var pe *pgconn.PgError
-		if try < 3 && errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P06" || pe.Code == "42P07") {
-			continue
-		}
-		return key, err
-	}
+	var key []byte
+	err := createRaced(func() (err error) {
+		key, err = ensureStepCompletion(ctx, db, replace)
+		return err
+	})
+	return key, err
 }
 
 func ensureStepCompletion(ctx context.Context, db interface {
