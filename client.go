@@ -86,11 +86,8 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	engineName := cfg.Engine
-	if engineName == "" {
-		engineName = sandbox.EngineWazero
-	}
-	engine, err := sandbox.New(engineName, cfg.Sandbox)
+	cfg = cfg.WithDefaults()
+	engine, err := sandbox.New(cfg.Engine, cfg.Sandbox)
 	if err != nil {
 		return nil, err
 	}

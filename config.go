@@ -13,7 +13,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
-// Config configures a Client. Zero values take the defaults of DefaultConfig.
+// Config configures a Client. Zero values take the XxxDefault constants (WithDefaults).
 type Config struct {
 	// FlowsPath is a flows.yaml: served, and while the client runs, reloaded when it or a
 	// module it names changes (WatchInterval) or Reload rings. Or Flows: a file built in Go
@@ -78,30 +78,70 @@ type Config struct {
 	FetchLeases int
 }
 
-// DefaultConfig is the configuration a zero Config stands for: every default in one place
-// (the worker's), which the command's flags show too.
-func DefaultConfig() Config {
-	d := worker.Config{}.WithDefaults()
-	return Config{
-		WatchInterval:       worker.DefaultWatchInterval,
-		Engine:              sandbox.EngineWazero,
-		Concurrency:         d.Concurrency,
-		BatchSize:           d.BatchSize,
-		Signal:              d.Signal,
-		MinPollInterval:     d.MinPollInterval,
-		MaxPollInterval:     d.MaxPollInterval,
-		NotifyFallback:      d.NotifyFallback,
-		HeartbeatInterval:   d.HeartbeatInterval,
-		WorkerStaleAfter:    d.WorkerStaleAfter,
-		LivenessGrace:       d.LivenessGrace,
-		RecoveryInterval:    d.RecoveryInterval,
-		StalledMargin:       d.StalledMargin,
-		ForeignStaleAfter:   d.ForeignStaleAfter,
-		PgflowCheckInterval: d.PgflowCheckInterval,
-		DrainTimeout:        d.DrainTimeout,
-		AttemptHistory:      d.AttemptHistory,
-		CompletionBatch:     d.CompletionBatch,
-		CompletionWriters:   d.CompletionWriters,
-		FetchLeases:         d.FetchLeases,
+// The defaults a zero Config field takes (Config.WithDefaults), named as River names its own.
+const (
+	WatchIntervalDefault       = worker.DefaultWatchInterval
+	EngineDefault              = sandbox.EngineWazero
+	ConcurrencyDefault         = worker.DefaultConcurrency
+	BatchSizeDefault           = worker.DefaultBatchSize
+	SignalDefault              = worker.DefaultSignal
+	MinPollIntervalDefault     = worker.DefaultMinPollInterval
+	MaxPollIntervalDefault     = worker.DefaultMaxPollInterval
+	NotifyFallbackDefault      = worker.DefaultNotifyFallback
+	HeartbeatIntervalDefault   = worker.DefaultHeartbeatInterval
+	WorkerStaleAfterDefault    = worker.DefaultWorkerStaleAfter
+	LivenessGraceDefault       = worker.DefaultLivenessGrace
+	RecoveryIntervalDefault    = worker.DefaultRecoveryInterval
+	StalledMarginDefault       = worker.DefaultStalledMargin
+	ForeignStaleAfterDefault   = worker.DefaultForeignStaleAfter
+	PgflowCheckIntervalDefault = worker.DefaultPgflowCheckInterval
+	DrainTimeoutDefault        = worker.DefaultDrainTimeout
+	AttemptHistoryDefault      = worker.DefaultAttemptHistory
+	CompletionBatchDefault     = worker.DefaultCompletionBatch
+	CompletionWritersDefault   = worker.DefaultCompletionWriters
+	FetchLeasesDefault         = worker.DefaultFetchLeases
+)
+
+// WithDefaults returns the config with every unset field at its XxxDefault. A negative
+// duration keeps its meaning where the field gives one (never, none).
+func (c Config) WithDefaults() Config {
+	dur := func(d *time.Duration, v time.Duration, negativeMeans bool) {
+		if *d == 0 || (*d < 0 && !negativeMeans) {
+			*d = v
+		}
 	}
+	num := func(n *int, v int) {
+		if *n <= 0 {
+			*n = v
+		}
+	}
+	dur(&c.WatchInterval, WatchIntervalDefault, true)
+	if c.Engine == "" {
+		c.Engine = EngineDefault
+	}
+	num(&c.Concurrency, ConcurrencyDefault)
+	num(&c.BatchSize, BatchSizeDefault)
+	if c.Signal == "" {
+		c.Signal = SignalDefault
+	}
+	dur(&c.MinPollInterval, MinPollIntervalDefault, false)
+	dur(&c.MaxPollInterval, MaxPollIntervalDefault, false)
+	dur(&c.NotifyFallback, NotifyFallbackDefault, false)
+	dur(&c.HeartbeatInterval, HeartbeatIntervalDefault, false)
+	dur(&c.WorkerStaleAfter, WorkerStaleAfterDefault, false)
+	dur(&c.LivenessGrace, LivenessGraceDefault, false)
+	dur(&c.RecoveryInterval, RecoveryIntervalDefault, false)
+	dur(&c.StalledMargin, StalledMarginDefault, false)
+	dur(&c.ForeignStaleAfter, ForeignStaleAfterDefault, true)
+	dur(&c.PgflowCheckInterval, PgflowCheckIntervalDefault, true)
+	dur(&c.DrainTimeout, DrainTimeoutDefault, false)
+	dur(&c.AttemptHistory, AttemptHistoryDefault, true)
+	num(&c.CompletionBatch, CompletionBatchDefault)
+	num(&c.CompletionWriters, CompletionWritersDefault)
+	// FetchLeases: 0 is its default (automatic) and negative has a meaning: kept as given.
+	return c
 }
+
+// DefaultConfig is the configuration a zero Config stands for, which the command's flags
+// show too.
+func DefaultConfig() Config { return Config{}.WithDefaults() }

@@ -75,8 +75,8 @@ type Written struct {
 
 // Config configures a Completer.
 type Config struct {
-	MaxBatch int // outcomes per transaction (default 100)
-	Writers  int // transactions in flight at once (default 2)
+	MaxBatch int // outcomes per transaction [DefaultMaxBatch]
+	Writers  int // transactions in flight at once [DefaultWriters]
 	// OnWritten is called after each commit with what was written, from a writer's
 	// goroutine (so possibly from several at once). The worker uses it for metrics, logs and
 	// to poll again at once.
@@ -132,19 +132,29 @@ type Completer struct {
 	writers   sync.WaitGroup
 }
 
+// The defaults of Config's zero values.
+const (
+	// DefaultMaxBatch: outcomes written per transaction.
+	DefaultMaxBatch = 100
+	// DefaultWriters: complete_task is heavy, and one transaction at a time keeps one
+	// database core busy; two keep it busy while the other commits.
+	DefaultWriters     = 2
+	DefaultStopTimeout = 10 * time.Second
+)
+
 // New returns a Completer writing through pool.
 func New(pool *pgxpool.Pool, cfg Config) *Completer {
 	if cfg.MaxBatch <= 0 {
-		cfg.MaxBatch = 100
+		cfg.MaxBatch = DefaultMaxBatch
 	}
 	if cfg.Writers <= 0 {
-		cfg.Writers = 2
+		cfg.Writers = DefaultWriters
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
 	if cfg.StopTimeout <= 0 {
-		cfg.StopTimeout = 10 * time.Second
+		cfg.StopTimeout = DefaultStopTimeout
 	}
 	if cfg.OnWritten == nil {
 		cfg.OnWritten = func([]Written) {}

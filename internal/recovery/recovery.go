@@ -111,10 +111,14 @@ type Sweeper struct {
 	upstreamAt   time.Time
 }
 
+// DefaultLivenessGrace is Config.LivenessGrace's default: a worker whose liveness lock has
+// been gone this long is dead.
+const DefaultLivenessGrace = 3 * time.Second
+
 // NewSweeper returns a Sweeper.
 func NewSweeper(pool *pgxpool.Pool, cfg Config) *Sweeper {
 	if cfg.LivenessGrace <= 0 {
-		cfg.LivenessGrace = 3 * time.Second
+		cfg.LivenessGrace = DefaultLivenessGrace
 	}
 	if cfg.Self == nil {
 		cfg.Self = []string{}

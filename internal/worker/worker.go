@@ -32,6 +32,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/recovery"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/sqlsession"
@@ -47,7 +48,7 @@ import (
 // abandoned by the sandbox's watchdog piled up: the process should start afresh.
 var ErrRestart = errors.New("too many abandoned handler calls: restart the worker")
 
-// Config configures a Worker. Zero values take the defaults given in brackets.
+// Config configures a Worker. Zero values take the Default constants below.
 type Config struct {
 	Flows   *flowfile.File
 	Pool    *pgxpool.Pool
@@ -57,63 +58,92 @@ type Config struct {
 	Health  *telemetry.Health  // optional
 	Hooks   pgflowtype.Hooks   // optional
 
-	Concurrency int // tasks running at once across all flows [32]
-	BatchSize   int // messages per read [32]
+	Concurrency int // tasks running at once across all flows
+	BatchSize   int // messages per read
 
-	// Signal is how the worker learns of new tasks [SignalNotify: a queue that cannot notify
-	// is polled instead]. Notify starts a run's first task within milliseconds of an idle
-	// minute, where polling waited for its backoff (1.4-3.9 s measured after a minute idle).
+	// Signal is how the worker learns of new tasks (a queue that cannot notify is polled
+	// instead). Notify starts a run's first task within milliseconds of an idle minute, where
+	// polling waits for its backoff.
 	Signal          pgflowtype.Signal
-	MinPollInterval time.Duration // [100ms]
-	MaxPollInterval time.Duration // [5s]
+	MinPollInterval time.Duration
+	MaxPollInterval time.Duration
 	// NotifyFallback is how often a notified flow polls anyway: messages that become visible
-	// again (a retry's delay, a dead reader's visibility running out) send no notification [10s]
+	// again (a retry's delay, a dead reader's visibility running out) send no notification
 	NotifyFallback time.Duration
 
-	HeartbeatInterval time.Duration // [5s]
-	WorkerStaleAfter  time.Duration // a pgflow-wasm worker silent this long is dead to recovery [30s]
+	HeartbeatInterval time.Duration
+	WorkerStaleAfter  time.Duration // a pgflow-wasm worker silent this long is dead to recovery
 	// LivenessGrace: a pgflow-wasm worker whose liveness lock has been gone this long is dead
-	// (package liveness) [3s]
+	// (package liveness)
 	LivenessGrace    time.Duration
-	RecoveryInterval time.Duration // [2s]
-	StalledMargin    time.Duration // added to a step's timeout before its task counts as stalled [20s]
+	RecoveryInterval time.Duration
+	StalledMargin    time.Duration // added to a step's timeout before its task counts as stalled
 	// ForeignStaleAfter: tasks of workers of another kind (pgflow's TypeScript worker) are
-	// recovered once their worker's heartbeat is this old; negative never [10m]
+	// recovered once their worker's heartbeat is this old; negative never
 	ForeignStaleAfter time.Duration
 	// RequeueGuardInterval and RequeueGuardAfter tune the locks that keep pgflow 0.13.2+'s
-	// requeue_stalled_tasks off long tasks (requeueguard.go) [5s, 10s]; a negative After
+	// requeue_stalled_tasks off long tasks (requeueguard.go); a negative After
 	// turns the guard off.
 	RequeueGuardInterval, RequeueGuardAfter time.Duration
 	// MaxUnwritten bounds the outcomes waiting to be written: while more wait, no task is
 	// fetched, so a stalled database never piles up finished work in memory
-	// [CompletionBatch x CompletionWriters + 2 x Concurrency: 264 by default]
+	// [CompletionBatch x CompletionWriters + 2 x Concurrency]
 	MaxUnwritten int
 
-	DrainTimeout time.Duration // how long shutdown waits for running tasks [30s]
+	DrainTimeout time.Duration // how long shutdown waits for running tasks
 	// CancelCheckInterval is how often the handlers that have run at least this long are
-	// checked against pgflow: one whose task pgflow cancelled is stopped (cancel.go) [500ms]
+	// checked against pgflow: one whose task pgflow cancelled is stopped (cancel.go)
 	CancelCheckInterval time.Duration
 	// AttemptHistory is how long failed attempts are kept in pgflow_wasm.task_attempts
-	// (pgflow keeps only a task's last error) [168h]; negative keeps none.
+	// (pgflow keeps only a task's last error); negative keeps none.
 	AttemptHistory  time.Duration
-	MaxAbandoned    int // abandoned sandbox calls that make the worker restart itself [4]
-	CompletionBatch int // outcomes per write transaction [100]
+	MaxAbandoned    int // abandoned sandbox calls that make the worker restart itself
+	CompletionBatch int // outcomes per write transaction
 	// PgflowCheckInterval is how often the worker looks whether pgflow was changed under it
-	// (a catalogue fingerprint, pgflowwatch.go); errors that say so make it look at once [5s].
+	// (a catalogue fingerprint, pgflowwatch.go); errors that say so make it look at once.
 	// Negative: only errors make it look.
 	PgflowCheckInterval time.Duration
-	// CompletionWriters is how many write transactions may be in flight at once [2]:
+	// CompletionWriters is how many write transactions may be in flight at once:
 	// complete_task is heavy, and one transaction at a time keeps one database core busy.
 	CompletionWriters int
 	// FetchLeases is how many workers may read one queue at a time (package fetchlease); a
 	// worker without a lease leaves the queue to those with one. 0 is automatic: one lease
 	// per queue once the recovery sweep counts two live workers reading its flow, none while
-	// a worker reads alone [0]. Negative: every worker reads.
+	// a worker reads alone. Negative: every worker reads.
 	FetchLeases int
 }
 
-// WithDefaults returns the config with every unset option at its default (the values in
-// brackets above).
+// The defaults of Config's zero values, each named once; the root package's XxxDefault
+// constants are these.
+const (
+	DefaultConcurrency       = 32
+	DefaultBatchSize         = 32
+	DefaultSignal            = pgflowtype.SignalNotify
+	DefaultMinPollInterval   = 100 * time.Millisecond
+	DefaultMaxPollInterval   = 5 * time.Second
+	DefaultNotifyFallback    = 10 * time.Second
+	DefaultHeartbeatInterval = liveness.DefaultHeartbeatInterval
+	DefaultWorkerStaleAfter  = liveness.DefaultStaleAfter
+	DefaultLivenessGrace     = recovery.DefaultLivenessGrace
+	DefaultRecoveryInterval  = 2 * time.Second
+	DefaultStalledMargin     = 20 * time.Second
+	DefaultForeignStaleAfter = 10 * time.Minute
+	// The requeue guard's interval and the task age it starts guarding at (requeueguard.go).
+	DefaultRequeueGuardInterval = 5 * time.Second
+	DefaultRequeueGuardAfter    = 10 * time.Second
+	DefaultDrainTimeout         = 30 * time.Second
+	DefaultCancelCheckInterval  = 500 * time.Millisecond
+	DefaultPgflowCheckInterval  = 5 * time.Second
+	DefaultAttemptHistory       = 7 * 24 * time.Hour
+	DefaultMaxAbandoned         = 4
+	DefaultCompletionBatch      = completer.DefaultMaxBatch
+	DefaultCompletionWriters    = completer.DefaultWriters
+	// DefaultFetchLeases is automatic: one lease per queue once two workers read it.
+	DefaultFetchLeases = 0
+)
+
+// WithDefaults returns the config with every unset option at its default (the Default
+// constants above).
 func (c Config) WithDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -127,48 +157,49 @@ func (c Config) WithDefaults() Config {
 		c.Health = &telemetry.Health{}
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 32
+		c.Concurrency = DefaultConcurrency
 	}
 	if c.BatchSize <= 0 {
-		c.BatchSize = 32
+		c.BatchSize = DefaultBatchSize
 	}
 	if c.Signal == "" {
-		c.Signal = pgflowtype.SignalNotify
+		c.Signal = DefaultSignal
 	}
-	def(&c.MinPollInterval, 100*time.Millisecond)
-	def(&c.MaxPollInterval, 5*time.Second)
-	def(&c.NotifyFallback, 10*time.Second)
-	def(&c.HeartbeatInterval, liveness.DefaultHeartbeatInterval)
-	def(&c.WorkerStaleAfter, liveness.DefaultStaleAfter)
-	def(&c.LivenessGrace, 3*time.Second)
-	def(&c.RecoveryInterval, 2*time.Second)
-	def(&c.StalledMargin, 20*time.Second)
-	def(&c.RequeueGuardInterval, 5*time.Second)
-	if c.RequeueGuardAfter == 0 {
-		c.RequeueGuardAfter = 10 * time.Second
+	def(&c.MinPollInterval, DefaultMinPollInterval)
+	def(&c.MaxPollInterval, DefaultMaxPollInterval)
+	def(&c.NotifyFallback, DefaultNotifyFallback)
+	def(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	def(&c.WorkerStaleAfter, DefaultWorkerStaleAfter)
+	def(&c.LivenessGrace, DefaultLivenessGrace)
+	def(&c.RecoveryInterval, DefaultRecoveryInterval)
+	def(&c.StalledMargin, DefaultStalledMargin)
+	def(&c.RequeueGuardInterval, DefaultRequeueGuardInterval)
+	if c.RequeueGuardAfter == 0 { // negative turns the guard off
+		c.RequeueGuardAfter = DefaultRequeueGuardAfter
 	}
-	if c.ForeignStaleAfter == 0 {
-		c.ForeignStaleAfter = 10 * time.Minute
+	if c.ForeignStaleAfter == 0 { // negative: never
+		c.ForeignStaleAfter = DefaultForeignStaleAfter
 	}
-	def(&c.DrainTimeout, 30*time.Second)
-	def(&c.CancelCheckInterval, 500*time.Millisecond)
-	if c.PgflowCheckInterval == 0 {
-		c.PgflowCheckInterval = 5 * time.Second
+	def(&c.DrainTimeout, DefaultDrainTimeout)
+	def(&c.CancelCheckInterval, DefaultCancelCheckInterval)
+	if c.PgflowCheckInterval == 0 { // negative: only errors make the worker look
+		c.PgflowCheckInterval = DefaultPgflowCheckInterval
 	}
-	def(&c.AttemptHistory, 7*24*time.Hour)
+	if c.AttemptHistory == 0 { // negative keeps none
+		c.AttemptHistory = DefaultAttemptHistory
+	}
 	if c.MaxAbandoned <= 0 {
-		c.MaxAbandoned = 4
+		c.MaxAbandoned = DefaultMaxAbandoned
 	}
 	if c.CompletionBatch <= 0 {
-		c.CompletionBatch = 100
+		c.CompletionBatch = DefaultCompletionBatch
 	}
 	if c.CompletionWriters <= 0 {
-		c.CompletionWriters = 2
+		c.CompletionWriters = DefaultCompletionWriters
 	}
 	if c.MaxUnwritten <= 0 {
 		// Room for every writer's full batch plus what the handlers finish meanwhile: a
-		// smaller bound kept the completer from filling its batches and cost a 2,000-task
-		// map step 18% of its throughput (docs/benchmarks-history.md).
+		// smaller bound kept the completer from filling its batches.
 		c.MaxUnwritten = c.CompletionBatch*c.CompletionWriters + 2*c.Concurrency
 	}
 	return c
