@@ -35,6 +35,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
@@ -55,12 +56,15 @@ type Client struct {
 	health  *telemetry.Health
 	log     *slog.Logger
 
+	// services is the client's lifecycle (package service): the supervisor, which serves
+	// the flows with one worker at a time through reloads and engine restarts.
+	services   service.Group
+	supervisor *worker.Supervisor
+
 	mu      sync.Mutex
+	started bool           // Start ran
 	current *worker.Worker // the worker serving now (a reload replaces it)
 	file    *flowfile.File // the flows it serves
-	cancel  context.CancelFunc
-	done    chan struct{} // closed when serving ended
-	err     error         // why serving ended, once done is closed
 
 	dashboards []*dashboard.Dashboard // DashboardHandler's, closed by Stop
 	stopped    bool                   // Stop ran: no dashboard opens any more
@@ -93,6 +97,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	}
 	c := &Client{pool: pool, cfg: cfg, engine: engine, health: &telemetry.Health{}, log: cfg.Logger}
 	c.metrics = telemetry.NewMetrics(cfg.MetricsRegisterer, engine.Abandoned)
+	c.supervisor = worker.NewSupervisor(c.serveConfig())
 	return c, nil
 }
 
@@ -101,16 +106,18 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 // the background until Stop, whatever happens to ctx afterwards.
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
-	if c.done != nil {
+	if c.started {
 		c.mu.Unlock()
 		return errors.New("pgflowwasm: the client was started already")
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.cancel, c.done = cancel, make(chan struct{})
+	c.started = true
 	c.mu.Unlock()
+	return c.services.Start(ctx, c.supervisor)
+}
 
-	serving := make(chan struct{})
-	var once sync.Once
+// serveConfig is what the supervisor serves with: the client's configuration, its compile
+// step and its engine restarts.
+func (c *Client) serveConfig() worker.ServeConfig {
 	first := true // the first compile names every flow, reloads only what changed
 	cfg := worker.ServeConfig{
 		FlowsPath:     c.cfg.FlowsPath,
@@ -138,67 +145,46 @@ func (c *Client) Start(ctx context.Context) error {
 			c.mu.Lock()
 			c.current, c.file = w, file
 			c.mu.Unlock()
-			once.Do(func() { close(serving) })
 		},
 	}
-	go func() {
-		err := c.serve(runCtx, cfg)
-		c.mu.Lock()
-		c.err = err
-		c.mu.Unlock()
-		close(c.done)
-	}()
-	select {
-	case <-serving:
-		return nil
-	case <-c.done:
-		return c.Wait()
-	case <-ctx.Done():
-		cancel()
-		<-c.done
-		return ctx.Err()
+	if !c.cfg.ExitOnRestart {
+		cfg.Restart = c.restartEngine
 	}
+	return cfg
 }
 
-// serve runs the worker; when abandoned calls make it stop, it serves again on a fresh
-// engine, unless ExitOnRestart hands that to the process.
-func (c *Client) serve(ctx context.Context, cfg worker.ServeConfig) error {
-	for {
-		err := worker.Serve(ctx, cfg)
-		if !errors.Is(err, worker.ErrRestart) || c.cfg.ExitOnRestart || ctx.Err() != nil {
-			return err
-		}
-		c.log.Warn("restarting the worker on a fresh engine: handler calls the sandbox abandoned piled up")
-		engine, nerr := sandbox.New(c.engine.Name(), c.cfg.Sandbox)
-		if nerr != nil {
-			return errors.Join(err, nerr)
-		}
-		old := c.engine
-		c.mu.Lock()
-		c.engine = engine
-		c.mu.Unlock()
-		cfg.Worker.Engine = engine
-		go old.Close(context.Background()) // returns once the abandoned calls end
+// restartEngine replaces the engine after abandoned calls piled up; the old one closes in
+// the background, once its abandoned calls end.
+func (c *Client) restartEngine() (sandbox.Engine, error) {
+	engine, err := sandbox.New(c.cfg.Engine, c.cfg.Sandbox)
+	if err != nil {
+		return nil, err
 	}
+	c.mu.Lock()
+	old := c.engine
+	c.engine = engine
+	c.mu.Unlock()
+	go old.Close(context.Background())
+	return engine, nil
 }
 
 // Stop closes the dashboards of DashboardHandler, stops taking tasks, lets running ones
 // finish (up to Config.DrainTimeout, or until ctx ends), writes their outcomes, marks the
-// worker stopped and closes the engine. It returns
-// what ended serving, if that was an error.
+// worker stopped and closes the engine. It returns what ended serving, if that was an error.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
-	cancel, done, dashboards := c.cancel, c.done, c.dashboards
+	dashboards, started := c.dashboards, c.started
 	c.dashboards, c.stopped = nil, true
 	c.mu.Unlock()
 	for _, d := range dashboards {
 		d.Close()
 	}
 	var err error
-	if done != nil {
-		cancel()
+	if started {
+		stopped := make(chan struct{})
+		go func() { c.services.Stop(); close(stopped) }()
 		select {
-		case <-done:
+		case <-stopped:
 			err = c.Wait()
 		case <-ctx.Done():
 			err = ctx.Err()
@@ -214,25 +200,17 @@ func (c *Client) Stop(ctx context.Context) error {
 }
 
 // Stopped is closed when serving has ended (Stop, or an error: see Wait).
-func (c *Client) Stopped() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done == nil {
-		c.done = make(chan struct{})
-	}
-	return c.done
-}
+func (c *Client) Stopped() <-chan struct{} { return c.supervisor.Stopped() }
 
 // Wait waits until serving has ended and returns why: nil after Stop, ErrRestart (with
 // Config.ExitOnRestart), or the error that stopped it.
 func (c *Client) Wait() error {
 	<-c.Stopped()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if errors.Is(c.err, context.Canceled) {
+	err := c.supervisor.Err()
+	if errors.Is(err, context.Canceled) {
 		return nil
 	}
-	return c.err
+	return err
 }
 
 // Flows is the flows file the client serves now (it changes with a reload); nil before

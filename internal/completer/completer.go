@@ -28,6 +28,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
 )
 
@@ -112,6 +113,7 @@ type Claim interface {
 
 // Completer batches outcomes. Create with New, start with Start, stop with Stop.
 type Completer struct {
+	service.State
 	pool *pgxpool.Pool
 	cfg  Config
 
@@ -249,6 +251,7 @@ func (c *Completer) Start(context.Context) error {
 			c.writer(ctx, i)
 		}()
 	}
+	c.SetStarted()
 	return nil
 }
 
@@ -256,6 +259,7 @@ func (c *Completer) Start(context.Context) error {
 // still unwritten are reported through OnWritten with Err set: their tasks stay started in
 // pgflow, and the stalled-task sweep of any worker requeues them.
 func (c *Completer) Stop() {
+	defer c.SetStopped()
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.StopTimeout)
 	defer cancel()
 	close(c.stopped)

@@ -48,6 +48,7 @@ type Config struct {
 
 // Service is the heartbeat of a set of worker rows.
 type Service struct {
+	service.State
 	cfg       Config
 	stoppedAt atomic.Bool // Config.StoppedAt, or what SetStoppedAt said since
 	loop      *service.Loop
@@ -72,7 +73,11 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("registering the worker: %w", err)
 	}
 	s.conn = conn
-	return s.loop.Start(ctx)
+	if err := s.loop.Start(ctx); err != nil {
+		return err
+	}
+	s.SetStarted()
+	return nil
 }
 
 // Stop ends the heartbeat, marks the rows deprecated (and stopped) so operators and
@@ -84,6 +89,7 @@ func (s *Service) Stop() {
 		s.conn.Close(context.Background()) // releases the liveness locks
 		s.conn = nil
 	}
+	s.SetStopped()
 }
 
 func (s *Service) ids() []string {

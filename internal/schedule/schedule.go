@@ -52,6 +52,7 @@ type Config struct {
 
 // Scheduler is a service (package service): one loop per scheduled flow.
 type Scheduler struct {
+	service.State
 	cfg   Config
 	loops []*service.Loop
 }
@@ -71,6 +72,7 @@ func New(cfg Config) *Scheduler {
 // Start makes sure the tick table exists and starts every flow's loop.
 func (s *Scheduler) Start(ctx context.Context) error {
 	if len(s.loops) == 0 {
+		s.SetStarted()
 		return nil
 	}
 	if err := EnsureTable(ctx, s.cfg.Pool); err != nil {
@@ -79,6 +81,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	for _, l := range s.loops {
 		_ = l.Start(ctx)
 	}
+	s.SetStarted()
 	return nil
 }
 
@@ -87,6 +90,7 @@ func (s *Scheduler) Stop() {
 	for _, l := range s.loops {
 		l.Stop()
 	}
+	s.SetStopped()
 }
 
 // run claims each tick of one flow as it comes.

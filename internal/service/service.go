@@ -1,8 +1,10 @@
-// Package service gives the worker's background parts one lifecycle. Start launches a part
-// and returns once it runs, or with the reason it could not start; Stop ends it and returns
-// once it has ended (safe to call twice, or on a part that never started). A Group starts
-// parts in order and stops them in the reverse order, so a part can rely on those started
-// before it for its whole life.
+// Package service gives every long-lived part of the worker one lifecycle, from the Client's
+// supervisor down to each queue's fetch loop. Start launches a part and returns once it runs,
+// or with the reason it could not start; Stop ends it and returns once it has ended (safe to
+// call twice, or on a part that never started); Started is closed once Start succeeded, so
+// an observer (a readiness probe, a test) waits on the event instead of sleeping. A Group
+// starts parts in order and stops them in the reverse order, so a part can rely on those
+// started before it for its whole life.
 package service
 
 import (
@@ -10,18 +12,59 @@ import (
 	"sync"
 )
 
-// Service is a background part of the worker.
+// Service is a long-lived part of the worker.
 type Service interface {
 	// Start launches the part. ctx carries values and bounds the start only: the part runs
 	// until Stop, whatever happens to ctx afterwards.
 	Start(ctx context.Context) error
+	// Started is closed once Start has succeeded.
+	Started() <-chan struct{}
 	// Stop ends the part and waits until it has ended.
 	Stop()
 }
 
+// State records a service's start and end for its Started and Stopped channels; a service
+// embeds it and calls SetStarted at the end of a successful Start, SetStopped once it ended.
+// The zero value is ready to use.
+type State struct {
+	mu               sync.Mutex
+	started, stopped chan struct{}
+}
+
+func (s *State) channels() (started, stopped chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started == nil {
+		s.started, s.stopped = make(chan struct{}), make(chan struct{})
+	}
+	return s.started, s.stopped
+}
+
+// Started is closed once the service has started.
+func (s *State) Started() <-chan struct{} { started, _ := s.channels(); return started }
+
+// Stopped is closed once the service has ended.
+func (s *State) Stopped() <-chan struct{} { _, stopped := s.channels(); return stopped }
+
+// SetStarted closes Started (once).
+func (s *State) SetStarted() { started, _ := s.channels(); closeOnce(started) }
+
+// SetStopped closes Stopped (once).
+func (s *State) SetStopped() { _, stopped := s.channels(); closeOnce(stopped) }
+
+func closeOnce(c chan struct{}) {
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
+}
+
 // Loop is a Service that runs one function on a goroutine of its own until Stop cancels
-// the function's context: the shape of every periodic part (sweeps, heartbeats, locks).
+// the function's context: the shape of every periodic part (sweeps, heartbeats, locks) and
+// of each queue's fetch loop.
 type Loop struct {
+	State
 	run func(ctx context.Context)
 
 	mu     sync.Mutex
@@ -43,9 +86,11 @@ func (l *Loop) Start(ctx context.Context) error {
 	l.cancel, l.done = cancel, make(chan struct{})
 	done := l.done
 	go func() {
+		defer l.SetStopped()
 		defer close(done)
 		l.run(ctx)
 	}()
+	l.SetStarted()
 	return nil
 }
 
@@ -63,23 +108,28 @@ func (l *Loop) Stop() {
 
 // Func adapts a pair of functions to a Service.
 type Func struct {
+	State
 	OnStart func(ctx context.Context) error
 	OnStop  func()
 }
 
 // Start calls OnStart, when set.
-func (f Func) Start(ctx context.Context) error {
-	if f.OnStart == nil {
-		return nil
+func (f *Func) Start(ctx context.Context) error {
+	if f.OnStart != nil {
+		if err := f.OnStart(ctx); err != nil {
+			return err
+		}
 	}
-	return f.OnStart(ctx)
+	f.SetStarted()
+	return nil
 }
 
 // Stop calls OnStop, when set.
-func (f Func) Stop() {
+func (f *Func) Stop() {
 	if f.OnStop != nil {
 		f.OnStop()
 	}
+	f.SetStopped()
 }
 
 // Group starts services in order and stops them in reverse.

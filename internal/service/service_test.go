@@ -20,7 +20,7 @@ func TestGroupStopsInReverseAndUndoesAFailedStart(t *testing.T) {
 		mu.Unlock()
 	}
 	part := func(name string, fail bool) service.Service {
-		return service.Func{
+		return &service.Func{
 			OnStart: func(context.Context) error {
 				record("start " + name)
 				if fail {
@@ -74,4 +74,38 @@ func TestLoopRunsUntilStopAndOutlivesItsStartContext(t *testing.T) {
 		t.Fatal("Stop returned before the loop ended")
 	}
 	l.Stop()
+}
+
+// Started and Stopped are the events an observer waits on instead of sleeping: Started once
+// Start succeeded, Stopped once the part ended; a failed start never says Started.
+func TestStartedAndStoppedFollowTheLifecycle(t *testing.T) {
+	t.Parallel()
+	l := service.NewLoop(func(ctx context.Context) { <-ctx.Done() })
+	select {
+	case <-l.Started():
+		t.Fatal("Started before Start")
+	default:
+	}
+	if err := l.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-l.Started()
+	select {
+	case <-l.Stopped():
+		t.Fatal("Stopped while running")
+	default:
+	}
+	l.Stop()
+	<-l.Stopped()
+
+	refused := &service.Func{OnStart: func(context.Context) error { return errors.New("no") }}
+	var g service.Group
+	if err := g.Start(context.Background(), refused); err == nil {
+		t.Fatal("a refused start returned no error")
+	}
+	select {
+	case <-refused.Started():
+		t.Fatal("a refused start said Started")
+	default:
+	}
 }

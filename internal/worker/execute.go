@@ -188,7 +188,7 @@ func (w *Worker) checkAbandoned() {
 	if n := w.cfg.Engine.Abandoned(); n >= w.cfg.MaxAbandoned {
 		w.log.Error("too many abandoned handler calls: restarting the worker", "abandoned", n, "max", w.cfg.MaxAbandoned)
 		w.restart.Store(true)
-		w.Stop()
+		w.Drain()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -14,25 +15,40 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 )
 
-// Serve runs a worker for a flows file and, while it runs, watches the file and every module
-// it names. When one changes (by content: its sha256) or a reload is asked for (SIGHUP),
-// it loads the new file and modules and compiles the flows; if all that succeeds, a fresh
-// worker starts serving and the old one drains: new tasks use the new modules, tasks already
-// running finish on the old ones, new flows and steps are served. A refused change (a file
-// that does not parse, a module the sandbox rejects, a flow whose shape differs from the
-// database's) is logged with its reason and the running worker goes on. Every reload is
-// logged with each module's old and new sha256.
+// Supervisor serves a flows file with one worker at a time, the top service of the worker's
+// lifecycle (package service). While it runs it watches the file and every module it names;
+// when one changes (by content: its sha256) or a reload is asked for (SIGHUP), it loads the
+// new file and modules and compiles the flows; if all that succeeds, a fresh worker starts
+// serving and the old one drains: new tasks use the new modules, tasks already running
+// finish on the old ones, new flows and steps are served. A refused change (a file that does
+// not parse, a module the sandbox rejects, a flow whose shape differs from the database's)
+// is logged with its reason and the running worker goes on. Every reload is logged with each
+// module's old and new sha256. When abandoned handler calls make a worker end with
+// ErrRestart, ServeConfig.Restart gives a fresh engine and a new worker serves on it.
 //
 // Swapping whole workers keeps reloading out of the worker's hot path: nothing a task
 // touches is ever replaced under it.
+type Supervisor struct {
+	service.State
+	cfg ServeConfig
+	log *slog.Logger
 
-// DefaultWatchInterval is how often Serve looks at the flows file and its modules.
+	mu       sync.Mutex
+	running  bool          // the supervising goroutine was launched
+	stop     chan struct{} // closed by Stop
+	stopOnce sync.Once
+	err      error // why it ended, once Stopped is closed
+}
+
+// DefaultWatchInterval is how often the supervisor looks at the flows file and its modules.
 const DefaultWatchInterval = 500 * time.Millisecond
 
-// ServeConfig configures Serve.
+// ServeConfig configures a Supervisor.
 type ServeConfig struct {
 	// FlowsPath is the flows file, loaded at start and watched. Or Flows, a file already
 	// loaded (built in Go): it is served as it is, never reloaded.
@@ -43,27 +59,21 @@ type ServeConfig struct {
 	// Compile creates or checks the file's flows in the database; an error refuses the
 	// file. nil: compile.Compile with default options.
 	Compile func(ctx context.Context, file *flowfile.File) error
-	// WatchInterval is how often the files are looked at [500ms]; negative: never.
+	// WatchInterval is how often the files are looked at [DefaultWatchInterval]; negative:
+	// never.
 	WatchInterval time.Duration
 	// Reload asks for a reload now (serve sends SIGHUP here).
 	Reload <-chan os.Signal
 	// OnServe is told each worker that starts serving, and its file (the dashboard follows).
 	OnServe func(*Worker, *flowfile.File)
+	// Restart, when set, gives a fresh engine after a worker ended with ErrRestart, and the
+	// supervisor serves on with it; nil: the supervisor ends with ErrRestart (the process
+	// then starts afresh).
+	Restart func() (sandbox.Engine, error)
 }
 
-// generation is one worker and what it was built from.
-type generation struct {
-	w       *Worker
-	file    *flowfile.File
-	hashes  map[string]string // path -> sha256 of flows.yaml and every module
-	cancel  context.CancelFunc
-	stopped chan struct{}
-	err     error
-}
-
-// Serve serves until ctx is done (then the current worker drains and Serve returns nil) or
-// a worker returns on its own (its error, such as ErrRestart).
-func Serve(ctx context.Context, cfg ServeConfig) error {
+// NewSupervisor returns a Supervisor; nothing is loaded before Start.
+func NewSupervisor(cfg ServeConfig) *Supervisor {
 	if cfg.WatchInterval == 0 {
 		cfg.WatchInterval = DefaultWatchInterval
 	}
@@ -77,14 +87,89 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 			return err
 		}
 	}
-	log := cfg.Worker.WithDefaults().Log
-	cur, err := startGeneration(ctx, cfg, nil)
+	return &Supervisor{cfg: cfg, log: cfg.Worker.WithDefaults().Log, stop: make(chan struct{})}
+}
+
+// Start loads and compiles the flows and returns once the first worker serves, or with the
+// reason it could not (then the supervisor has ended: Stopped is closed, Err says why).
+func (s *Supervisor) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running {
+		return errors.New("the supervisor was started already")
+	}
+	cur, err := startGeneration(ctx, s.cfg, nil)
 	if err != nil {
+		s.err = err
+		s.SetStopped()
+		return err
+	}
+	s.running = true
+	s.SetStarted()
+	go func() {
+		err := s.supervise(cur)
+		s.mu.Lock()
+		s.err = err
+		s.mu.Unlock()
+		s.SetStopped()
+	}()
+	return nil
+}
+
+// Stop drains the serving worker (and any still draining after a reload) and returns once
+// they have ended.
+func (s *Supervisor) Stop() {
+	s.stopOnce.Do(func() { close(s.stop) })
+	s.mu.Lock()
+	running := s.running
+	s.mu.Unlock()
+	if !running {
+		s.SetStopped()
+	}
+	<-s.Stopped()
+}
+
+// Err is why the supervisor ended, once Stopped is closed: nil after Stop, ErrRestart when
+// abandoned calls piled up and no Restart was given, or the error that ended serving.
+func (s *Supervisor) Err() error {
+	select {
+	case <-s.Stopped():
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.err
+	default:
+		return nil
+	}
+}
+
+// Serve runs a Supervisor until ctx is done (then the current worker drains and Serve
+// returns nil) or serving ends on its own (its error, such as ErrRestart).
+func Serve(ctx context.Context, cfg ServeConfig) error {
+	s := NewSupervisor(cfg)
+	if err := s.Start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before it served
 		}
 		return err
 	}
+	select {
+	case <-ctx.Done():
+		s.Stop()
+	case <-s.Stopped():
+	}
+	return s.Err()
+}
+
+// generation is one worker and what it was built from.
+type generation struct {
+	w      *Worker
+	file   *flowfile.File
+	hashes map[string]string // path -> sha256 of flows.yaml and every module
+}
+
+// supervise follows the files and the serving worker until Stop or the worker's own end.
+func (s *Supervisor) supervise(cur *generation) error {
+	cfg := s.cfg
 	var draining sync.WaitGroup
 	defer draining.Wait()
 	watch := &fileWatch{}
@@ -95,15 +180,31 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		defer t.Stop()
 		tick = t.C
 	}
+	ctx := context.Background()
 	for {
 		var why string
 		select {
-		case <-ctx.Done():
-			cur.cancel()
-			<-cur.stopped
-			return ignoreCanceled(cur.err)
-		case <-cur.stopped:
-			return cur.err
+		case <-s.stop:
+			cur.w.Stop()
+			return cur.w.Err()
+		case <-cur.w.Stopped():
+			err := cur.w.Err()
+			if !errors.Is(err, ErrRestart) || cfg.Restart == nil {
+				return err
+			}
+			s.log.Warn("restarting the worker on a fresh engine: handler calls the sandbox abandoned piled up")
+			engine, rerr := cfg.Restart()
+			if rerr != nil {
+				return errors.Join(err, rerr)
+			}
+			cfg.Worker.Engine = engine
+			next, serr := startGeneration(ctx, cfg, nil)
+			if serr != nil {
+				return errors.Join(err, serr)
+			}
+			cur = next
+			watch.reset(cur.hashes)
+			continue
 		case <-cfg.Reload:
 			why = "reload asked for (SIGHUP)"
 		case <-tick:
@@ -115,12 +216,12 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		}
 		next, err := startGeneration(ctx, cfg, cur)
 		if err != nil {
-			log.Error("reload refused: still serving the flows loaded before", "why", why, "error", err)
+			s.log.Error("reload refused: still serving the flows loaded before", "why", why, "error", err)
 			// Look again only when a file changes anew: the same broken file is not retried.
 			watch.reset(hashesOf(cfg.FlowsPath, cur.file, cur.w))
 			continue
 		}
-		logReload(cfg, cur, next, why)
+		logReload(s.log, cur, next, why)
 		old := cur
 		cur = next
 		watch.reset(cur.hashes)
@@ -128,7 +229,6 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		go func() {
 			defer draining.Done()
 			old.w.Stop() // drains: running tasks finish on the old modules
-			<-old.stopped
 		}()
 	}
 }
@@ -162,24 +262,19 @@ func startGeneration(ctx context.Context, cfg ServeConfig, prev *generation) (*g
 		w.closeModules(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	hashes := hashesOf(cfg.FlowsPath, file, w)
 	for p, h := range before {
 		if hashes[p] != h {
 			hashes[p] = "" // changed while loading: what was loaded is not known
 		}
 	}
-	g := &generation{w: w, file: file, hashes: hashes, cancel: cancel, stopped: make(chan struct{})}
-	go func() { g.err = w.Run(runCtx); close(g.stopped) }()
-	select {
-	case <-w.Started():
-	case <-g.stopped:
-		cancel()
+	if err := w.Start(ctx); err != nil {
 		if prev == nil {
-			return nil, g.err
+			return nil, err
 		}
-		return nil, fmt.Errorf("the new worker did not start: %w", g.err)
+		return nil, fmt.Errorf("the new worker did not start: %w", err)
 	}
+	g := &generation{w: w, file: file, hashes: hashes}
 	if cfg.Worker.Health != nil {
 		cfg.Worker.Health.Follow(wc.Health)
 	}
@@ -190,8 +285,7 @@ func startGeneration(ctx context.Context, cfg ServeConfig, prev *generation) (*g
 }
 
 // logReload says what changed: flows added and removed, modules with their old and new sha256.
-func logReload(cfg ServeConfig, old, next *generation, why string) {
-	log := cfg.Worker.WithDefaults().Log
+func logReload(log *slog.Logger, old, next *generation, why string) {
 	log.Info("reloaded: new tasks run on the new flows and modules; tasks already running finish on the old", "why", why,
 		"old_workers", workerList(old.w), "new_workers", workerList(next.w))
 	for _, fl := range next.file.Flows {
@@ -226,13 +320,6 @@ func workerList(w *Worker) string {
 		parts = append(parts, fs.def.Slug+"="+fs.workerID)
 	}
 	return strings.Join(parts, " ")
-}
-
-func ignoreCanceled(err error) error {
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
 }
 
 // fileWatch notices changed files cheaply: a file is hashed again only when its size or

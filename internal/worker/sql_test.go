@@ -285,16 +285,10 @@ flows:
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- w.Run(ctx) }()
-		select {
-		case err = <-done:
-		case <-w.Started():
-			cancel()
-			err = <-done
+		if err = w.Start(context.Background()); err == nil {
+			w.Stop()
+			err = w.Err()
 		}
-		cancel()
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: %v", c.sql, err)

@@ -234,10 +234,12 @@ type Worker struct {
 	runCtx    context.Context
 	cancelRun context.CancelFunc
 
-	stopOnce sync.Once
-	stop     chan struct{} // closed to stop on the worker's own account
-	started  chan struct{} // closed once the worker serves (Started)
-	restart  atomic.Bool
+	service.State // Started: registered, its queues fetching; Stopped: Run returned
+	stopOnce      sync.Once
+	stop          chan struct{} // closed by Drain: the worker drains and ends
+	err           error         // what run returned, once Stopped is closed
+	restart       atomic.Bool
+	launched      atomic.Bool // Start ran: a worker serves once
 	// history: pgflow_wasm.task_attempts exists and failures are kept in it (set in Run).
 	history bool
 	// sqlPools are the handlers' SQL pools by database_env, role and password_env, each
@@ -325,8 +327,7 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 	if cfg.Flows == nil || cfg.Pool == nil || cfg.Engine == nil {
 		return nil, errors.New("host.New: Flows, Pool and Engine are required")
 	}
-	w := &Worker{cfg: cfg, log: cfg.Log, byFlow: map[string]*flowState{}, byWorker: map[string]*flowState{}, stop: make(chan struct{}),
-		started: make(chan struct{})}
+	w := &Worker{cfg: cfg, log: cfg.Log, byFlow: map[string]*flowState{}, byWorker: map[string]*flowState{}, stop: make(chan struct{})}
 	w.upgrade.checkNow = make(chan struct{}, 1)
 	w.global = &slots{max: cfg.Concurrency, onFree: w.wakeStarved}
 	w.runCtx, w.cancelRun = context.WithCancel(context.Background())
@@ -410,22 +411,62 @@ func (w *Worker) moduleSources() []string {
 	return out
 }
 
-// Started is closed once Run serves: registered, its flows fetching.
-func (w *Worker) Started() <-chan struct{} { return w.started }
+// Start serves the flows in the background and returns once the worker takes tasks
+// (Started), or with the reason it could not start (nothing keeps running then). The flows
+// must have been compiled into the database (package compile). The worker serves until Stop
+// or Drain, or until every flow is deprecated or abandoned calls pile up (Err says which);
+// ctx bounds the start only.
+func (w *Worker) Start(ctx context.Context) error {
+	if w.launched.Swap(true) {
+		return errors.New("the worker was started already")
+	}
+	go func() {
+		w.err = w.run(context.WithoutCancel(ctx))
+		w.SetStopped()
+	}()
+	select {
+	case <-w.Started():
+		return nil
+	case <-w.Stopped():
+		return w.err
+	case <-ctx.Done():
+		w.Drain()
+		<-w.Stopped()
+		return ctx.Err()
+	}
+}
 
-// Stop asks a running worker to drain and return, as a shutdown signal does.
-func (w *Worker) Stop() { w.stopOnce.Do(func() { close(w.stop) }) }
+// Drain begins a graceful stop without waiting for it: no new tasks, running ones finish
+// (up to the drain timeout), then the worker rows are marked stopped. Stopped is closed
+// once it has ended.
+func (w *Worker) Drain() { w.stopOnce.Do(func() { close(w.stop) }) }
 
-// Run serves until ctx is cancelled (or Stop is called, or every flow is deprecated), then
-// shuts down gracefully and returns nil; ErrRestart when abandoned calls piled up.
-// The flows must have been compiled into the database (package compile).
+// Stop drains the worker and returns once it has ended.
+func (w *Worker) Stop() {
+	w.Drain()
+	<-w.Stopped()
+}
+
+// Err is why the worker ended, once Stopped is closed: nil after Stop or Drain, ErrRestart
+// when abandoned calls piled up, or the error that kept it from serving.
+func (w *Worker) Err() error {
+	select {
+	case <-w.Stopped():
+		return w.err
+	default:
+		return nil
+	}
+}
+
+// run serves until Drain (or every flow is deprecated), then shuts down gracefully and
+// returns nil; ErrRestart when abandoned calls piled up.
 //
 // Serving is a group of services (package service) started in this order and stopped in the
 // reverse: the heartbeat (the worker rows exist before any task names them, and are marked
 // stopped last), the requeue guard, the recovery sweep, the completer (it writes what the
-// drain finished before the rows are marked stopped), the notify listener; then one fetch
-// loop per flow.
-func (w *Worker) Run(ctx context.Context) error {
+// drain finished before the rows are marked stopped), the notify listener; then the fetch
+// group: the fetch leases and one fetch loop per queue, stopped before the drain.
+func (w *Worker) run(ctx context.Context) error {
 	defer w.closeModules(context.WithoutCancel(ctx))
 	defer w.trace.close()
 	// The fingerprint and the newest migration first: a change after them is then seen by
@@ -458,37 +499,26 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.cfg.Health.SetDatabase(true)
 
-	fetchCtx, stopFetching := context.WithCancel(context.WithoutCancel(ctx))
-	var loops sync.WaitGroup
-	for _, fs := range w.flows {
-		for _, q := range fs.queues {
-			loops.Add(1)
-			go func() { defer loops.Done(); w.queueLoop(fetchCtx, q, listen) }()
-		}
+	var fetching service.Group
+	if err := fetching.Start(ctx, w.fetchServices(listen)...); err != nil {
+		services.Stop()
+		return err
 	}
 	w.cfg.Health.SetStarted()
-	close(w.started)
+	w.SetStarted()
 	for _, fs := range w.flows {
 		w.log.Info("serving flow", "flow", fs.def.Slug, "worker_id", fs.workerID)
 	}
 	w.log.Info("worker started", "flows", len(w.flows), "concurrency", w.cfg.Concurrency,
 		"signal", string(w.cfg.Signal), "engine", w.cfg.Engine.Name())
 
-	select {
-	case <-ctx.Done():
-		w.log.Info("shutting down: draining running tasks", "drain_timeout", w.cfg.DrainTimeout)
-	case <-w.stop:
-		w.log.Info("stopping: draining running tasks", "drain_timeout", w.cfg.DrainTimeout)
-	}
+	<-w.stop
+	w.log.Info("stopping: draining running tasks", "drain_timeout", w.cfg.DrainTimeout)
 	w.cfg.Health.SetDraining()
-	stopFetching()
+	fetching.Stop()    // the loops end, then the leases go: other workers read what is left
 	w.claimGate.Lock() // claims in flight launch their tasks first
 	w.noClaims = true
 	w.claimGate.Unlock()
-	loops.Wait()
-	if w.leases != nil {
-		w.leases.Close(context.WithoutCancel(ctx)) // other workers read what is left
-	}
 	w.drain()
 	w.stopLateServices()
 	services.Stop()
@@ -497,6 +527,22 @@ func (w *Worker) Run(ctx context.Context) error {
 		return ErrRestart
 	}
 	return nil
+}
+
+// fetchServices are the parts that take tasks, in the order they start: the fetch leases
+// (released last, once no loop reads) and one fetch loop per queue.
+func (w *Worker) fetchServices(listen *poller.Listener) []service.Service {
+	var out []service.Service
+	if w.leases != nil {
+		leases := w.leases
+		out = append(out, &service.Func{OnStop: func() { leases.Close(context.Background()) }})
+	}
+	for _, fs := range w.flows {
+		for _, q := range fs.queues {
+			out = append(out, service.NewLoop(func(ctx context.Context) { w.queueLoop(ctx, q, listen) }))
+		}
+	}
+	return out
 }
 
 // services are the worker's background parts, in the order they start.
@@ -559,7 +605,7 @@ func (w *Worker) deprecated(workerID string) {
 	w.log.Info("flow deprecated for this worker: no new tasks; running ones finish", "flow", fs.def.Slug, "worker_id", workerID)
 	if w.allDeprecated() {
 		w.log.Info("every flow of this worker is deprecated: stopping")
-		w.Stop()
+		w.Drain()
 	}
 }
 

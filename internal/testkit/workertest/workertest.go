@@ -115,30 +115,21 @@ func Fast(cfg worker.Config) worker.Config {
 type Worker struct {
 	*worker.Worker
 	Metrics *telemetry.Metrics
-	cancel  context.CancelFunc
-	stopped chan struct{} // closed when Run returned
-	err     error         // what Run returned, once stopped is closed
 }
 
-// Stop shuts the worker down gracefully (unless Run returned already) and returns what Run
-// returned. It may be called any number of times.
+// Stop shuts the worker down gracefully (unless it ended already) and returns why it ended.
+// It may be called any number of times.
 func (w *Worker) Stop(t testing.TB) error {
 	t.Helper()
-	w.cancel()
+	w.Drain()
 	select {
-	case <-w.stopped:
-		return w.err
+	case <-w.Stopped():
+		return w.Err()
 	case <-time.After(60 * time.Second):
 		t.Fatal("worker did not stop within 60 s")
 		return nil
 	}
 }
-
-// Stopped is closed when the worker's Run returned.
-func (w *Worker) Stopped() <-chan struct{} { return w.stopped }
-
-// Err is what Run returned, once Stopped is closed.
-func (w *Worker) Err() error { return w.err }
 
 // StartWorker compiles the file's flows and serves them until the test ends, with Fast
 // settings. cfg may set any option; Flows and Pool are filled in, and Engine (wazero), Log
@@ -162,9 +153,8 @@ func StartWorker(t testing.TB, pool *pgxpool.Pool, file *flowfile.File, cfg work
 	if err != nil {
 		t.Fatalf("worker.New: %v", err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	rw := &Worker{Worker: w, Metrics: cfg.Metrics, cancel: cancel, stopped: make(chan struct{})}
-	go func() { rw.err = w.Run(runCtx); close(rw.stopped) }()
+	rw := &Worker{Worker: w, Metrics: cfg.Metrics}
+	go func() { _ = w.Start(ctx) }() // tests wait on Started, or on Stopped for a refused start
 	t.Cleanup(func() {
 		if err := rw.Stop(t); err != nil && !errors.Is(err, worker.ErrRestart) {
 			t.Errorf("worker Run: %v", err)
