@@ -26,8 +26,9 @@ const (
 	SignalNotify Signal = "notify"
 )
 
-// Hooks let a program that embeds the worker observe its tasks (its own metrics, traces).
-// Both run on the task's goroutine: keep them quick. A nil hook is skipped.
+// Hooks let a program that embeds the worker observe its tasks (its own metrics, traces,
+// measurements). They run on the worker's goroutines: keep them quick. A nil hook is
+// skipped, and costs nothing.
 type Hooks struct {
 	// TaskStarted is called just before a task's handler runs; the context it returns is
 	// the one TaskFinished gets (a tracer starts a span in it). Its values (not its
@@ -35,6 +36,27 @@ type Hooks struct {
 	TaskStarted func(ctx context.Context, t TaskInfo) context.Context
 	// TaskFinished is called when the handler has ended, before its outcome is written.
 	TaskFinished func(ctx context.Context, t TaskInfo, r TaskResult)
+	// TaskWritten is called once a task's outcome is committed, with the moments of its way
+	// through the worker; only while it is set does the worker take them.
+	TaskWritten func(t TaskInfo, m TaskMoments)
+}
+
+// TaskMoments are when one task passed each point of the worker, on this machine's clock
+// (zero: not passed, or not known): where a step-to-step hop's time goes.
+type TaskMoments struct {
+	// Cause is what woke the fetch that got the task: "wake" (a notification, a completion
+	// whose step has dependents, a full batch, a freed slot), "timer" (the poll interval,
+	// the notify fallback) or "claimed" (started by the transaction that completed its
+	// dependency).
+	Cause        string
+	Woke         time.Time // the fetch loop woke
+	FetchBegan   time.Time // the fetch was sent
+	ClaimSent    time.Time // start_tasks was sent, the read back
+	Fetched      time.Time // the fetch returned
+	HandlerStart time.Time
+	HandlerEnd   time.Time
+	WriteBegan   time.Time // the transaction writing the outcome was sent
+	Committed    time.Time // its commit came back
 }
 
 // TaskInfo names a task that runs.

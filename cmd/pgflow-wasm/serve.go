@@ -184,6 +184,12 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	cfg.Hooks = tracing.Chain(cfg.Hooks, tracer.Hooks())
+	hooks, closeTrace, err := taskTrace(cfg.Hooks)
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	defer closeTrace()
+	cfg.Hooks = hooks
 	extraConn := int32(0)
 	switch cfg.Signal {
 	case pgflowtype.SignalPolling:

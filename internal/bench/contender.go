@@ -13,8 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 )
 
 // Contender is one way of processing pgflow tasks that the benchmark measures.
@@ -134,7 +132,7 @@ func (r *runner) launch(ctx context.Context, c Contender, dbURL, flow, flowsFile
 		}
 		cmd = exec.Command(bin, args...)
 		if tracePath != "" {
-			cmd.Env = append(os.Environ(), worker.TaskTraceEnv+"="+tracePath)
+			cmd.Env = append(os.Environ(), taskTraceEnv+"="+tracePath)
 		}
 	default:
 		return nil, fmt.Errorf("unknown contender kind %q", c.Kind)
@@ -227,3 +225,7 @@ func tailFile(path string) string {
 	}
 	return s
 }
+
+// taskTraceEnv is the variable that makes `pgflow-wasm serve` write its task trace
+// (cmd/pgflow-wasm/tasktrace.go), one line per written task, read by hopBreakdown.
+const taskTraceEnv = "PGFLOW_WASM_TASK_TRACE"

@@ -5,6 +5,8 @@ package fetched
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 // Task is one started pgflow task, ready to run.
@@ -22,9 +24,11 @@ type Task struct {
 	FlowInput json.RawMessage
 	// StartedAt is when start_tasks returned, for durations and logs.
 	StartedAt time.Time
-	// ClaimSent is when start_tasks was sent, the read already back (the benchmark's hop ends
-	// there: pgflow's started_at is the fetch transaction's start, before the read).
+	// ClaimSent is when start_tasks was sent, the read already back (a hop ends there:
+	// pgflow's started_at is the fetch transaction's start, before the read).
 	ClaimSent time.Time
+	// Moments are taken only for the TaskWritten hook; nil without it.
+	Moments *pgflowtype.TaskMoments
 	// WorkerID is the pgflow.workers row that started the task (step_tasks.last_worker_id):
 	// with Attempt it names this one attempt, and every outcome write is guarded by both.
 	WorkerID string

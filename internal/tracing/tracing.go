@@ -254,13 +254,27 @@ func truncate(s string, n int) string {
 
 // Chain runs the hooks of a, then b's (TaskStarted threads the context through both).
 func Chain(a, b pgflowtype.Hooks) pgflowtype.Hooks {
+	empty := func(h pgflowtype.Hooks) bool {
+		return h.TaskStarted == nil && h.TaskFinished == nil && h.TaskWritten == nil
+	}
 	switch {
-	case a.TaskStarted == nil && a.TaskFinished == nil:
+	case empty(a):
 		return b
-	case b.TaskStarted == nil && b.TaskFinished == nil:
+	case empty(b):
 		return a
 	}
+	written := a.TaskWritten
+	switch {
+	case a.TaskWritten == nil:
+		written = b.TaskWritten
+	case b.TaskWritten != nil:
+		written = func(ti pgflowtype.TaskInfo, m pgflowtype.TaskMoments) {
+			a.TaskWritten(ti, m)
+			b.TaskWritten(ti, m)
+		}
+	}
 	return pgflowtype.Hooks{
+		TaskWritten: written,
 		TaskStarted: func(ctx context.Context, ti pgflowtype.TaskInfo) context.Context {
 			for _, h := range []func(context.Context, pgflowtype.TaskInfo) context.Context{a.TaskStarted, b.TaskStarted} {
 				if h != nil {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 // A completion whose step has dependents makes their tasks ready in its own transaction:
@@ -143,9 +145,9 @@ func (sc *successorClaim) Done(committed bool, written []completer.Written) {
 	for _, c := range sc.claims {
 		if committed {
 			tasks := c.read.Tasks(sc.started)
-			if w.trace != nil {
+			if w.cfg.Hooks.TaskWritten != nil {
 				for i := range tasks {
-					w.trace.fetched(&tasks[i], "claimed", sc.began, sc.began, now)
+					tasks[i].Moments = &pgflowtype.TaskMoments{Cause: "claimed", Woke: sc.began, FetchBegan: sc.began, ClaimSent: tasks[i].ClaimSent, Fetched: now}
 				}
 			}
 			for _, t := range tasks {

@@ -113,9 +113,13 @@ func (w *Worker) execute(ctx context.Context, fs *flowState, t fetched.Task) txE
 	if w.cfg.Hooks.TaskStarted != nil {
 		runCtx = withHookValues(ctx, hookCtx)
 	}
-	w.trace.handler(&t, false)
+	if t.Moments != nil {
+		t.Moments.HandlerStart = time.Now()
+	}
 	res, err := st.module.Run(runCtx, task)
-	w.trace.handler(&t, true)
+	if t.Moments != nil {
+		t.Moments.HandlerEnd = time.Now()
+	}
 	for _, l := range res.Logs {
 		log.log(guestLevel(l.Level), l.Message, "source", "handler")
 	}
@@ -216,7 +220,7 @@ func (w *Worker) onWritten(written []completer.Written) {
 	now := time.Now()
 	for _, wr := range written {
 		t := wr.Task
-		w.trace.written(&wr)
+		w.hookWritten(&wr)
 		w.known.remove(&t)
 		if wr.Err == nil && !wr.Stale {
 			w.known.wrote(&t, now)

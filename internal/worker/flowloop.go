@@ -7,6 +7,8 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 // queueLoop fetches one queue's tasks until ctx is done or the flow is deprecated. It reads
@@ -65,10 +67,10 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 		fs.fetching.Add(1)
 		tasks, err := w.fetch(ctx, q, n)
 		w.unreserve(fs, n-len(tasks))
-		if w.trace != nil {
+		if w.cfg.Hooks.TaskWritten != nil {
 			fetched := time.Now()
 			for i := range tasks {
-				w.trace.fetched(&tasks[i], cause, woke, began, fetched)
+				tasks[i].Moments = &pgflowtype.TaskMoments{Cause: cause, Woke: woke, FetchBegan: began, ClaimSent: tasks[i].ClaimSent, Fetched: fetched}
 			}
 		}
 		for _, t := range tasks {

@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
+
 	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
@@ -20,6 +22,19 @@ func (w *Worker) hookFinished(ctx context.Context, ti pgflowtype.TaskInfo, r pgf
 	if h := w.cfg.Hooks.TaskFinished; h != nil {
 		h(ctx, ti, r)
 	}
+}
+
+// hookWritten hands TaskWritten the moments of a task whose outcome was committed.
+func (w *Worker) hookWritten(wr *completer.Written) {
+	h, m := w.cfg.Hooks.TaskWritten, wr.Task.Moments
+	if h == nil || m == nil || wr.Err != nil || wr.Stale {
+		return
+	}
+	t := &wr.Task
+	moments := *m
+	moments.WriteBegan, moments.Committed = wr.WriteBegan, wr.Committed
+	h(pgflowtype.TaskInfo{FlowSlug: t.FlowSlug, StepSlug: t.StepSlug, RunID: t.RunID, TaskIndex: t.TaskIndex, Attempt: t.Attempt,
+		WorkerID: t.WorkerID, Engine: w.cfg.Engine.Name()}, moments)
 }
 
 // withHookValues is the task's context (its cancellation, its deadline) that also carries

@@ -248,8 +248,7 @@ type Worker struct {
 	// stepProofKey makes the proofs transactional steps complete their tasks with
 	// (schema.StepProof); read at start when a step is transactional.
 	stepProofKey []byte
-	prunedAt     time.Time  // the recovery loop's last prune of the history
-	trace        *taskTrace // TaskTraceEnv's recorder; nil records nothing
+	prunedAt     time.Time // the recovery loop's last prune of the history
 	// ownRequeues counts, per task, the requeues of the hand-back that gave the attempt
 	// back (orphans.go); only the recovery loop touches it.
 	ownRequeues map[taskKey]int
@@ -363,12 +362,6 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 		w.byFlow[fl.Slug] = fs
 		w.byWorker[fs.workerID] = fs
 	}
-	trace, err := openTaskTrace()
-	if err != nil {
-		w.closeModules(ctx)
-		return nil, err
-	}
-	w.trace = trace
 	if cfg.FetchLeases >= 0 { // 0: automatic, one lease per queue once another worker reads it (leases.go)
 		w.leases = fetchlease.New(fetchlease.Config{Pool: cfg.Pool, Slots: max(cfg.FetchLeases, 1), Log: w.log})
 	}
@@ -468,7 +461,6 @@ func (w *Worker) Err() error {
 // group: the fetch leases and one fetch loop per queue, stopped before the drain.
 func (w *Worker) run(ctx context.Context) error {
 	defer w.closeModules(context.WithoutCancel(ctx))
-	defer w.trace.close()
 	// The fingerprint and the newest migration first: a change after them is then seen by
 	// the first check, or refused by the first fetch.
 	catalogue, err := schema.CatalogueFingerprint(ctx, w.cfg.Pool)
