@@ -41,6 +41,51 @@ type Hooks struct {
 	TaskWritten func(t TaskInfo, m TaskMoments)
 }
 
+// ChainHooks runs the hooks of a, then b's (TaskStarted threads the context through both;
+// TaskFinished runs b's first, so a tracer's span ends after hooks started inside it).
+func ChainHooks(a, b Hooks) Hooks {
+	empty := func(h Hooks) bool {
+		return h.TaskStarted == nil && h.TaskFinished == nil && h.TaskWritten == nil
+	}
+	switch {
+	case empty(a):
+		return b
+	case empty(b):
+		return a
+	}
+	written := a.TaskWritten
+	switch {
+	case a.TaskWritten == nil:
+		written = b.TaskWritten
+	case b.TaskWritten != nil:
+		written = func(ti TaskInfo, m TaskMoments) {
+			a.TaskWritten(ti, m)
+			b.TaskWritten(ti, m)
+		}
+	}
+	return Hooks{
+		TaskWritten: written,
+		TaskStarted: func(ctx context.Context, ti TaskInfo) context.Context {
+			for _, h := range []func(context.Context, TaskInfo) context.Context{a.TaskStarted, b.TaskStarted} {
+				if h != nil {
+					if c := h(ctx, ti); c != nil {
+						ctx = c
+					}
+				}
+			}
+			return ctx
+		},
+		TaskFinished: func(ctx context.Context, ti TaskInfo, r TaskResult) {
+			if b.TaskFinished != nil {
+				b.TaskFinished(ctx, ti, r)
+			}
+			if a.TaskFinished != nil {
+				a.TaskFinished(ctx, ti, r)
+			}
+		},
+	}
+}
+
 // TaskMoments are when one task passed each point of the worker, on this machine's clock
 // (zero: not passed, or not known): where a step-to-step hop's time goes.
 type TaskMoments struct {

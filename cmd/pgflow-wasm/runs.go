@@ -11,8 +11,9 @@ import (
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
+
+	pgflowwasm "github.com/pgflow-wasm/pgflow-wasm"
 )
 
 func startCommand() *cli.Command {
@@ -23,7 +24,7 @@ func startCommand() *cli.Command {
 		Description: "Prints the run id. With --wait it follows the run's events until it ends, prints the\n" +
 			"run output and exits 0 when it completed, 1 (with the error) when it failed. When no live\n" +
 			"worker serves the flow (no pgflow.workers row for its queue with a heartbeat in the last\n" +
-			liveness.DefaultStaleAfter.String() + ", stopped or deprecated), it says so at once: the run waits in the queue\n" +
+			pgflowwasm.WorkerStaleAfterDefault.String() + ", stopped or deprecated), it says so at once: the run waits in the queue\n" +
 			"until a worker starts.\n\n" +
 			"Examples:\n" +
 			"   pgflow-wasm start hello --input '{\"name\": \"Ada\"}' --wait\n" +

@@ -24,7 +24,6 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/step"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/tracing"
 	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
@@ -163,13 +162,13 @@ func serve(c *cli.Context) error {
 	reload := make(chan os.Signal, 1)
 	signal.Notify(reload, syscall.SIGHUP)
 	defer signal.Stop(reload)
-	// Traces: off unless OTEL_TRACES_EXPORTER asks (internal/tracing).
-	tracer, err := tracing.FromEnv(ctx)
+	// Traces: off unless OTEL_TRACES_EXPORTER asks.
+	tracer, err := pgflowwasm.TracingFromEnv(ctx)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
 	if tracer != nil {
-		log = slog.New(tracing.LogHandler(log.Handler()))
+		log = slog.New(tracer.LogHandler(log.Handler()))
 		log.Info("tracing tasks: spans exported with OTLP (OTEL_* variables)")
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -183,7 +182,7 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg.Hooks = tracing.Chain(cfg.Hooks, tracer.Hooks())
+	cfg.Hooks = pgflowtype.ChainHooks(cfg.Hooks, tracer.Hooks())
 	hooks, closeTrace, err := taskTrace(cfg.Hooks)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)

@@ -15,8 +15,9 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
+
+	pgflowwasm "github.com/pgflow-wasm/pgflow-wasm"
 )
 
 // uiFlags are the dashboard's flags, shared by `ui` and `serve` (where --ui-addr is empty,
@@ -44,7 +45,7 @@ func uiCommand() *cli.Command {
 	flags = append(flags, engineFlags()...)
 	flags = append(flags, uiFlags(dashboard.DefaultAddr)...)
 	flags = append(flags,
-		durationFlag("worker-stale-after", liveness.DefaultStaleAfter, "a worker silent this long is shown as dead (the workers' own --worker-stale-after)"))
+		durationFlag("worker-stale-after", pgflowwasm.WorkerStaleAfterDefault, "a worker silent this long is shown as dead (the workers' own --worker-stale-after)"))
 	flags = append(flags, logFlags()...)
 	return withConfigFile(&cli.Command{
 		Name:  "ui",

@@ -48,7 +48,7 @@ func TestHooksSpanOfAFailedTask(t *testing.T) {
 	}
 	var order []string
 	mine := pgflowtype.Hooks{TaskFinished: func(context.Context, pgflowtype.TaskInfo, pgflowtype.TaskResult) { order = append(order, "mine") }}
-	h := Chain(mine, tr.Hooks())
+	h := pgflowtype.ChainHooks(mine, tr.Hooks())
 	ti := pgflowtype.TaskInfo{FlowSlug: "f", StepSlug: "s", RunID: "run-1", TaskIndex: 2, Attempt: 3, WorkerID: "w", Engine: "wasmtime"}
 	ctx := h.TaskStarted(context.Background(), ti)
 	h.TaskFinished(ctx, ti, pgflowtype.TaskResult{Failed: true, Kind: "timeout", Error: "Task timed out after 1s", FuelUsed: 7})
