@@ -10,8 +10,7 @@ import (
 
 // RunsIndex is pgflow-wasm's one index on a table of pgflow's: the dashboard lists runs
 // newest first, which pgflow's own indexes on pgflow.runs (run_id, flow_slug, status) can
-// only give by sorting every run (docs/benchmarks-history.md: 30-80 ms a page at 100,000 runs, a
-// few ms with this index).
+// only give by sorting every run: without it a page's cost grows with the table.
 const RunsIndex = "pgflow_wasm_runs_started_at_idx"
 
 // RunsIndexSQL creates RunsIndex; an operator whose dashboard role may not create it runs

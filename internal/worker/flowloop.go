@@ -147,10 +147,9 @@ func (w *Worker) reserve(fs *flowState, want int) int { return w.reserveLeaving(
 // reserveForFetch takes up to want slots for a read of the queue, leaving free one slot for
 // each awaited completion not yet written: its writer's transaction may start the
 // completion's successor (claim.go) and needs a slot then. A read holds its whole batch of
-// slots while it runs: without that headroom a claim during a read found none, and its
-// successor waited for a later read (under --signal notify, where every insert wakes a read,
-// claims took 67-70% of a chain's successors against 98% under polling: docs/benchmarks-history.md
-// "Reads that took the claims' slots"). A flow's own limit keeps only its own completions'.
+// slots while it runs: without that headroom a claim during a read finds none, and its
+// successor waits for a later read (most often under --signal notify, where every insert
+// wakes a read). A flow's own limit keeps only its own completions'.
 func (w *Worker) reserveForFetch(fs *flowState, want int) int {
 	all, ofFlow := w.done.Awaited(fs.def.Slug)
 	return w.reserveLeaving(fs, want, all, ofFlow)

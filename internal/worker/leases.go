@@ -56,9 +56,8 @@ func (e *ewma) get() time.Duration { return time.Duration(e.nanos.Load()) }
 
 // autoLeaseReaders is how many live workers must read a flow before automatic fetch leases
 // (the default, Config.FetchLeases 0) take hold of its queues. A worker alone takes no lease:
-// it would only add two statements to its idle polls and a connection. Two quick-handler
-// workers already did 0.75-0.80x of one worker's throughput without leases and 0.96-1.03x
-// with one (docs/benchmarks-history.md "Fetch leases").
+// it would only add two statements to its idle polls and a connection. Two workers reading
+// one queue of quick handlers do less together than one alone, unless one reads at a time.
 const autoLeaseReaders = 2
 
 // leasing says whether q's reads need a lease: always with a set number of leases, and

@@ -84,9 +84,9 @@ const maxSpreadInterval = 30 * time.Second
 // sweepInterval is the wait before a worker's next sweep when shared live workers read every
 // one of its flows: each of them sweeps the same tasks, so each sweeps shared times less
 // often and together they still sweep about once a base interval. Every sweep reads pg_locks
-// and every started task of its flows; 16 workers sweeping every 2 s cost 16 leased workers
-// about 15 points of throughput (docs/benchmarks-history.md "Fetch leases"). Shared waits are spread
-// ±25% so that workers started together do not sweep together.
+// and every started task of its flows, so many workers each sweeping at the base interval
+// cost throughput that leases had won back. Shared waits are spread ±25% so that workers
+// started together do not sweep together.
 func sweepInterval(base time.Duration, shared int) time.Duration {
 	if shared <= 1 {
 		return base
