@@ -207,9 +207,21 @@ func TestKillDashNineLosesNothingAndRerunsOnlyRunningTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = first.cmd.Wait()
-	// A commit the dead worker had sent still completes on the server: let it, then read
-	// what the database says was left running.
-	time.Sleep(time.Second)
+	// A commit the dead worker had sent still completes on the server: wait until none of
+	// its sessions is busy any more, then read what the database says was left running.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var busy int
+		if err := db.Pool.QueryRow(ctx, `select count(*) from pg_stat_activity where datname = current_database()
+			and pid <> pg_backend_pid() and backend_type = 'client backend' and state <> 'idle'`).Scan(&busy); err != nil {
+			t.Fatal(err)
+		}
+		if busy == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions of the killed worker still busy after 30 s", busy)
+		}
+	}
 	atKill := map[string]map[taskKey]bool{"started": {}, "completed": {}}
 	rows, err := db.Pool.Query(ctx, `select run_id::text, step_slug, task_index, status from pgflow.step_tasks
 		where flow_slug = 'slow' and status in ('started', 'completed')`)

@@ -39,9 +39,14 @@ flows:
       - {slug: c, depends_on: [b], module: "{{oracle}}"}
 `)
 	// Polling is effectively off: only notifications (and completions of this worker) wake it.
-	startWorker(t, db.Pool, f, worker.Config{Signal: pgflowtype.SignalNotify, NotifyFallback: time.Hour,
+	w := startWorker(t, db.Pool, f, worker.Config{Signal: pgflowtype.SignalNotify, NotifyFallback: time.Hour,
 		MinPollInterval: time.Hour, MaxPollInterval: time.Hour})
-	time.Sleep(500 * time.Millisecond) // let the worker go idle after its first poll
+	// The run starts once the worker's first read found the queue empty: from then on only
+	// a notification can wake it.
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		n := testutil.ToFloat64(w.Metrics.Polls.WithLabelValues("chain", "empty"))
+		return n > 0, "the worker has not read its empty queue yet"
+	})
 	began := time.Now()
 	id := startRun(t, db.Pool, "chain", `{"value": 7}`)
 	r := waitRun(t, db.Pool, id, 30*time.Second)
