@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -113,9 +114,11 @@ func TestTheDSLPackagesOwnExampleFlowRuns(t *testing.T) {
 	}
 }
 
-// One step of a DSL flow that already has runs moves to another worker: the flow keeps its
-// slug and its history, the moved step is marked `external: true` next to the `flow:` entry,
-// and pgflow-wasm serves the rest from the same file. Needs per-step queues (pgflow 0.17+).
+// One step of a DSL flow that already has runs moves to another worker, the rest to
+// pgflow-wasm from the same file: the flow keeps its slug and its history. The flow was
+// compiled and served by another worker first, as pgflow's own worker on 0.17+ compiles it
+// (a queue per step); then pgflow-wasm serves the file with `publish: {external: true}` and
+// the other worker keeps only publish. Needs per-step queues (pgflow 0.17+).
 func TestASplitDSLFlowKeepsItsSlugAndHistory(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
@@ -123,22 +126,55 @@ func TestASplitDSLFlowKeepsItsSlugAndHistory(t *testing.T) {
 		t.Skip("a split flow needs per-step queues: pgflow 0.17+ (`make test-pgflow-main` runs this)")
 	}
 	ctx := context.Background()
-	whole := dslFlows(t, "flows-split-whole-test.yaml", `flows:
-  - flow: supabase/functions/_flows/summarize_article.ts
-`)
+	step := func(slug string, deps ...string) string {
+		d, _ := json.Marshal(append([]string{}, deps...))
+		return `{"slug": "` + slug + `", "stepType": "single", "dependencies": ` + string(d) + `, "whenUnmet": "skip", "whenExhausted": "fail",
+			"requiredInputPattern": {"defined": false}, "forbiddenInputPattern": {"defined": false}}`
+	}
+	var compiled string
+	if err := db.Pool.QueryRow(ctx, `select pgflow.ensure_flow_compiled('summarize_article', $1::jsonb, 'step')::text`,
+		`{"options": {"maxAttempts": 3, "baseDelay": 5, "timeout": 15}, "steps": [`+
+			step("words")+`, `+step("summary", "words")+`, `+step("publish", "summary")+`, `+step("notify", "publish", "summary")+`]}`).
+		Scan(&compiled); err != nil || !strings.Contains(compiled, `"compiled"`) {
+		t.Fatalf("ensure_flow_compiled: %s %v", compiled, err)
+	}
 	const article = `{"title": "t", "body": "pgflow runs flows in Postgres"}`
-	// words: 5; summary: {count 5, first "pgflow runs flows"}; publish: {published 5}.
+	// words: 5 of them; summary: {count 5, first "pgflow runs flows"}; publish: {published 5}.
 	const want = `{"notify": "pgflow runs flows... (5 words)"}`
-	w1 := startWorker(t, db.Pool, whole, worker.Config{})
+	publish := func(input string) string {
+		var in struct{ Summary struct{ Count int } }
+		_ = json.Unmarshal([]byte(input), &in)
+		b, _ := json.Marshal(map[string]int{"published": in.Summary.Count})
+		return string(b)
+	}
+	serve := func(w *sqlWorker) func() {
+		wctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		var err error
+		wg.Add(1)
+		go func() { defer wg.Done(); err = w.run(wctx, t) }()
+		return func() {
+			stop()
+			wg.Wait()
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("the other worker: %v", err)
+			}
+		}
+	}
+	// Before: the other worker serves the whole flow.
+	stopWhole := serve(&sqlWorker{id: kit.NewUUID(), pool: db.Pool, flow: "summarize_article", steps: map[string]func(string) string{
+		"words":   func(string) string { return `["pgflow", "runs", "flows", "in", "Postgres"]` },
+		"summary": func(string) string { return `{"count": 5, "first": "pgflow runs flows"}` },
+		"publish": publish,
+		"notify":  func(string) string { return `"pgflow runs flows... (5 words)"` },
+	}})
 	before := startRun(t, db.Pool, "summarize_article", article)
-	if r := waitRun(t, db.Pool, before, 60*time.Second); r.Status != "completed" {
+	r := waitRun(t, db.Pool, before, 60*time.Second)
+	stopWhole()
+	if r.Status != "completed" {
 		t.Fatalf("before the split: %s (%s)", r.Status, r.Error)
-	} else {
-		jsonEqual(t, r.Output, want)
 	}
-	if err := w1.Stop(t); err != nil && !errors.Is(err, worker.ErrRestart) {
-		t.Fatal(err)
-	}
+	jsonEqual(t, r.Output, want)
 
 	split := dslFlows(t, "flows-split-test.yaml", `flows:
   - flow: supabase/functions/_flows/summarize_article.ts
@@ -146,43 +182,21 @@ func TestASplitDSLFlowKeepsItsSlugAndHistory(t *testing.T) {
       publish:
         external: true
 `)
-	w2 := startWorker(t, db.Pool, split, worker.Config{})
-	other := &sqlWorker{id: kit.NewUUID(), pool: db.Pool, flow: "summarize_article", steps: map[string]func(string) string{
-		"publish": func(input string) string {
-			var in struct{ Summary struct{ Count int } }
-			_ = json.Unmarshal([]byte(input), &in)
-			b, _ := json.Marshal(map[string]int{"published": in.Summary.Count})
-			return string(b)
-		},
-	}}
-	otherCtx, stopOther := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var otherErr error
-	wg.Add(1)
-	go func() { defer wg.Done(); otherErr = other.run(otherCtx, t) }()
-	defer func() {
-		stopOther()
-		wg.Wait()
-		if otherErr != nil && !errors.Is(otherErr, context.Canceled) {
-			t.Errorf("the other worker: %v", otherErr)
-		}
-	}()
+	w := startWorker(t, db.Pool, split, worker.Config{})
+	other := &sqlWorker{id: kit.NewUUID(), pool: db.Pool, flow: "summarize_article", steps: map[string]func(string) string{"publish": publish}}
+	defer serve(other)()
 	after := startRun(t, db.Pool, "summarize_article", article)
 	if r := waitRun(t, db.Pool, after, 60*time.Second); r.Status != "completed" {
 		t.Fatalf("after the split: %s (%s)", r.Status, r.Error)
 	} else {
 		jsonEqual(t, r.Output, want)
 	}
-	var by string
-	if err := db.Pool.QueryRow(ctx, `select last_worker_id::text from pgflow.step_tasks where run_id = $1::uuid and step_slug = 'publish'`, after).Scan(&by); err != nil {
-		t.Fatal(err)
-	}
-	if by != other.id {
-		t.Errorf("publish served by %s, want the other worker %s", by, other.id)
-	}
-	ours := w2.WorkerIDs()["summarize_article"]
-	if err := db.Pool.QueryRow(ctx, `select last_worker_id::text from pgflow.step_tasks where run_id = $1::uuid and step_slug = 'notify'`, after).Scan(&by); err != nil || by != ours {
-		t.Errorf("notify served by %s (%v), want pgflow-wasm %s", by, err, ours)
+	ours := w.WorkerIDs()["summarize_article"]
+	for stepSlug, wantBy := range map[string]string{"words": ours, "summary": ours, "publish": other.id, "notify": ours} {
+		var by string
+		if err := db.Pool.QueryRow(ctx, `select last_worker_id::text from pgflow.step_tasks where run_id = $1::uuid and step_slug = $2`, after, stepSlug).Scan(&by); err != nil || by != wantBy {
+			t.Errorf("%s served by %s (%v), want %s", stepSlug, by, err, wantBy)
+		}
 	}
 	var runs int
 	if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.runs where flow_slug = 'summarize_article' and status = 'completed'`).Scan(&runs); err != nil || runs != 2 {
