@@ -49,6 +49,9 @@ type Flow struct {
 	ScheduleLine int
 	Steps        []*Step // in file order, which is a valid topological order
 	Line         int
+	// FlowFile is the @pgflow/dsl flow file the flow was read from (a `- flow:` entry), ""
+	// for a flow declared in flows.yaml.
+	FlowFile string
 }
 
 // Step is one step of a flow.
@@ -94,6 +97,9 @@ type Step struct {
 	// has no module here. A flow with external steps needs per-step queues (pgflow 0.17+),
 	// so each side reads only its own steps' tasks.
 	External bool
+	// FlowFile: Module is a @pgflow/dsl flow file, and the step's handler is the inline one
+	// the file's flow gives the step (jshandler.LoadFlowFile).
+	FlowFile bool
 
 	If, IfNot     json.RawMessage
 	WhenUnmet     string

@@ -112,21 +112,25 @@ func Parse(name, dir string, data []byte) (*File, error) {
 	default:
 		seen := map[string]*Flow{} // by lower-cased slug
 		for _, n := range flowsNode.Content {
-			fl := p.flow(n)
-			if fl == nil {
-				continue
+			var entry []*Flow
+			if isDSLEntry(n) {
+				entry = p.dslEntry(n)
+			} else if fl := p.flow(n); fl != nil {
+				entry = []*Flow{fl}
 			}
-			if prev, dup := seen[strings.ToLower(fl.Slug)]; dup {
-				if prev.Slug == fl.Slug {
-					p.errorf(fl.Line, "flow %q is declared twice (first at line %d): flow slugs must be unique", fl.Slug, prev.Line)
-				} else {
-					p.errorf(fl.Line, "flow %q differs from flow %q (line %d) only in case: they would share one pgmq queue (its tables are named in lower case), and pgflow 0.17+ requires flow slugs unique ignoring case",
-						fl.Slug, prev.Slug, prev.Line)
+			for _, fl := range entry {
+				if prev, dup := seen[strings.ToLower(fl.Slug)]; dup {
+					if prev.Slug == fl.Slug {
+						p.errorf(fl.Line, "flow %q is declared twice (first at line %d): flow slugs must be unique", fl.Slug, prev.Line)
+					} else {
+						p.errorf(fl.Line, "flow %q differs from flow %q (line %d) only in case: they would share one pgmq queue (its tables are named in lower case), and pgflow 0.17+ requires flow slugs unique ignoring case",
+							fl.Slug, prev.Slug, prev.Line)
+					}
+					continue
 				}
-				continue
+				seen[strings.ToLower(fl.Slug)] = fl
+				f.Flows = append(f.Flows, fl)
 			}
-			seen[strings.ToLower(fl.Slug)] = fl
-			f.Flows = append(f.Flows, fl)
 		}
 	}
 	if len(p.errs) > 0 {
@@ -137,7 +141,7 @@ func Parse(name, dir string, data []byte) (*File, error) {
 
 func (p *parser) flow(n *yaml.Node) *Flow {
 	if n.Kind != yaml.MappingNode {
-		p.errorf(n.Line, "each flow must be a mapping (`- slug: my_flow` followed by `steps:`), not %s", kindName(n))
+		p.errorf(n.Line, "each flow must be a mapping (`- slug: my_flow` followed by `steps:`, or `- flow: path/to/flow.ts`), not %s", kindName(n))
 		return nil
 	}
 	fl := &Flow{Line: n.Line, MaxAttempts: DefaultMaxAttempts, BaseDelay: DefaultBaseDelay, Timeout: DefaultTimeout}

@@ -102,3 +102,13 @@ clean-jsengine:
 	rm -rf $(JS_ENGINE_BUILD) $(JS_ENGINE) $(JS_ENGINE_INFO) $(JS_PRELUDE)
 
 clean: clean-jsengine
+
+# A pgflow project of @pgflow/dsl flow files (testdata/dslflows): its pinned @pgflow/dsl is
+# what the flow files import, and what the compile-equality test runs compileFlow from.
+DSL_TESTDATA_DIR := testdata/dslflows
+.PHONY: dsl-testdata
+dsl-testdata: $(DSL_TESTDATA_DIR)/node_modules
+$(DSL_TESTDATA_DIR)/node_modules: $(DSL_TESTDATA_DIR)/package-lock.json $(DSL_TESTDATA_DIR)/package.json
+	cd $(DSL_TESTDATA_DIR) && $(NPM) ci --no-audit --no-fund
+	@touch $@
+test: dsl-testdata

@@ -22,6 +22,13 @@ func Load(ctx context.Context, eng sandbox.Engine, file *flowfile.File, fl *flow
 	m *telemetry.Metrics, log *slog.Logger) (sandbox.Module, error) {
 	mc := s.ModuleConfig()
 	mc.Capabilities = Capabilities(file, fl, s, m, log)
+	if s.FlowFile {
+		mod, err := jshandler.LoadFlowFile(ctx, eng, s.Module, mc, jshandler.Options{FlowsDir: s.FlowsDir})
+		if err != nil {
+			return nil, err
+		}
+		return mod, nil
+	}
 	return LoadPath(ctx, eng, s.Module, s.FlowsDir, mc)
 }
 

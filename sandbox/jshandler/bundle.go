@@ -59,6 +59,16 @@ var bundles = struct {
 // file that names the handler ("" when there is none). An import of anything else is a
 // BuildError at the import.
 func Build(entry, flowsDir string) (*Bundle, error) {
+	return buildCached(entry, flowsDir, false)
+}
+
+// BuildFlowFile bundles the @pgflow/dsl flow file at entry as Build bundles a handler, behind
+// an entry of the worker's (flowEntry) that serves every Flow the file exports.
+func BuildFlowFile(entry, flowsDir string) (*Bundle, error) {
+	return buildCached(entry, flowsDir, true)
+}
+
+func buildCached(entry, flowsDir string, flowFile bool) (*Bundle, error) {
 	abs, err := filepath.Abs(entry)
 	if err != nil {
 		return nil, err
@@ -67,14 +77,14 @@ func Build(entry, flowsDir string) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
-	key := abs + "\x00" + root
+	key := abs + "\x00" + root + "\x00" + fmt.Sprint(flowFile)
 	bundles.Lock()
 	prev := bundles.m[key]
 	bundles.Unlock()
 	if prev != nil && unchanged(prev.Inputs) {
 		return prev, nil
 	}
-	b, err := build(abs, root)
+	b, err := build(abs, root, flowFile)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +119,7 @@ func hashFile(path string) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-func build(entry, root string) (*Bundle, error) {
+func build(entry, root string, flowFile bool) (*Bundle, error) {
 	dir := filepath.Dir(entry)
 	p, err := newProject(root, dir)
 	if err != nil {
@@ -127,8 +137,15 @@ func build(entry, root string) (*Bundle, error) {
 		// Without one, esbuild would look for tsconfig.json in every parent folder.
 		tsconfigRaw = "{}"
 	}
+	entryPoints := []string{entry}
+	var stdin *api.StdinOptions
+	if flowFile {
+		entryPoints = nil
+		stdin = &api.StdinOptions{Contents: flowEntry(entry), ResolveDir: dir, Sourcefile: flowEntryName, Loader: api.LoaderJS}
+	}
 	r := api.Build(api.BuildOptions{
-		EntryPoints:   []string{entry},
+		EntryPoints:   entryPoints,
+		Stdin:         stdin,
 		AbsWorkingDir: dir,
 		Outfile:       filepath.Join(dir, bundleName),
 		Bundle:        true,
@@ -244,8 +261,8 @@ func metafileInputs(metafile, dir, entry string) ([]Input, error) {
 	}
 	paths := []string{entry}
 	for p := range meta.Inputs {
-		if strings.HasPrefix(p, nodeNamespace+":") {
-			continue // the prelude's Node built-ins: no file
+		if strings.HasPrefix(p, nodeNamespace+":") || p == flowEntryName || p == "<stdin>" {
+			continue // the prelude's Node built-ins and the flow file's entry: no file
 		}
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(dir, p)

@@ -122,6 +122,19 @@ func (m *Module) explain(err error) error {
 // A handler that does not build or whose module fails while loading is an *sandbox.Error of
 // kind invalid_module, with file:line:column.
 func Load(ctx context.Context, eng sandbox.Engine, path string, mc sandbox.ModuleConfig, opts Options) (*Module, error) {
+	return load(ctx, eng, path, Build, mc, opts)
+}
+
+// LoadFlowFile loads the @pgflow/dsl flow file at path as Load loads a handler: one snapshot
+// of the file, whose handler runs the inline handler of the task's flow and step (the
+// context's flow_slug and step_slug), so every task of every step of the file gets a fresh
+// instance of the same initialised engine.
+func LoadFlowFile(ctx context.Context, eng sandbox.Engine, path string, mc sandbox.ModuleConfig, opts Options) (*Module, error) {
+	return load(ctx, eng, path, BuildFlowFile, mc, opts)
+}
+
+func load(ctx context.Context, eng sandbox.Engine, path string, buildFn func(entry, flowsDir string) (*Bundle, error),
+	mc sandbox.ModuleConfig, opts Options) (*Module, error) {
 	engineWasm, engineVersion, err := engine.Wasm()
 	if err != nil {
 		return nil, &sandbox.Error{Kind: sandbox.KindInvalidModule, Message: err.Error()}
@@ -130,7 +143,7 @@ func Load(ctx context.Context, eng sandbox.Engine, path string, mc sandbox.Modul
 	if err != nil {
 		return nil, &sandbox.Error{Kind: sandbox.KindInvalidModule, Message: err.Error()}
 	}
-	b, err := Build(path, opts.FlowsDir)
+	b, err := buildFn(path, opts.FlowsDir)
 	if err != nil {
 		var be *BuildError
 		if errors.As(err, &be) {
@@ -179,18 +192,9 @@ func snapshotOf(ctx context.Context, engineWasm []byte, engineVersion string, pr
 	if dir == "" {
 		dir = DefaultCacheDir()
 	}
+	cache := compilationCache(dir)
 	snapshots.Lock()
 	snap := snapshots.m[key]
-	cache := snapshots.caches[dir]
-	if cache == nil {
-		cache = wazero.NewCompilationCache()
-		if dir != "" {
-			if c, err := wazero.NewCompilationCacheWithDir(filepath.Join(dir, "wazero")); err == nil {
-				cache = c
-			}
-		}
-		snapshots.caches[dir] = cache
-	}
 	snapshots.Unlock()
 	if snap != nil {
 		return snap, nil
@@ -222,6 +226,27 @@ func snapshotOf(ctx context.Context, engineWasm []byte, engineVersion string, pr
 		writeCache(file, snap) // best effort: a missing cache only costs the next start a snapshot
 	}
 	return snap, nil
+}
+
+// compilationCache is the engine's compiled code for cache folder dir ("" is
+// DefaultCacheDir()), one per folder for the process.
+func compilationCache(dir string) wazero.CompilationCache {
+	if dir == "" {
+		dir = DefaultCacheDir()
+	}
+	snapshots.Lock()
+	defer snapshots.Unlock()
+	cache := snapshots.caches[dir]
+	if cache == nil {
+		cache = wazero.NewCompilationCache()
+		if dir != "" {
+			if c, err := wazero.NewCompilationCacheWithDir(filepath.Join(dir, "wazero")); err == nil {
+				cache = c
+			}
+		}
+		snapshots.caches[dir] = cache
+	}
+	return cache
 }
 
 func remember(key string, snap []byte) {

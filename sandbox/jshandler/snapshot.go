@@ -31,6 +31,8 @@ const (
 // calls stopped at the deadline.
 type snapshotRuntime struct {
 	cache wazero.CompilationCache
+	// logs are the lines the scripts logged while they were evaluated, once capture returns.
+	logs []string
 }
 
 // hostState is what the stub pgflow imports record while the engine initialises.
@@ -60,6 +62,7 @@ func (sr *snapshotRuntime) capture(ctx context.Context, engineWasm, prelude, bun
 		return nil, err
 	}
 	hs := &hostState{}
+	defer func() { sr.logs = hs.logs }()
 	if err := stubHost(ctx, rt, hs); err != nil {
 		return nil, err
 	}
