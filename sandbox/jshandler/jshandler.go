@@ -142,7 +142,7 @@ func Load(ctx context.Context, eng sandbox.Engine, path string, mc sandbox.Modul
 	if limit == 0 {
 		limit = sandbox.DefaultMemoryLimit
 	}
-	snap, err := snapshotOf(ctx, engineWasm, engineVersion, prelude, b, limit, opts)
+	snap, err := snapshotOf(ctx, engineWasm, engineVersion, prelude, withSupabase(b, mc.Capabilities), limit, opts)
 	if err != nil {
 		var ie *initError
 		if errors.As(err, &ie) {
