@@ -387,8 +387,8 @@ export function install(natives) {
       `the run's input is ${c.flow_input_bytes} bytes, over the 64 KiB a map task's context carries; pass what the map needs in its array`));
     define(ctx, "sql", ctxSQL);
     defineSupabase(ctx, env);
-    Object.defineProperty(ctx, "serviceSupabase", unavailable("ctx.serviceSupabase", "call Supabase's HTTP API with fetch and a key from ctx.env"));
-    Object.defineProperty(ctx, "anonSupabase", unavailable("ctx.anonSupabase", "call Supabase's HTTP API with fetch and a key from ctx.env"));
+    Object.defineProperty(ctx, "serviceSupabase", unavailable("ctx.serviceSupabase", "pgflow 0.6 replaced it with ctx.supabase, which pgflow-wasm gives"));
+    Object.defineProperty(ctx, "anonSupabase", unavailable("ctx.anonSupabase", "pgflow 0.6 replaced it with ctx.supabase (the service role key), which pgflow-wasm gives"));
     return [handlerInput, ctx];
   }
 
