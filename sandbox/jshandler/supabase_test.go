@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,9 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/httpcap"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/jshandler"
 )
+
+// supabaseNames are the variables a step is granted for ctx.supabase.
+var supabaseNames = []string{"SUPABASE_URL", "SUPABASE_SERVICE_ROLE_KEY"}
 
 // fakePostgREST answers PostgREST's select and insert of table websites for requests with the
 // service role key, and records what it was asked.
@@ -188,4 +192,47 @@ func TestCtxSupabaseCostsOnlyTheGrantedSteps(t *testing.T) {
 		t.Fatalf("a granted step: snapshot of %d bytes, carrying supabase-js: %v", len(granted), granted != nil && bytes.Contains(granted, marker))
 	}
 	t.Logf("greet's snapshot: %d bytes without the grant, %d with", len(plain), len(granted))
+}
+
+// BenchmarkCtxSupabaseGrant is one greet task of a step without the Supabase grant and of one
+// with it (supabase-js in its snapshot, ctx.supabase not read): what the grant costs a task.
+func BenchmarkCtxSupabaseGrant(b *testing.B) {
+	b.Setenv("SUPABASE_URL", "http://127.0.0.1:1")
+	b.Setenv("SUPABASE_SERVICE_ROLE_KEY", "k")
+	p, err := httpcap.ParsePattern("127.0.0.1:1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	granted := sandbox.Capabilities{Env: sandbox.NewEnv(supabaseNames, os.LookupEnv), HTTP: &httpcap.Policy{Allow: []httpcap.Pattern{p}}, Step: "greet"}
+	for _, engine := range sandbox.Engines() {
+		e, err := sandbox.New(engine, sandbox.Config{CacheDir: sandbox.DefaultCacheDir()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range []struct {
+			name string
+			caps sandbox.Capabilities
+		}{{"without", sandbox.Capabilities{}}, {"granted", granted}} {
+			b.Run(engine+"/"+c.name, func(b *testing.B) {
+				m, err := jshandler.Load(context.Background(), e, example(b, "typescript/greet.ts"), sandbox.ModuleConfig{Capabilities: c.caps}, jshandler.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer m.Close(context.Background())
+				t := sandbox.Task{Input: []byte(`{"run":{"name":"Ada"}}`), Context: greetCtx, Timeout: 10 * time.Second}
+				if res, err := m.Run(context.Background(), t); err != nil || string(res.Output) != `{"greeting":"Hello, Ada!"}` {
+					b.Fatalf("%s, %v", res.Output, err)
+				}
+				runtime.GC()
+				cpu0 := cpuTime()
+				for b.Loop() {
+					if _, err := m.Run(context.Background(), t); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+			})
+		}
+		_ = e.Close(context.Background())
+	}
 }
