@@ -29,12 +29,16 @@ JS_ENGINE_LDFLAGS := -mexec-model=reactor -Wl,--stack-first -Wl,-z,stack-size=10
 JS_PRELUDE_DIR  := sandbox/jshandler/prelude
 JS_PRELUDE      := $(JS_ENGINE_DIR)/wasm/prelude.js
 JS_PRELUDE_SRC  := $(wildcard $(JS_PRELUDE_DIR)/*.js) $(JS_PRELUDE_DIR)/build.go
+# The @supabase/supabase-js behind ctx.supabase (sandbox/jshandler/supabasejs), pinned by its own
+# package-lock.json and bundled apart from the prelude: only steps granted Supabase carry it.
+JS_SUPABASE_DIR := sandbox/jshandler/supabasejs
+JS_SUPABASE     := $(JS_ENGINE_DIR)/wasm/supabase.js
 
 .PHONY: jsengine clean-jsengine
-jsengine: $(JS_ENGINE) $(JS_ENGINE_INFO) $(JS_PRELUDE)
-build: $(JS_ENGINE) $(JS_ENGINE_INFO) $(JS_PRELUDE)
+jsengine: $(JS_ENGINE) $(JS_ENGINE_INFO) $(JS_PRELUDE) $(JS_SUPABASE)
+build: $(JS_ENGINE) $(JS_ENGINE_INFO) $(JS_PRELUDE) $(JS_SUPABASE)
 # Release binaries embed them too (a binary without them refuses TypeScript handlers).
-dist dist-static: $(JS_ENGINE) $(JS_ENGINE_INFO) $(JS_PRELUDE)
+dist dist-static: $(JS_ENGINE) $(JS_ENGINE_INFO) $(JS_PRELUDE) $(JS_SUPABASE)
 
 # npm ci is re-run only when the lock file is newer than the installed tree.
 $(JS_PRELUDE_DIR)/node_modules: $(JS_PRELUDE_DIR)/package-lock.json $(JS_PRELUDE_DIR)/package.json
@@ -43,6 +47,13 @@ $(JS_PRELUDE_DIR)/node_modules: $(JS_PRELUDE_DIR)/package-lock.json $(JS_PRELUDE
 
 $(JS_PRELUDE): $(JS_PRELUDE_SRC) $(JS_PRELUDE_DIR)/node_modules
 	$(GO) run ./$(JS_PRELUDE_DIR)/build.go $@
+
+$(JS_SUPABASE_DIR)/node_modules: $(JS_SUPABASE_DIR)/package-lock.json $(JS_SUPABASE_DIR)/package.json
+	cd $(JS_SUPABASE_DIR) && $(NPM) ci --no-audit --no-fund
+	@touch $@
+
+$(JS_SUPABASE): $(JS_SUPABASE_DIR)/entry.js $(JS_SUPABASE_DIR)/build.go $(JS_SUPABASE_DIR)/node_modules
+	$(GO) run ./$(JS_SUPABASE_DIR)/build.go $@
 
 # Real npm SDKs the tests bundle into handlers unchanged (sandbox/jshandler/sdk_test.go),
 # pinned by their own package-lock.json: test-only, never in the binary.
@@ -99,7 +110,7 @@ $(JS_ENGINE_INFO): $(JS_ENGINE) $(QUICKJS_POSITIONS)
 	echo "QuickJS-NG $(QUICKJS_VERSION) ($(QUICKJS_SUM)) with $(QUICKJS_POSITIONS), clang $$($(WASM_CC) -dumpversion)" > $@
 
 clean-jsengine:
-	rm -rf $(JS_ENGINE_BUILD) $(JS_ENGINE) $(JS_ENGINE_INFO) $(JS_PRELUDE)
+	rm -rf $(JS_ENGINE_BUILD) $(JS_ENGINE) $(JS_ENGINE_INFO) $(JS_PRELUDE) $(JS_SUPABASE)
 
 clean: clean-jsengine
 

@@ -153,9 +153,12 @@ func build(entry, root string, flowFile bool) (*Bundle, error) {
 		Metafile:      true,
 		Format:        api.FormatIIFE,
 		GlobalName:    globalName,
-		// Neither Node nor a browser: an import of a Node built-in ("node:fs") fails here,
-		// at validate, rather than in a task. Packages resolve as bundlers resolve them.
-		Platform:   api.PlatformNeutral,
+		// Not Node: an import of a Node built-in ("node:fs") fails here, at validate, rather
+		// than in a task. Packages resolve as for a web worker: the browser and worker
+		// conditions of "exports", and the files a package's "browser" map swaps for its
+		// non-Node ones (@aws-sdk's runtime config); the main fields stay module and main,
+		// as a "browser" entry file may need a page's window and document.
+		Platform:   api.PlatformBrowser,
 		MainFields: []string{"module", "main"},
 		Conditions: []string{"worker", "import", "default"},
 		// What QuickJS-NG 0.10 runs; newer syntax is lowered.

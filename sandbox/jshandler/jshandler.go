@@ -155,7 +155,7 @@ func load(ctx context.Context, eng sandbox.Engine, path string, buildFn func(ent
 	if limit == 0 {
 		limit = sandbox.DefaultMemoryLimit
 	}
-	snap, err := snapshotOf(ctx, engineWasm, engineVersion, prelude, b, limit, opts)
+	snap, err := snapshotOf(ctx, engineWasm, engineVersion, prelude, withSupabase(b, mc.Capabilities), limit, opts)
 	if err != nil {
 		var ie *initError
 		if errors.As(err, &ie) {

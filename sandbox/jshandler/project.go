@@ -264,6 +264,9 @@ func (p *project) plugin() api.Plugin {
 				if r.External || r.Path == "" || (r.Namespace != "file" && r.Namespace != "") {
 					return api.OnResolveResult{}, nil
 				}
+				if orig := p.undoDOMSwap(r.Path); orig != "" {
+					r.Path = orig
+				}
 				lexical := ""
 				if strings.HasPrefix(args.Path, "./") || strings.HasPrefix(args.Path, "../") {
 					lexical = filepath.Join(args.ResolveDir, args.Path)

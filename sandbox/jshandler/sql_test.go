@@ -210,24 +210,3 @@ func loadSource(t *testing.T, e sandbox.Engine, dir, src string) *jshandler.Modu
 	t.Cleanup(func() { _ = m.Close(context.Background()) })
 	return m
 }
-
-// ctx.supabase is wired (supabase.js: the client made on first read from the step's granted
-// SUPABASE_URL and SUPABASE_SERVICE_ROLE_KEY), but this engine bundles no supabase-js yet:
-// reading it says so, and what to do instead, whatever the grants.
-func TestCtxSupabase(t *testing.T) {
-	t.Setenv("SUPABASE_URL", "http://127.0.0.1:1")
-	t.Setenv("SUPABASE_SERVICE_ROLE_KEY", "k")
-	e, err := sandbox.New(sandbox.Engines()[0], sandbox.Config{CacheDir: sandbox.DefaultCacheDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close(context.Background()) })
-	caps := sandbox.Capabilities{Env: sandbox.NewEnv([]string{"SUPABASE_URL", "SUPABASE_SERVICE_ROLE_KEY"}, os.LookupEnv), Step: "s"}
-	for _, mc := range []sandbox.ModuleConfig{{}, {Capabilities: caps}} {
-		m := load(t, e, "supabase.ts", mc)
-		res, err := run(t, m, `{}`, 5*time.Second)
-		if err != nil || !strings.Contains(string(res.Output), "ctx.supabase is not available in this build of pgflow-wasm: its engine bundles no @supabase/supabase-js") {
-			t.Errorf("%s, %v", res.Output, err)
-		}
-	}
-}

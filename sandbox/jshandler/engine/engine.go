@@ -36,3 +36,14 @@ func Prelude() ([]byte, error) {
 	}
 	return p, nil
 }
+
+// Supabase returns the script that gives ctx.supabase its client: the @supabase/supabase-js of
+// sandbox/jshandler/supabasejs, bundled at build time (mk/jsengine.mk). Only the snapshots of
+// steps granted Supabase carry it; ErrMissing when the binary was built without it.
+func Supabase() ([]byte, error) {
+	p, err := files.ReadFile("wasm/supabase.js")
+	if err != nil || len(p) == 0 {
+		return nil, ErrMissing
+	}
+	return p, nil
+}

@@ -330,8 +330,9 @@ export function install(natives) {
   // ---- ctx.sql: postgres.js's API on the step's SQL capability (sql.js) ----------------------
 
   const ctxSQL = pgflowSQL(natives);
-  // No supabase-js in this engine yet: ctx.supabase says so when read (supabase.js).
-  const defineSupabase = pgflowSupabase(undefined);
+  // supabase-js comes after the bundle of a step granted Supabase (prepare() takes it); until
+  // then, and for other steps, ctx.supabase says what to grant when read (supabase.js).
+  let defineSupabase = pgflowSupabase(undefined);
 
   const unavailable = (what, instead) =>
     ({ get() { throw new TypeError(`${what} is not available in pgflow-wasm: ${instead} (docs/from-typescript.md)`); }, enumerable: false });
@@ -386,8 +387,8 @@ export function install(natives) {
       `the run's input is ${c.flow_input_bytes} bytes, over the 64 KiB a map task's context carries; pass what the map needs in its array`));
     define(ctx, "sql", ctxSQL);
     defineSupabase(ctx, env);
-    Object.defineProperty(ctx, "serviceSupabase", unavailable("ctx.serviceSupabase", "call Supabase's HTTP API with fetch and a key from ctx.env"));
-    Object.defineProperty(ctx, "anonSupabase", unavailable("ctx.anonSupabase", "call Supabase's HTTP API with fetch and a key from ctx.env"));
+    Object.defineProperty(ctx, "serviceSupabase", unavailable("ctx.serviceSupabase", "pgflow 0.6 replaced it with ctx.supabase, which pgflow-wasm gives"));
+    Object.defineProperty(ctx, "anonSupabase", unavailable("ctx.anonSupabase", "pgflow 0.6 replaced it with ctx.supabase (the service role key), which pgflow-wasm gives"));
     return [handlerInput, ctx];
   }
 
@@ -401,6 +402,11 @@ export function install(natives) {
       : undefined;
     if (handler === undefined)
       throw new TypeError("the handler module exports no handler: write `export default async function handler(input, ctx) { ... }`");
+    const supabaseJS = Object.getOwnPropertyDescriptor(g, "__pgflow_supabase_js");
+    if (supabaseJS !== undefined) {
+      delete g.__pgflow_supabase_js;
+      defineSupabase = pgflowSupabase(supabaseJS.value);
+    }
     async function run(input, c) {
       const out = await handler(...taskOf(input, c));
       const json = JSON.stringify(out);

@@ -1,10 +1,11 @@
 // ctx.supabase: the client pgflow's worker gives its handlers, supabase-js's createClient with
 // SUPABASE_URL and SUPABASE_SERVICE_ROLE_KEY, for a step that grants both names (`env`) and
 // the URL's host (`http.allow`: the client's requests go through fetch and the step's HTTP
-// grant). A module of the prelude, bundled with it as sql.js is (build.go): the prelude calls
-// it once with createClient (undefined while the engine bundles no supabase-js) and uses
-// the result on every task's ctx. The client is made on the first read of ctx.supabase in a
-// task, from that task's grants.
+// grant). A module of the prelude, bundled with it as sql.js is (build.go). supabase-js is
+// not in the prelude: jshandler.Load appends it (supabasejs/) to the bundles of granted steps
+// only, and prepare() calls this with its createClient, or with a string saying why a step
+// granted both names has none; others get undefined. The client is made on the first read of
+// ctx.supabase in a task, from that task's grants.
 export default function pgflowSupabase(createClient) {
   "use strict";
   const names = ["SUPABASE_URL", "SUPABASE_SERVICE_ROLE_KEY"];
@@ -16,9 +17,9 @@ export default function pgflowSupabase(createClient) {
       configurable: true,
       get() {
         if (client !== undefined) return client;
+        if (typeof createClient === "string") throw new TypeError(`ctx.supabase is not available: ${createClient}`);
         if (typeof createClient !== "function")
-          throw new TypeError("ctx.supabase is not available in this build of pgflow-wasm: its engine bundles no @supabase/supabase-js; " +
-            "call Supabase's HTTP API with fetch and a key from ctx.env (docs/from-typescript.md)");
+          throw new TypeError(`ctx.supabase is not available to this step: ${grant} (supabase-js is added only to the steps granted both names)`);
         const values = names.map((name) => {
           let v;
           try {

@@ -409,9 +409,9 @@ export function installWeb(g, define, { http, utf8_decode, utf8_encode, monoNow,
     [Symbol.iterator]() { return this.entries(); }
     get [Symbol.toStringTag]() { return "Headers"; }
     // "Name: value" lines, one per value, as the http_request import takes them.
-    static lines(h) {
+    static lines(h, skip) {
       let out = "";
-      for (const [name, values] of h.#map) for (const v of values) out += `${name}: ${v}\n`;
+      for (const [name, values] of h.#map) if (!skip(name)) for (const v of values) out += `${name}: ${v}\n`;
       return out;
     }
   }
@@ -571,13 +571,18 @@ export function installWeb(g, define, { http, utf8_decode, utf8_encode, monoNow,
       this.code = r.code;
     }
   }
+  // The headers the worker sets itself, which the host refuses from a handler: fetch leaves
+  // them out, as the Fetch standard has it ignore its forbidden request-headers, so an SDK
+  // that sets its own Content-Length (stripe's) works.
+  const workerSet = new Set(["host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade"]);
+  const setByWorker = (name) => workerSet.has(name.toLowerCase()) || name.toLowerCase().startsWith("proxy-");
   async function fetch(input, init = undefined) {
     const req = new Request(input, init);
     const signal = req.signal;
     signal.throwIfAborted();
     const body = req.body === null ? null : await req.bytes();
     signal.throwIfAborted();
-    const r = http(req.method, req.url, headerLines(req.headers), body);
+    const r = http(req.method, req.url, headerLines(req.headers, setByWorker), body);
     if (r.code !== undefined) throw new FetchError(r);
     signal.throwIfAborted();
     const headers = new Headers();
