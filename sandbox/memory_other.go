@@ -6,3 +6,7 @@ package sandbox
 func mapMemory(uint64) ([]byte, bool) { return nil, false }
 
 func unmapMemory([]byte) {}
+
+func mapPages(uint64) ([]byte, bool) { return nil, false }
+
+func clearTouched(b []byte) { clear(b) }

@@ -44,3 +44,48 @@ func unmapMemory(b []byte) {
 	b = b[:cap(b)]
 	_ = unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b)))
 }
+
+// mapPages maps n bytes of zeroed memory outside the Go heap for the pool (mempool.go), in
+// ordinary pages: a pooled buffer keeps the pages its guests touched, and a huge page would
+// make a guest that touches a byte of it hold 2 MiB.
+func mapPages(n uint64) ([]byte, bool) {
+	p, err := unix.MmapPtr(-1, 0, nil, uintptr(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		return nil, false
+	}
+	return unsafe.Slice((*byte)(p), n), true
+}
+
+// clearTouched zeroes b, a mapping of mapPages, writing only the pages that are resident
+// and dropping the rest (MADV_DONTNEED: they read as zero again, even one that was swapped
+// out). A JavaScript engine's instance touches the top of its 1 MiB stack and its heap, not
+// the rest: clearing only what was touched keeps the rest from becoming resident.
+func clearTouched(b []byte) {
+	const page = 4096
+	if len(b) == 0 {
+		return
+	}
+	n := (len(b) + page - 1) / page
+	vec := make([]byte, n)
+	base := unsafe.SliceData(b)
+	// golang.org/x/sys/unix has no Mincore on Linux.
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(base)), uintptr(n*page),
+		uintptr(unsafe.Pointer(unsafe.SliceData(vec)))); errno != 0 {
+		clear(b)
+		return
+	}
+	for i := 0; i < n; {
+		resident := vec[i]&1 != 0
+		j := i + 1
+		for j < n && (vec[j]&1 != 0) == resident {
+			j++
+		}
+		run := b[:cap(b)][i*page : j*page]
+		if resident {
+			clear(run[:min(len(run), len(b)-i*page)])
+		} else if unix.Madvise(run, unix.MADV_DONTNEED) != nil {
+			clear(run[:min(len(run), len(b)-i*page)])
+		}
+		i = j
+	}
+}

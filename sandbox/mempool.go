@@ -3,25 +3,35 @@ package sandbox
 import (
 	"math/bits"
 	"sync"
+	"unsafe"
 )
 
 // Linear memories of wazero guests come from two places (docs/sandbox.md, "Memory"):
 //
-//   - Small ones (up to pooledMax) from linearMemories, a pool of zeroed Go buffers. Every
-//     fresh instance needs one (128 KiB for a small C guest, 1 MiB and more for Rust);
-//     allocating each from the Go heap made allocation, zeroing, sweeping and returning
-//     pages the largest cost of a task. The pool keeps at most poolBytes: what comes back
-//     beyond that is left to the garbage collector.
+//   - Small ones (up to pooledMax) from linearMemories, a pool of zeroed buffers. Every
+//     fresh instance needs one (128 KiB for a small C guest, 1 MiB and more for Rust, 2.3
+//     MiB for a JavaScript handler's snapshot); allocating each from the Go heap made
+//     allocation, zeroing, sweeping and returning pages the largest cost of a task. Buffers
+//     under offHeapMin are Go memory: the pool keeps at most poolBytes of them and leaves
+//     the rest to the garbage collector. Larger ones are mappings outside the Go heap
+//     (memory_unix.go): in the heap, each counted fully towards the collector's target, so
+//     32 instances at once let the heap, and the resident memory, grow by twice their
+//     capacity. A mapping only holds the pages its guests touched, only those are cleared
+//     when it comes back (a JavaScript engine's 1 MiB stack is mostly never touched), and
+//     the pool keeps mappings whose used lengths sum to at most mappedPoolBytes, unmapping
+//     the rest.
 //   - Larger ones from the operating system (memory_unix.go): the step's whole memory limit
 //     is reserved as address space when the guest first grows past pooledMax, pages are
 //     only backed once the guest touches them, growing never copies, and the mapping is
 //     returned to the operating system the moment the instance is closed. The Go heap, and
 //     so the collector, never sees them.
-var linearMemories = memoryPool{max: poolBytes}
+var linearMemories = memoryPool{max: poolBytes, mappedMax: mappedPoolBytes}
 
 const (
-	pooledMax = 4 << 20  // the largest linear memory served from the pool
-	poolBytes = 32 << 20 // the most the pool keeps
+	pooledMax       = 4 << 20  // the largest linear memory served from the pool
+	poolBytes       = 32 << 20 // the most capacity the pool keeps in Go buffers
+	offHeapMin      = 1 << 20  // the smallest capacity served as a mapping
+	mappedPoolBytes = 96 << 20 // the most used length the pool keeps in mappings
 )
 
 // Buffers are pooled by capacity class: 64 KiB (one page) << class, up to pooledMax.
@@ -33,8 +43,13 @@ const (
 type memoryPool struct {
 	mu    sync.Mutex
 	free  [memClasses][][]byte // len 0, cap 64 KiB << class, all zero
-	bytes uint64               // capacity held in free
+	bytes uint64               // capacity of the Go buffers held in free
 	max   uint64
+	// Mappings, by address: handed out (0) or held in free (the length last handed out,
+	// which bounds the pages it keeps resident); mappedBytes sums the latter.
+	mapped      map[*byte]uint64
+	mappedBytes uint64
+	mappedMax   uint64
 }
 
 // classOf returns the smallest class whose buffers hold n bytes, or -1 when none does.
@@ -60,12 +75,29 @@ func (p *memoryPool) get(size, capHint uint64) []byte {
 	if n := len(p.free[c]); n > 0 {
 		b := p.free[c][n-1]
 		p.free[c] = p.free[c][:n-1]
-		p.bytes -= uint64(cap(b))
+		if used, ok := p.mapped[unsafe.SliceData(b)]; ok {
+			p.mappedBytes -= used
+			p.mapped[unsafe.SliceData(b)] = 0
+		} else {
+			p.bytes -= uint64(cap(b))
+		}
 		p.mu.Unlock()
 		return b[:size]
 	}
 	p.mu.Unlock()
-	return make([]byte, size, uint64(1)<<(memClassMin+c))
+	n := uint64(1) << (memClassMin + c)
+	if n >= offHeapMin {
+		if b, ok := mapPages(n); ok {
+			p.mu.Lock()
+			if p.mapped == nil {
+				p.mapped = map[*byte]uint64{}
+			}
+			p.mapped[&b[0]] = 0
+			p.mu.Unlock()
+			return b[:size]
+		}
+	}
+	return make([]byte, size, n)
 }
 
 // put clears the part of b that was handed out and keeps it for another instance, unless
@@ -80,6 +112,26 @@ func (p *memoryPool) put(b []byte) {
 		return
 	}
 	p.mu.Lock()
+	if _, ok := p.mapped[unsafe.SliceData(b)]; ok {
+		used := max(uint64(len(b)), 1)
+		full := p.mappedBytes+used > p.mappedMax
+		if full {
+			delete(p.mapped, unsafe.SliceData(b))
+		} else {
+			p.mappedBytes += used
+			p.mapped[unsafe.SliceData(b)] = used
+		}
+		p.mu.Unlock()
+		if full {
+			unmapMemory(b)
+			return
+		}
+		clearTouched(b)
+		p.mu.Lock()
+		p.free[class] = append(p.free[class], b[:0])
+		p.mu.Unlock()
+		return
+	}
 	full := p.bytes+uint64(c) > p.max
 	if !full {
 		p.bytes += uint64(c)
@@ -94,9 +146,10 @@ func (p *memoryPool) put(b []byte) {
 	p.mu.Unlock()
 }
 
-// pooled is how many bytes the pool holds.
+// pooled is how many bytes the pool holds: the capacity of its Go buffers and the used
+// length of its mappings.
 func (p *memoryPool) pooled() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.bytes
+	return p.bytes + p.mappedBytes
 }

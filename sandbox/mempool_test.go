@@ -40,19 +40,49 @@ func TestMemoryClasses(t *testing.T) {
 	}
 }
 
-// The pool never holds more than its maximum: the rest goes to the garbage collector.
+// The pool never holds more than its maximum: the rest goes to the garbage collector (Go
+// buffers) or back to the operating system (mappings).
 func TestMemoryPoolIsBounded(t *testing.T) {
-	p := memoryPool{max: 8 << 20}
-	var bufs [][]byte
-	for range 10 {
-		bufs = append(bufs, p.get(4<<20, 0))
+	for _, c := range []struct {
+		size uint64
+		pool *memoryPool
+		want uint64
+	}{
+		{512 << 10, &memoryPool{max: 2 << 20}, 2 << 20},
+		{3 << 20, &memoryPool{max: 8 << 20, mappedMax: 7 << 20}, 6 << 20}, // mappings count their used length
+	} {
+		var bufs [][]byte
+		for range 10 {
+			bufs = append(bufs, c.pool.get(c.size, 0))
+		}
+		for _, b := range bufs {
+			c.pool.put(b)
+		}
+		if got := c.pool.pooled(); got != c.want {
+			t.Errorf("the pool holds %d bytes after ten buffers of %d came back, want %d", got, c.size, c.want)
+		}
 	}
-	for _, b := range bufs {
-		p.put(b)
+}
+
+// A mapping comes back zeroed whichever of its pages the guest touched, and only the
+// touched ones stay resident.
+func TestMappedBufferIsZeroedWhereTouched(t *testing.T) {
+	p := memoryPool{mappedMax: 64 << 20}
+	b := p.get(3<<20, 0)
+	for _, at := range []int{0, 4095, 4096, 1 << 20, 3<<20 - 1} {
+		b[at] = 0xAA
 	}
-	if got := p.pooled(); got != 8<<20 {
-		t.Errorf("the pool holds %d bytes after ten 4 MiB buffers came back, want its maximum of 8 MiB", got)
+	p.put(b)
+	again := p.get(3<<20, 0)
+	if &again[0] != &b[0] {
+		t.Skip("this platform serves these buffers from the Go heap")
 	}
+	for i, v := range again[:cap(again)] {
+		if v != 0 {
+			t.Fatalf("byte %d of a recycled mapping is %#x, want 0", i, v)
+		}
+	}
+	p.put(again)
 }
 
 // Large memories are mapped outside the Go heap, grow without moving, and are unmapped.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -110,6 +111,60 @@ func BenchmarkRun(b *testing.B) {
 		}
 		_ = e.Close(context.Background())
 	}
+}
+
+// BenchmarkRunConcurrent is a greet task at the worker's default concurrency: 32 at once,
+// each in a fresh instance. peak-rss-MB is the process's high-water mark of resident memory
+// (VmHWM, Linux only), which only ever rises: run one sub-benchmark per process, e.g.
+// -bench 'RunConcurrent/wazero/typescript$' (docs/benchmarks.md).
+func BenchmarkRunConcurrent(b *testing.B) {
+	for _, lang := range []string{"c/greet.wasm", "typescript/greet.ts"} {
+		b.Run("wazero/"+filepath.Dir(lang), func(b *testing.B) {
+			e, err := sandbox.New("wazero", sandbox.Config{CacheDir: sandbox.DefaultCacheDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close(context.Background())
+			path := example(b, lang)
+			var m sandbox.Module
+			if jshandler.IsSource(path) {
+				m, err = jshandler.Load(context.Background(), e, path, sandbox.ModuleConfig{}, jshandler.Options{})
+			} else {
+				m, err = e.Load(context.Background(), path, sandbox.ModuleConfig{})
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close(context.Background())
+			t := sandbox.Task{Input: []byte(`{"run":{"name":"Ada"}}`), Context: greetCtx, Timeout: 10 * time.Second}
+			cpu0 := cpuTime()
+			b.SetParallelism((32 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if res, err := m.Run(context.Background(), t); err != nil || string(res.Output) != `{"greeting":"Hello, Ada!"}` {
+						b.Errorf("%s, %v", res.Output, err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+			if kb := peakRSSKiB(); kb > 0 {
+				b.ReportMetric(float64(kb)/1024, "peak-rss-MB")
+			}
+		})
+	}
+}
+
+// peakRSSKiB is the process's VmHWM, 0 where /proc/self/status has none.
+func peakRSSKiB() int {
+	status, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return kb
+		}
+	}
+	return 0
 }
 
 // BenchmarkLoad is loading a greet step with a new engine each time, as after a restart:

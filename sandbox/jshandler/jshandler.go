@@ -31,7 +31,7 @@ import (
 
 // snapshotVersion changes whenever the way snapshots are made changes, so no cached one of an
 // older kind is used.
-const snapshotVersion = "2"
+const snapshotVersion = "3"
 
 // IsSource reports whether path names a TypeScript or JavaScript handler rather than a
 // WebAssembly module.

@@ -304,7 +304,7 @@ func rewrite(wasm, mem []byte) ([]byte, error) {
 	if stackTop < 0 || stackTop > len(mem) {
 		return nil, errors.New("the engine has no stack pointer global")
 	}
-	runs := nonZeroRuns(mem, stackTop, 32)
+	runs := nonZeroRuns(mem, stackTop, segmentGap)
 	var out bytes.Buffer
 	out.Write(wasm[:8])
 	emit := func(id byte, body []byte) {
@@ -396,8 +396,14 @@ func dropExports(body []byte, names ...string) ([]byte, error) {
 	return out, nil
 }
 
+// segmentGap is the longest run of zeros a data segment spans rather than ending. Each
+// segment costs every instance of the snapshot an evaluation of its offset (with allocations,
+// in wazero) and a separate copy, while a zero copied along costs a byte of memmove: the
+// engine's heap is dense, and page-long gaps leave a few segments (docs/benchmarks.md).
+const segmentGap = 4096
+
 // nonZeroRuns returns the [start, end) ranges of mem[from:] that hold non-zero bytes, runs
-// closer than gap merged (each segment costs a few bytes of header).
+// closer than gap merged.
 func nonZeroRuns(mem []byte, from, gap int) [][2]int {
 	var runs [][2]int
 	start, last := -1, -1

@@ -341,12 +341,24 @@ export function install(natives) {
   // pgflow 0.12 and later give a root step the flow input and a dependent step only its
   // dependencies' outputs; before, both got {"run": <flow input>, "<dep>": <output>}, which is
   // what the ABI gives every handler (abi/SPEC.md). A map step gets its element in both.
+  // Every task runs this (as all of taskOf, in a fresh instance): string slices rather than
+  // split and map, a fifth of what a greet task's JavaScript cost (docs/benchmarks.md).
   function atLeast(version, major, minor) {
     if (typeof version !== "string") return false;
     if (version.startsWith("main")) return true;
-    const [a, b] = version.split(".").map(Number);
+    const dot = version.indexOf(".");
+    if (dot < 0) return Number(version) > major;
+    const end = version.indexOf(".", dot + 1);
+    const a = Number(version.slice(0, dot)), b = Number(end < 0 ? version.slice(dot + 1) : version.slice(dot + 1, end));
     return a > major || (a === major && b >= minor);
   }
+  // What every task's ctx shares lives on its prototype, made once in the snapshot: sql
+  // and the members that say what is unavailable (non-enumerable as own ones would be).
+  const ctxProto = Object.create(Object.prototype, {
+    sql: { value: ctxSQL, writable: true, configurable: true, enumerable: false },
+    serviceSupabase: unavailable("ctx.serviceSupabase", "pgflow 0.6 replaced it with ctx.supabase, which pgflow-wasm gives"),
+    anonSupabase: unavailable("ctx.anonSupabase", "pgflow 0.6 replaced it with ctx.supabase (the service role key), which pgflow-wasm gives"),
+  });
   function taskOf(input, c) {
     let handlerInput = input;
     const deps = Array.isArray(c.depends_on) ? c.depends_on : [];
@@ -359,6 +371,7 @@ export function install(natives) {
       }
     }
     const ctx = {
+      __proto__: ctxProto,
       env,
       stepTask: {
         flow_slug: c.flow_slug, run_id: c.run_id, step_slug: c.step_slug, task_index: c.task_index,
@@ -385,10 +398,7 @@ export function install(natives) {
       });
     } else Object.defineProperty(ctx, "flowInput", unavailable("ctx.flowInput",
       `the run's input is ${c.flow_input_bytes} bytes, over the 64 KiB a map task's context carries; pass what the map needs in its array`));
-    define(ctx, "sql", ctxSQL);
     defineSupabase(ctx, env);
-    Object.defineProperty(ctx, "serviceSupabase", unavailable("ctx.serviceSupabase", "pgflow 0.6 replaced it with ctx.supabase, which pgflow-wasm gives"));
-    Object.defineProperty(ctx, "anonSupabase", unavailable("ctx.anonSupabase", "pgflow 0.6 replaced it with ctx.supabase (the service role key), which pgflow-wasm gives"));
     return [handlerInput, ctx];
   }
 
