@@ -92,6 +92,10 @@ func serveCommand() *cli.Command {
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "update-options", Value: true, EnvVars: env("update-options"),
 			Usage: "write changed flow and step options (attempts, delays, timeouts) to the database at start and at every reload\n" +
 				"\t(--update-options=false only logs the differences)"}),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "prune-older-than", EnvVars: env("prune-older-than"),
+			Usage: "prune finished runs older than this `AGE` (e.g. 30d, 12h) every --prune-interval, as `db prune` does;\n" +
+				"\tof the workers on one database one prunes at a time (docs/operations.md \"Retention\"); default: never"}),
+		durationFlag("prune-interval", d.PruneInterval, "with --prune-older-than: how often to prune"),
 		durationFlag("watch-interval", d.WatchInterval, "how often flows.yaml and its modules are checked for changes (a changed file\n"+
 			"\tis reloaded: new tasks use it, running ones finish on the old); 0 turns watching off (SIGHUP still reloads)"),
 	)
@@ -121,6 +125,12 @@ func serveConfig(c *cli.Context, log *slog.Logger, reload <-chan os.Signal) (pgf
 	if err != nil {
 		return pgflowwasm.Config{}, err
 	}
+	var pruneAge time.Duration
+	if s := c.String("prune-older-than"); s != "" {
+		if pruneAge, err = pgflowwasm.ParseAge(s); err != nil {
+			return pgflowwasm.Config{}, fmt.Errorf("--prune-older-than: %w", err)
+		}
+	}
 	return pgflowwasm.Config{
 		FlowsPath: c.String("flows"), WatchInterval: watchInterval(c.Duration("watch-interval")), Reload: reload,
 		KeepDatabaseOptions: !c.Bool("update-options"),
@@ -136,7 +146,8 @@ func serveConfig(c *cli.Context, log *slog.Logger, reload <-chan os.Signal) (pgf
 		PgflowCheckInterval: c.Duration("pgflow-check-interval"),
 		AttemptHistory:      c.Duration("attempt-history"),
 		CompletionBatch:     c.Int("completion-batch"), CompletionWriters: c.Int("completion-writers"),
-		FetchLeases: leases,
+		FetchLeases:    leases,
+		PruneOlderThan: pruneAge, PruneInterval: c.Duration("prune-interval"),
 	}, nil
 }
 
