@@ -18,14 +18,15 @@ const lockKey = "pgflow-wasm:prune"
 // DefaultInterval is how often Periodic prunes unless told otherwise.
 const DefaultInterval = time.Hour
 
-// Periodic returns a service that prunes with opts every interval (the first soon after
-// it starts), when no other process is pruning.
+// Periodic returns a service that prunes with opts every interval (the first a minute
+// after it starts, or sooner for a shorter interval), when no other process is pruning.
 func Periodic(pool *pgxpool.Pool, opts Options, interval time.Duration, log *slog.Logger) *service.Loop {
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
 	return service.NewLoop(func(ctx context.Context) {
-		wait := time.Minute // not at start: a worker that restarts in a loop does not prune in a loop
+		// Not at start: a worker that restarts in a loop does not prune in a loop.
+		wait := min(interval, time.Minute)
 		for {
 			select {
 			case <-ctx.Done():

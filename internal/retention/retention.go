@@ -314,7 +314,11 @@ func Count(ctx context.Context, pool *pgxpool.Pool, olderThan time.Duration) (Co
 		}
 		for _, table := range t.own {
 			var n int64
-			if err := tx.QueryRow(ctx, `select count(*) from `+table+` where run_id in (`+old+`)`, cutoff).Scan(&n); err != nil {
+			where := `run_id in (` + old + `)`
+			if display(table) == scheduleTicks { // the latest tick is kept (deleteRuns)
+				where += ` and tick < (select max(tick) from pgflow_wasm.schedule_ticks m where m.flow_slug = t.flow_slug)`
+			}
+			if err := tx.QueryRow(ctx, `select count(*) from `+table+` t where `+where, cutoff).Scan(&n); err != nil {
 				return err
 			}
 			c.Own[display(table)] = n

@@ -184,8 +184,9 @@ func TestPruneDeletesOldFinishedRunsWithEverythingKeyedToThemAndNothingElse(t *t
 		if got.Runs != want.Runs || got.StepStates != want.StepStates || got.StepTasks != want.StepTasks || got.ArchivedMessages != want.ArchivedMessages {
 			t.Fatalf("counted %+v, want %+v", got, want)
 		}
-		if got.Own["pgflow_wasm.task_attempts"] != before["pgflow_wasm.task_attempts"] || got.Own["pgflow_wasm.operator_actions"] != 1 {
-			t.Fatalf("own rows counted %v, want %d attempts and 1 audit row", got.Own, before["pgflow_wasm.task_attempts"])
+		if got.Own["pgflow_wasm.task_attempts"] != before["pgflow_wasm.task_attempts"] || got.Own["pgflow_wasm.operator_actions"] != 1 ||
+			got.Own["pgflow_wasm.reruns"] != 1 || got.Own["pgflow_wasm.schedule_ticks"] != 1 {
+			t.Fatalf("own rows counted %v, want %d attempts and 1 audit, rerun and tick row each", got.Own, before["pgflow_wasm.task_attempts"])
 		}
 	}
 	after := keyed(t, pool, oldIDs)
