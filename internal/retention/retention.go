@@ -190,7 +190,7 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, opts Options) (Counts, error
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			batch = Counts{Own: map[string]int64{}}
 			var ids []string
-			rows, err := tx.Query(ctx, `select run_id::text from pgflow.runs
+			rows, err := tx.Query(ctx, `select run_id::text as id from pgflow.runs
 				where run_id > $2::uuid and `+finished+`
 				order by run_id limit $3 for update skip locked`, cutoff, last, opts.BatchSize)
 			if err != nil {
