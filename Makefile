@@ -107,7 +107,7 @@ test-schedule: deps modules build
 REAL_PGMQ ?= ../shared/pgmq/1.5.1
 REAL_PGMQ_CLUSTER ?= .pgdata-real-pgmq
 # ./deploy/: the chart's KEDA query on the real pgmq's tables too.
-DB_SUITES := ./schema/... $(WORKER_SUITES) ./internal/store/... ./internal/testkit/pgtest/... ./deploy/
+DB_SUITES := ./schema/... $(WORKER_SUITES) ./internal/store/... ./internal/testkit/pgtest/... ./internal/retention/... ./deploy/
 .PHONY: test-real-pgmq
 test-real-pgmq: build
 	@if [ ! -f $(REAL_PGMQ)/pgmq.control ]; then \
