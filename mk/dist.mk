@@ -30,7 +30,7 @@ dist: $(PGFLOW_SQL) dist-cross
 	CGO_ENABLED=1 GOOS=linux GOARCH=amd64 $(GO) build $(DIST_FLAGS) -tags wasmtime -o $(DIST_BASE)-amd64 ./cmd/pgflow-wasm
 	@# wasmtime-go ships a static libwasmtime for linux-aarch64: Debian's cross gcc links it.
 	CGO_ENABLED=1 GOOS=linux GOARCH=arm64 CC=$(ARM64_CC) $(GO) build $(DIST_FLAGS) -tags wasmtime -o $(DIST_BASE)-arm64 ./cmd/pgflow-wasm
-	$(MAKE) --no-print-directory dist-static
+	$(MAKE) --no-print-directory dist-static VERSION=$(VERSION) COMMIT=$(COMMIT)
 	cd $(DIST) && sha256sum pgflow-wasm-$(VERSION)-linux-* > SHA256SUMS
 	@# The sizes docs/deploy.md quotes.
 	@cd $(DIST) && for f in pgflow-wasm-$(VERSION)-linux-*; do \
