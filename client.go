@@ -35,8 +35,6 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/retention"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
@@ -66,8 +64,6 @@ type Client struct {
 
 	dashboards []*dashboard.Dashboard // DashboardHandler's, closed by Stop
 	stopped    bool                   // Stop ran: no dashboard opens any more
-
-	pruner *service.Loop // Config.PruneOlderThan's schedule, nil without one
 
 	readsMu sync.Mutex   // held while the read model opens: a query, so not under mu
 	reads   *store.Store // the read model, opened at first use (runs.go)
@@ -157,13 +153,6 @@ func (c *Client) Start(ctx context.Context) error {
 	}()
 	select {
 	case <-serving:
-		if c.cfg.PruneOlderThan > 0 {
-			pruner := retention.Periodic(c.pool, retention.Options{OlderThan: c.cfg.PruneOlderThan}, c.cfg.PruneInterval, c.log)
-			_ = pruner.Start(runCtx)
-			c.mu.Lock()
-			c.pruner = pruner
-			c.mu.Unlock()
-		}
 		return nil
 	case <-c.done:
 		return c.Wait()
@@ -202,14 +191,11 @@ func (c *Client) serve(ctx context.Context, cfg worker.ServeConfig) error {
 // what ended serving, if that was an error.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
-	cancel, done, dashboards, pruner := c.cancel, c.done, c.dashboards, c.pruner
+	cancel, done, dashboards := c.cancel, c.done, c.dashboards
 	c.dashboards, c.stopped = nil, true
 	c.mu.Unlock()
 	for _, d := range dashboards {
 		d.Close()
-	}
-	if pruner != nil {
-		pruner.Stop() // a batch in flight rolls back; what was deleted stays deleted
 	}
 	var err error
 	if done != nil {

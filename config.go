@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/retention"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
@@ -77,12 +76,6 @@ type Config struct {
 	// until a holder's handlers are the limit or its queue is empty. 0 is automatic: one, once
 	// two or more live workers serve the queue's flow. Negative: every worker reads.
 	FetchLeases int
-
-	// PruneOlderThan: when positive, the client prunes finished runs older than this every
-	// PruneInterval (default an hour), as Prune does; of the clients on one database, one
-	// prunes at a time. Zero never prunes.
-	PruneOlderThan time.Duration
-	PruneInterval  time.Duration
 }
 
 // DefaultConfig is the configuration a zero Config stands for: every default in one place
@@ -110,6 +103,5 @@ func DefaultConfig() Config {
 		CompletionBatch:     d.CompletionBatch,
 		CompletionWriters:   d.CompletionWriters,
 		FetchLeases:         d.FetchLeases,
-		PruneInterval:       retention.DefaultInterval,
 	}
 }

@@ -60,3 +60,12 @@ func asExit(err error, out *cli.ExitCoder) bool {
 	*out = e
 	return ok
 }
+
+// serve refuses a bad --prune-older-than before it touches the database.
+func TestServeRefusesABadPruneAge(t *testing.T) {
+	out, err := runCLI(t, "serve", "--database-url", "postgres://nowhere.invalid/db", "--prune-older-than", "3x")
+	var exit cli.ExitCoder
+	if err == nil || !strings.Contains(err.Error(), `--prune-older-than: "3x" is not an age`) || !asExit(err, &exit) || exit.ExitCode() != 2 {
+		t.Errorf("serve --prune-older-than 3x: %v (%s), want exit 2 naming the flag", err, out)
+	}
+}

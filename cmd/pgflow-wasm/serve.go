@@ -95,7 +95,7 @@ func serveCommand() *cli.Command {
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "prune-older-than", EnvVars: env("prune-older-than"),
 			Usage: "prune finished runs older than this `AGE` (e.g. 30d, 12h) every --prune-interval, as `db prune` does;\n" +
 				"\tof the workers on one database one prunes at a time (docs/operations.md \"Retention\"); default: never"}),
-		durationFlag("prune-interval", d.PruneInterval, "with --prune-older-than: how often to prune"),
+		durationFlag("prune-interval", time.Hour, "with --prune-older-than: how often to prune"),
 		durationFlag("watch-interval", d.WatchInterval, "how often flows.yaml and its modules are checked for changes (a changed file\n"+
 			"\tis reloaded: new tasks use it, running ones finish on the old); 0 turns watching off (SIGHUP still reloads)"),
 	)
@@ -125,12 +125,6 @@ func serveConfig(c *cli.Context, log *slog.Logger, reload <-chan os.Signal) (pgf
 	if err != nil {
 		return pgflowwasm.Config{}, err
 	}
-	var pruneAge time.Duration
-	if s := c.String("prune-older-than"); s != "" {
-		if pruneAge, err = pgflowwasm.ParseAge(s); err != nil {
-			return pgflowwasm.Config{}, fmt.Errorf("--prune-older-than: %w", err)
-		}
-	}
 	return pgflowwasm.Config{
 		FlowsPath: c.String("flows"), WatchInterval: watchInterval(c.Duration("watch-interval")), Reload: reload,
 		KeepDatabaseOptions: !c.Bool("update-options"),
@@ -146,8 +140,7 @@ func serveConfig(c *cli.Context, log *slog.Logger, reload <-chan os.Signal) (pgf
 		PgflowCheckInterval: c.Duration("pgflow-check-interval"),
 		AttemptHistory:      c.Duration("attempt-history"),
 		CompletionBatch:     c.Int("completion-batch"), CompletionWriters: c.Int("completion-writers"),
-		FetchLeases:    leases,
-		PruneOlderThan: pruneAge, PruneInterval: c.Duration("prune-interval"),
+		FetchLeases: leases,
 	}, nil
 }
 
@@ -195,7 +188,16 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	cfg.Hooks = tracing.Chain(cfg.Hooks, tracer.Hooks())
+	var pruneAge time.Duration
+	if s := c.String("prune-older-than"); s != "" {
+		if pruneAge, err = pgflowwasm.ParseAge(s); err != nil {
+			return cli.Exit("--prune-older-than: "+err.Error(), 2)
+		}
+	}
 	extraConn := int32(0)
+	if pruneAge > 0 {
+		extraConn++ // a batch holds one connection for its transaction
+	}
 	switch cfg.Signal {
 	case pgflowtype.SignalPolling:
 	case pgflowtype.SignalNotify:
@@ -237,10 +239,15 @@ func serve(c *cli.Context) error {
 	err = client.Start(ctx)
 	debug.FreeOSMemory()
 	if err == nil {
+		stopPrune := func() {}
+		if pruneAge > 0 {
+			stopPrune = pgflowwasm.PruneEvery(pool, pgflowwasm.PruneOptions{OlderThan: pruneAge}, c.Duration("prune-interval"), log)
+		}
 		select {
 		case <-ctx.Done():
 		case <-client.Stopped():
 		}
+		stopPrune() // a batch in flight rolls back; what was deleted stays deleted
 		err = client.Stop(context.Background())
 	} else if ctx.Err() != nil {
 		return nil // stopped before it served
