@@ -164,6 +164,12 @@ func serve(c *cli.Context) error {
 		}
 		defer stopProfile()
 	}
+	var pruneAge time.Duration
+	if s := c.String("prune-older-than"); s != "" {
+		if pruneAge, err = pgflowwasm.ParseAge(s); err != nil {
+			return cli.Exit("--prune-older-than: "+err.Error(), 2)
+		}
+	}
 	reload := make(chan os.Signal, 1)
 	signal.Notify(reload, syscall.SIGHUP)
 	defer signal.Stop(reload)
@@ -188,12 +194,6 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	cfg.Hooks = tracing.Chain(cfg.Hooks, tracer.Hooks())
-	var pruneAge time.Duration
-	if s := c.String("prune-older-than"); s != "" {
-		if pruneAge, err = pgflowwasm.ParseAge(s); err != nil {
-			return cli.Exit("--prune-older-than: "+err.Error(), 2)
-		}
-	}
 	extraConn := int32(0)
 	if pruneAge > 0 {
 		extraConn++ // a batch holds one connection for its transaction
