@@ -24,8 +24,7 @@ func dbPruneCommand() *cli.Command {
 		Flags: []cli.Flag{databaseURLFlag(),
 			&cli.StringFlag{Name: "older-than", Required: true, Usage: "the `AGE` of the runs to delete: 30d, 12h, 90m, 1d12h"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "count what would be deleted, delete nothing"},
-			&cli.IntFlag{Name: "batch-size", Value: 1000, Usage: "runs deleted per transaction"},
-			&cli.DurationFlag{Name: "pause", Usage: "wait this long between batches: a slower prune that leaves more of the database to the workers"}},
+			&cli.IntFlag{Name: "batch-size", Value: 1000, Usage: "runs deleted per transaction"}},
 		Action: dbPrune,
 	}
 }
@@ -54,7 +53,7 @@ func dbPrune(c *cli.Context) error {
 		return nil
 	}
 	start := time.Now()
-	n, err := pgflowwasm.Prune(c.Context, pool, pgflowwasm.PruneOptions{OlderThan: age, BatchSize: c.Int("batch-size"), Pause: c.Duration("pause")})
+	n, err := pgflowwasm.Prune(c.Context, pool, pgflowwasm.PruneOptions{OlderThan: age, BatchSize: c.Int("batch-size")})
 	if errors.Is(err, pgflowwasm.ErrPruneBusy) {
 		return cli.Exit(err.Error()+": nothing was deleted; try again once it is done", 1)
 	}

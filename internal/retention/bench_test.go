@@ -25,7 +25,7 @@ flows:
 
 // BenchmarkPruneWhileAWorkerServes seeds PGFLOW_WASM_PRUNE_RUNS finished runs 40 days old
 // (default 20,000; docs/operations.md "Retention" measures 1,000,000; PGFLOW_WASM_PRUNE_BATCH
-// and PGFLOW_WASM_PRUNE_PAUSE set the batch and the pause between batches), keeps a worker busy
+// sets the batch), keeps a worker busy
 // with a backlog of one-step runs, and reports the worker's throughput for a while without
 // a prune and then during one, and the time the prune took. Run it once:
 //
@@ -44,13 +44,6 @@ func BenchmarkPruneWhileAWorkerServes(b *testing.B) {
 		var err error
 		if batch, err = strconv.Atoi(s); err != nil || batch < 1 {
 			b.Fatalf("PGFLOW_WASM_PRUNE_BATCH=%q: want a number of runs", s)
-		}
-	}
-	var pause time.Duration
-	if s := os.Getenv("PGFLOW_WASM_PRUNE_PAUSE"); s != "" {
-		var err error
-		if pause, err = time.ParseDuration(s); err != nil {
-			b.Fatalf("PGFLOW_WASM_PRUNE_PAUSE=%q: %v", s, err)
 		}
 	}
 	for range b.N {
@@ -85,7 +78,7 @@ func BenchmarkPruneWhileAWorkerServes(b *testing.B) {
 		}()
 		b.ResetTimer()
 		start := time.Now()
-		pruned, err := retention.Prune(ctx, pool, retention.Options{OlderThan: 30 * 24 * time.Hour, BatchSize: batch, Pause: pause})
+		pruned, err := retention.Prune(ctx, pool, retention.Options{OlderThan: 30 * 24 * time.Hour, BatchSize: batch})
 		took := time.Since(start)
 		b.StopTimer()
 		close(pruneDone)
@@ -97,8 +90,8 @@ func BenchmarkPruneWhileAWorkerServes(b *testing.B) {
 		if pruned.Runs != int64(runs) {
 			b.Fatalf("pruned %d runs, want %d", pruned.Runs, runs)
 		}
-		b.Logf("pruned %d runs (%d step states, %d tasks, %d archived messages, %v) in %d batches of %d, pause %s: %.1f s, %.0f runs/s",
-			pruned.Runs, pruned.StepStates, pruned.StepTasks, pruned.ArchivedMessages, pruned.Own, pruned.Batches, batch, pause,
+		b.Logf("pruned %d runs (%d step states, %d tasks, %d archived messages, %v) in %d batches of %d: %.1f s, %.0f runs/s",
+			pruned.Runs, pruned.StepStates, pruned.StepTasks, pruned.ArchivedMessages, pruned.Own, pruned.Batches, batch,
 			took.Seconds(), float64(pruned.Runs)/took.Seconds())
 		b.Logf("worker throughput: %.1f runs/s without a prune (%s), %.1f runs/s during it", base, window, during)
 		b.ReportMetric(took.Seconds(), "prune-s")

@@ -34,9 +34,6 @@ type Options struct {
 	OlderThan time.Duration
 	// BatchSize is how many runs one transaction deletes [DefaultBatchSize].
 	BatchSize int
-	// Pause is a wait between batches: a prune that takes longer and leaves the database's
-	// CPU and disk to the workers for that while [none].
-	Pause time.Duration
 	// Progress, when set, is told the totals so far after each batch.
 	Progress func(Counts)
 }
@@ -219,13 +216,6 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, opts Options) (Counts, error
 		total.Batches++
 		if opts.Progress != nil {
 			opts.Progress(total)
-		}
-		if opts.Pause > 0 {
-			select {
-			case <-ctx.Done():
-				return total, ctx.Err()
-			case <-time.After(opts.Pause):
-			}
 		}
 	}
 }
