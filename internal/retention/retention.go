@@ -261,8 +261,14 @@ func deleteRuns(ctx context.Context, tx pgx.Tx, t tables, archives map[string]bo
 	}
 	for _, table := range t.own {
 		if display(table) == scheduleTicks {
-			if _, err := tx.Exec(ctx, `update pgflow_wasm.schedule_ticks t set run_id = null
-				where run_id = any($1::uuid[]) and tick = (select max(tick) from pgflow_wasm.schedule_ticks m where m.flow_slug = t.flow_slug)`, ids); err != nil {
+			// Written again without its run rather than updated: a worker login of `db
+			// grant-worker` may insert and delete in schema pgflow_wasm, not update.
+			if _, err := tx.Exec(ctx, `with latest as (
+				  delete from pgflow_wasm.schedule_ticks t
+				  where run_id = any($1::uuid[]) and tick = (select max(tick) from pgflow_wasm.schedule_ticks m where m.flow_slug = t.flow_slug)
+				  returning t.*)
+				insert into pgflow_wasm.schedule_ticks
+				select (jsonb_populate_record(null::pgflow_wasm.schedule_ticks, to_jsonb(latest) - 'run_id')).* from latest`, ids); err != nil {
 				return err
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/runseed"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 const servedFlows = `
@@ -268,5 +269,43 @@ func TestAgesAreDaysOrDurationsAndPositive(t *testing.T) {
 	}
 	if _, err := retention.Prune(context.Background(), nil, retention.Options{}); err == nil || !strings.Contains(err.Error(), "more than zero") {
 		t.Errorf("a prune without an age: %v", err)
+	}
+}
+
+// A worker login of `db grant-worker` prunes: it may read the catalog, lock and delete every
+// row a prune deletes, and keep a flow's latest schedule tick, on tables the installer made.
+func TestAWorkerLoginPrunes(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, servedFlows, modules), worker.Config{})
+	tmpl := templates(t, db.Pool)
+	if _, err := runseed.Seed(ctx, db.Pool, runseed.Options{Templates: tmpl, Copies: 300, Age: 40 * 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runctl.EnsureTables(ctx, db.Pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := schedule.EnsureTable(ctx, db.Pool); err != nil {
+		t.Fatal(err)
+	}
+	old := runIDs(t, db.Pool, `select run_id::text from pgflow.runs where started_at < now() - interval '30 days'`)
+	if _, err := db.Pool.Exec(ctx, `insert into pgflow_wasm.schedule_ticks (flow_slug, tick, run_id) values ('pr_ok', now() - interval '40 days', $1)`, old[0]); err != nil {
+		t.Fatal(err)
+	}
+	login := db.Role(t, "prune_worker", "LOGIN")
+	conn := db.Conn(t)
+	if _, err := schema.GrantWorker(ctx, conn, login, ""); err != nil {
+		t.Fatal(err)
+	}
+	pruned, err := retention.Prune(ctx, db.PoolAs(t, login), retention.Options{OlderThan: 30 * 24 * time.Hour, BatchSize: 100})
+	if err != nil {
+		t.Fatalf("as the worker login: %v", err)
+	}
+	if pruned.Runs != int64(len(old)) || pruned.ArchivedMessages == 0 || pruned.Own["pgflow_wasm.task_attempts"] == 0 {
+		t.Fatalf("as the worker login: %+v, want %d runs with their messages and attempts", pruned, len(old))
+	}
+	if left := keyed(t, db.Pool, old); left["pgflow.runs"] != 0 || left["pgflow_wasm.schedule_ticks"] != 0 {
+		t.Fatalf("left: %v", left)
 	}
 }
