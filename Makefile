@@ -71,7 +71,7 @@ test-chart:
 # only 0.8.1), and every test database is then that release.
 PGFLOW_014 ?= ../shared/pgflow/0.14.1/migrations
 PGFLOW_MAIN ?= ../shared/pgflow/main-20261001/migrations
-PGFLOW_VERSION_SUITES := $(WORKER_SUITES) ./cmd/... ./internal/store/... ./internal/dashboard/... .
+PGFLOW_VERSION_SUITES := $(WORKER_SUITES) ./cmd/... ./internal/store/... ./internal/dashboard/... ./internal/retention/... .
 .PHONY: test-pgflow-014 test-pgflow-main
 test-pgflow-014:
 	@$(MAKE) --no-print-directory test-pgflow-release RELEASE=0.14.1 MIGRATIONS=$(PGFLOW_014)
@@ -107,7 +107,7 @@ test-schedule: deps modules build
 REAL_PGMQ ?= ../shared/pgmq/1.5.1
 REAL_PGMQ_CLUSTER ?= .pgdata-real-pgmq
 # ./deploy/: the chart's KEDA query on the real pgmq's tables too.
-DB_SUITES := ./schema/... $(WORKER_SUITES) ./internal/store/... ./internal/testkit/pgtest/... ./deploy/
+DB_SUITES := ./schema/... $(WORKER_SUITES) ./internal/store/... ./internal/testkit/pgtest/... ./internal/retention/... ./deploy/
 .PHONY: test-real-pgmq
 test-real-pgmq: build
 	@if [ ! -f $(REAL_PGMQ)/pgmq.control ]; then \

@@ -75,6 +75,16 @@ func findSetup(ctx context.Context, image string) (podmanSetup, error) {
 	return podmanSetup{}, fmt.Errorf("podman cannot run a container here: %s", strings.Join(why, "; "))
 }
 
+// imageName is NAME:TAG as `make image` names the image.
+func imageName(t *testing.T, root string) string {
+	t.Helper()
+	out, err := exec.Command("make", "-s", "--no-print-directory", "-C", root, "image-name").Output()
+	if err != nil {
+		t.Fatalf("make image-name: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
 // TestImageServesAFlow starts the image of `make image` with podman against a test database
 // and runs a flow with a map step through it; SIGTERM (podman stop) drains and exits 0.
 func TestImageServesAFlow(t *testing.T) {
@@ -106,7 +116,16 @@ func TestImageServesAFlow(t *testing.T) {
 	if m == nil {
 		t.Fatalf("podman load said %q: no image name", out)
 	}
-	image := m[1]
+	// Named as the chart pulls it (`make image-name`, which the chart's test compares with
+	// the chart), not after the build.
+	if want := "localhost/" + imageName(t, root); m[1] != want {
+		t.Errorf("podman loaded the image as %s, want %s", m[1], want)
+	}
+	// The image by its id: another checkout's build may load under the same name meanwhile.
+	image, err := podman(ctx, "image", "inspect", "--format", "{{.Id}}", m[1])
+	if err != nil {
+		t.Fatalf("podman image inspect %s: %v: %s", m[1], err, image)
+	}
 	// Each build loads a new image: drop it, or the storage grows with every test run.
 	t.Cleanup(func() { _, _ = podman(context.Background(), "rmi", "-f", image) })
 	setup, err := findSetup(ctx, image)

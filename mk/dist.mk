@@ -30,9 +30,11 @@ dist: $(PGFLOW_SQL) dist-cross
 	CGO_ENABLED=1 GOOS=linux GOARCH=amd64 $(GO) build $(DIST_FLAGS) -tags wasmtime -o $(DIST_BASE)-amd64 ./cmd/pgflow-wasm
 	@# wasmtime-go ships a static libwasmtime for linux-aarch64: Debian's cross gcc links it.
 	CGO_ENABLED=1 GOOS=linux GOARCH=arm64 CC=$(ARM64_CC) $(GO) build $(DIST_FLAGS) -tags wasmtime -o $(DIST_BASE)-arm64 ./cmd/pgflow-wasm
-	$(MAKE) --no-print-directory dist-static
+	$(MAKE) --no-print-directory dist-static VERSION=$(VERSION) COMMIT=$(COMMIT)
 	cd $(DIST) && sha256sum pgflow-wasm-$(VERSION)-linux-* > SHA256SUMS
-	@cd $(DIST) && ls -l pgflow-wasm-$(VERSION)-linux-* SHA256SUMS
+	@# The sizes docs/deploy.md quotes.
+	@cd $(DIST) && for f in pgflow-wasm-$(VERSION)-linux-*; do \
+		n=$$(stat -c %s $$f); printf 'dist: %-50s %10s bytes (%s)\n' $$f $$n "$$(numfmt --to=iec-i --suffix=B --format=%.1f $$n)"; done
 
 # wazero only, linked statically: runs on any Linux (no glibc needed), what the image ships.
 # cgo still, for PostgreSQL's own parser in the SQL statement filter (sandbox/sqlcap): a
@@ -50,8 +52,17 @@ dist-cross:
 
 IMAGE_DIR := $(DIST)/image
 IMAGE_TAR := $(DIST)/pgflow-wasm-image.tar
+# The name the Helm chart pulls by default: image.repository of its values.yaml, tagged with
+# its Chart.yaml appVersion (the binary inside still says its own VERSION and COMMIT).
+CHART_DIR := deploy/helm/pgflow-wasm
+IMAGE_NAME ?= $(shell sed -n 's/^  repository: *\([^ #]*\).*/\1/p' $(CHART_DIR)/values.yaml | head -1)
+IMAGE_TAG ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}.*/\1/p' $(CHART_DIR)/Chart.yaml)
+# The chart's test compares it with the image the chart renders.
+.PHONY: image-name
+image-name:
+	@echo $(IMAGE_NAME):$(IMAGE_TAG)
 image: dist-static
-	scripts/build-image.sh $(DIST_BASE)-amd64-static $(VERSION) $(COMMIT) $(IMAGE_DIR) $(IMAGE_TAR)
+	scripts/build-image.sh $(DIST_BASE)-amd64-static $(VERSION) $(COMMIT) $(IMAGE_DIR) $(IMAGE_TAR) $(IMAGE_NAME):$(IMAGE_TAG)
 
 clean: dist-clean
 .PHONY: dist-clean

@@ -3,13 +3,18 @@
 # Debian's CA bundle (for handlers' HTTPS), a passwd entry for the non-root user, and
 # nothing else: no shell, no libc, no package manager.
 #
-#   build-image.sh BINARY VERSION COMMIT LAYOUT_DIR ARCHIVE
+#   build-image.sh BINARY VERSION COMMIT LAYOUT_DIR ARCHIVE NAME:TAG
 #
-# LAYOUT_DIR becomes an OCI image layout tagged VERSION (one tag only: podman refuses an
-# archive of several); ARCHIVE the same as an oci-archive tar, which `podman load -i` and
-# `skopeo copy oci-archive:...` take.
+# LAYOUT_DIR becomes an OCI image layout with one image, NAME:TAG (one only: podman refuses
+# an archive of several); ARCHIVE the same as an oci-archive tar, which `podman load -i` and
+# `skopeo copy oci-archive:...` take. The layout's ref.name is the whole NAME:TAG: podman
+# names a loaded image after it, and a bare tag would load as localhost/<tag>:latest.
 set -euo pipefail
-bin=$1 version=$2 commit=$3 layout=$4 archive=$5
+bin=$1 version=$2 commit=$3 layout=$4 archive=$5 ref=$6
+case $ref in
+*:*) ;;
+*) echo "build-image.sh: NAME:TAG expected, got '$ref'" >&2; exit 2 ;;
+esac
 uid=65532 # the "nonroot" uid distroless images use: no meaning on the host
 
 need() { # need COMMAND PACKAGE
@@ -24,7 +29,7 @@ need umoci umoci
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 rm -rf "$layout"
-tag=$(tr -c 'A-Za-z0-9_.\n-' _ <<<"$version")
+tag=${ref##*:}
 umoci init --layout "$layout"
 umoci new --image "$layout:$tag"
 umoci unpack --image "$layout:$tag" "$work/bundle" >/dev/null
@@ -58,8 +63,12 @@ umoci config --image "$layout:$tag" --tag "$tag" \
 	--config.label org.opencontainers.image.version="$version" \
 	--config.label org.opencontainers.image.revision="$commit"
 umoci gc --layout "$layout"
+# umoci keeps tags to [A-Za-z0-9_.-]; the name goes into the index's annotation afterwards.
+sed -i "s|\"org.opencontainers.image.ref.name\":\"$tag\"|\"org.opencontainers.image.ref.name\":\"$ref\"|" "$layout/index.json"
+grep -q "\"org.opencontainers.image.ref.name\":\"$ref\"" "$layout/index.json" ||
+	{ echo "build-image.sh: could not name the image $ref in $layout/index.json" >&2; exit 1; }
 rm -f "$archive"
 tar -C "$layout" -cf "$archive" .
 # The compressed layer is what a registry stores and a node pulls.
 layer=$(find "$layout/blobs" -type f -size +1M -printf '%s\n' | sort -n | tail -1)
-echo "image: $layout:$tag, archive $archive; layer $(numfmt --to=iec-i --suffix=B "$layer") compressed, rootfs $(du -sh --apparent-size "$root" | cut -f1)"
+echo "image: $ref ($layout), archive $archive $(stat -c %s "$archive") bytes; layer $(numfmt --to=iec-i --suffix=B "$layer") compressed, rootfs $(du -sh --apparent-size "$root" | cut -f1)"

@@ -69,6 +69,7 @@ func dbCommand() *cli.Command {
 					Usage: "the flows file whose schedules' next ticks to show (skipped when the default is absent)"}},
 				Action: dbStatus,
 			},
+			dbPruneCommand(),
 		},
 	}
 }

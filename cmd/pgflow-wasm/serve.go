@@ -91,6 +91,10 @@ func serveCommand() *cli.Command {
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "update-options", Value: true, EnvVars: env("update-options"),
 			Usage: "write changed flow and step options (attempts, delays, timeouts) to the database at start and at every reload\n" +
 				"\t(--update-options=false only logs the differences)"}),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "prune-older-than", EnvVars: env("prune-older-than"),
+			Usage: "prune finished runs older than this `AGE` (e.g. 30d, 12h) every --prune-interval, as `db prune` does;\n" +
+				"\tof the workers on one database one prunes at a time (docs/operations.md \"Retention\"); default: never"}),
+		durationFlag("prune-interval", time.Hour, "with --prune-older-than: how often to prune"),
 		durationFlag("watch-interval", d.WatchInterval, "how often flows.yaml and its modules are checked for changes (a changed file\n"+
 			"\tis reloaded: new tasks use it, running ones finish on the old); 0 turns watching off (SIGHUP still reloads)"),
 	)
@@ -159,6 +163,12 @@ func serve(c *cli.Context) error {
 		}
 		defer stopProfile()
 	}
+	var pruneAge time.Duration
+	if s := c.String("prune-older-than"); s != "" {
+		if pruneAge, err = pgflowwasm.ParseAge(s); err != nil {
+			return cli.Exit("--prune-older-than: "+err.Error(), 2)
+		}
+	}
 	reload := make(chan os.Signal, 1)
 	signal.Notify(reload, syscall.SIGHUP)
 	defer signal.Stop(reload)
@@ -190,6 +200,9 @@ func serve(c *cli.Context) error {
 	defer closeTrace()
 	cfg.Hooks = hooks
 	extraConn := int32(0)
+	if pruneAge > 0 {
+		extraConn++ // a batch holds one connection for its transaction
+	}
 	switch cfg.Signal {
 	case pgflowtype.SignalPolling:
 	case pgflowtype.SignalNotify:
@@ -231,10 +244,15 @@ func serve(c *cli.Context) error {
 	err = client.Start(ctx)
 	debug.FreeOSMemory()
 	if err == nil {
+		stopPrune := func() {}
+		if pruneAge > 0 {
+			stopPrune = pgflowwasm.PruneEvery(pool, pgflowwasm.PruneOptions{OlderThan: pruneAge}, c.Duration("prune-interval"), log)
+		}
 		select {
 		case <-ctx.Done():
 		case <-client.Stopped():
 		}
+		stopPrune() // a batch in flight rolls back; what was deleted stays deleted
 		err = client.Stop(context.Background())
 	} else if ctx.Err() != nil {
 		return nil // stopped before it served

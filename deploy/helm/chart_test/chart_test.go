@@ -114,6 +114,7 @@ type rendered struct {
 	serviceMonitor  *monitoringv1.ServiceMonitor
 	scaledObject    *kedav1alpha1.ScaledObject
 	triggerAuth     *kedav1alpha1.TriggerAuthentication
+	serviceAccount  *corev1.ServiceAccount
 	kinds           []string
 	manifestsByKind map[string]string
 }
@@ -197,6 +198,9 @@ func decodeAll(t *testing.T, manifest string) rendered {
 			var s corev1.Service
 			decodeStrict(t, doc, &s)
 			r.services = append(r.services, &s)
+		case "v1 ServiceAccount":
+			r.serviceAccount = &corev1.ServiceAccount{}
+			decodeStrict(t, doc, r.serviceAccount)
 		case "policy/v1 PodDisruptionBudget":
 			r.pdb = &policyv1.PodDisruptionBudget{}
 			decodeStrict(t, doc, r.pdb)

@@ -54,3 +54,11 @@ PostgreSQL) without its comment lines, the queues as a SQL array.
 {{- $sql := regexReplaceAll "(?m)^--.*\n" (.Files.Get "files/visible-messages.sql") "" -}}
 {{- replace "__QUEUES__" (printf "ARRAY[%s]" (join "," $queues)) $sql | trim -}}
 {{- end -}}
+
+{{- define "pgflow-wasm.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "pgflow-wasm.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name | default "default" -}}
+{{- end -}}
+{{- end -}}

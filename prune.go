@@ -1,0 +1,56 @@
+package pgflowwasm
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/retention"
+)
+
+// PruneOptions says which finished runs Prune deletes: those that completed or failed at
+// least OlderThan ago; BatchSize runs per transaction (default 1000); Progress is told the
+// totals after each batch.
+type PruneOptions = retention.Options
+
+// Pruned counts what Prune deleted (or PruneCount would): runs, their step states and
+// tasks, their tasks' archived queue messages and pgflow-wasm's own rows about them.
+type Pruned = retention.Counts
+
+// ErrPruneBusy is returned by Prune when another process is pruning the database now.
+var ErrPruneBusy = errors.New("pgflowwasm: another process is pruning this database now")
+
+// Prune deletes finished runs older than opts.OlderThan with everything kept about them
+// (docs/operations.md, "Retention"), in short transactions that leave running runs and the
+// workers serving them alone. One process prunes a database at a time.
+func Prune(ctx context.Context, pool *pgxpool.Pool, opts PruneOptions) (Pruned, error) {
+	c, ran, err := retention.PruneOnce(ctx, pool, opts)
+	if err == nil && !ran {
+		err = ErrPruneBusy
+	}
+	return c, err
+}
+
+// PruneCount says what Prune would delete now, deleting nothing.
+func PruneCount(ctx context.Context, pool *pgxpool.Pool, olderThan time.Duration) (Pruned, error) {
+	return retention.Count(ctx, pool, olderThan)
+}
+
+// ParseAge reads an age such as 30d, 12h or 90m (PruneOptions.OlderThan).
+func ParseAge(s string) (time.Duration, error) { return retention.ParseAge(s) }
+
+// PruneEvery prunes like Prune every interval (an hour when zero), the first turn a minute
+// after the call or sooner for a shorter interval, until stop is called; a turn another
+// process is pruning through is skipped. What each turn did goes to log (nil: nowhere).
+// `serve --prune-older-than` runs it beside the client.
+func PruneEvery(pool *pgxpool.Pool, opts PruneOptions, interval time.Duration, log *slog.Logger) (stop func()) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	loop := retention.Periodic(pool, opts, interval, log)
+	_ = loop.Start(context.Background())
+	return loop.Stop
+}
