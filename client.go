@@ -35,6 +35,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/retention"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
@@ -57,7 +58,8 @@ type Client struct {
 	log     *slog.Logger
 
 	// services is the client's lifecycle (package service): the supervisor, which serves
-	// the flows with one worker at a time through reloads and engine restarts.
+	// the flows with one worker at a time through reloads and engine restarts, then the
+	// pruning of old runs when Config.PruneOlderThan asks for it.
 	services   service.Group
 	supervisor *worker.Supervisor
 
@@ -112,7 +114,11 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	c.started = true
 	c.mu.Unlock()
-	return c.services.Start(ctx, c.supervisor)
+	var pruning service.Service
+	if c.cfg.PruneOlderThan > 0 {
+		pruning = retention.Periodic(c.pool, retention.Options{OlderThan: c.cfg.PruneOlderThan}, c.cfg.PruneInterval, c.log)
+	}
+	return c.services.Start(ctx, c.supervisor, pruning)
 }
 
 // serveConfig is what the supervisor serves with: the client's configuration, its compile

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/retention"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
@@ -72,6 +73,11 @@ type Config struct {
 	AttemptHistory    time.Duration // how long failed attempts are kept; negative keeps none
 	CompletionBatch   int           // outcomes written per transaction
 	CompletionWriters int           // outcome-writing transactions in flight at once
+	// PruneOlderThan, when positive, makes the client delete finished runs older than this
+	// every PruneInterval (as Prune does; one process of a database at a time), the first
+	// turn a minute after Start.
+	PruneOlderThan time.Duration
+	PruneInterval  time.Duration
 	// FetchLeases is how many workers read one queue at a time; the others leave it to them
 	// until a holder's handlers are the limit or its queue is empty. 0 is automatic: one, once
 	// two or more live workers serve the queue's flow. Negative: every worker reads.
@@ -100,6 +106,7 @@ const (
 	CompletionBatchDefault     = worker.DefaultCompletionBatch
 	CompletionWritersDefault   = worker.DefaultCompletionWriters
 	FetchLeasesDefault         = worker.DefaultFetchLeases
+	PruneIntervalDefault       = retention.DefaultInterval
 )
 
 // WithDefaults returns the config with every unset field at its XxxDefault. A negative
@@ -138,6 +145,7 @@ func (c Config) WithDefaults() Config {
 	dur(&c.AttemptHistory, AttemptHistoryDefault, true)
 	num(&c.CompletionBatch, CompletionBatchDefault)
 	num(&c.CompletionWriters, CompletionWritersDefault)
+	dur(&c.PruneInterval, PruneIntervalDefault, false)
 	// FetchLeases: 0 is its default (automatic) and negative has a meaning: kept as given.
 	return c
 }

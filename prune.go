@@ -3,7 +3,6 @@ package pgflowwasm
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -41,16 +40,3 @@ func PruneCount(ctx context.Context, pool *pgxpool.Pool, olderThan time.Duration
 
 // ParseAge reads an age such as 30d, 12h or 90m (PruneOptions.OlderThan).
 func ParseAge(s string) (time.Duration, error) { return retention.ParseAge(s) }
-
-// PruneEvery prunes like Prune every interval (an hour when zero), the first turn a minute
-// after the call or sooner for a shorter interval, until stop is called; a turn another
-// process is pruning through is skipped. What each turn did goes to log (nil: nowhere).
-// `serve --prune-older-than` runs it beside the client.
-func PruneEvery(pool *pgxpool.Pool, opts PruneOptions, interval time.Duration, log *slog.Logger) (stop func()) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	loop := retention.Periodic(pool, opts, interval, log)
-	_ = loop.Start(context.Background())
-	return loop.Stop
-}

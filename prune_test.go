@@ -11,15 +11,16 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 )
 
-// PruneEvery prunes on its own beside a client that serves: old finished runs go, the run
-// the client just served stays.
-func TestPruneEveryPrunesBesideAServingClient(t *testing.T) {
+// A client with PruneOlderThan prunes on its own while it serves: old finished runs go, the
+// run it just served stays.
+func TestAClientPrunesOldRunsWhileItServes(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
 	file := workertest.FlowsFile(t, "flows:\n  - slug: pruned\n    steps: [{slug: a, module: \"{{echo}}\"}]\n",
 		map[string]string{"echo": "modules/testdata/echo.wasm"})
-	client, err := pgflowwasm.NewClient(db.Pool, pgflowwasm.Config{Flows: file})
+	client, err := pgflowwasm.NewClient(db.Pool, pgflowwasm.Config{Flows: file,
+		PruneOlderThan: 24 * time.Hour, PruneInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,8 +28,6 @@ func TestPruneEveryPrunesBesideAServingClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Stop(ctx)
-	stop := pgflowwasm.PruneEvery(db.Pool, pgflowwasm.PruneOptions{OlderThan: 24 * time.Hour}, 100*time.Millisecond, nil)
-	defer stop()
 	id, err := client.StartRun(ctx, "pruned", map[string]int{"n": 1})
 	if err != nil {
 		t.Fatal(err)

@@ -199,6 +199,7 @@ func serve(c *cli.Context) error {
 	}
 	defer closeTrace()
 	cfg.Hooks = hooks
+	cfg.PruneOlderThan, cfg.PruneInterval = pruneAge, c.Duration("prune-interval")
 	extraConn := int32(0)
 	if pruneAge > 0 {
 		extraConn++ // a batch holds one connection for its transaction
@@ -206,7 +207,7 @@ func serve(c *cli.Context) error {
 	switch cfg.Signal {
 	case pgflowtype.SignalPolling:
 	case pgflowtype.SignalNotify:
-		extraConn = 1
+		extraConn++
 	default:
 		return cli.Exit(fmt.Sprintf("--signal %q: use polling or notify", cfg.Signal), 2)
 	}
@@ -244,16 +245,11 @@ func serve(c *cli.Context) error {
 	err = client.Start(ctx)
 	debug.FreeOSMemory()
 	if err == nil {
-		stopPrune := func() {}
-		if pruneAge > 0 {
-			stopPrune = pgflowwasm.PruneEvery(pool, pgflowwasm.PruneOptions{OlderThan: pruneAge}, c.Duration("prune-interval"), log)
-		}
 		select {
 		case <-ctx.Done():
 		case <-client.Stopped():
 		}
-		stopPrune() // a batch in flight rolls back; what was deleted stays deleted
-		err = client.Stop(context.Background())
+		err = client.Stop(context.Background()) // a prune batch in flight rolls back
 	} else if ctx.Err() != nil {
 		return nil // stopped before it served
 	}
