@@ -96,7 +96,7 @@ func (p *parser) dslEntry(n *yaml.Node) []*Flow {
 	var flows []*Flow
 	allSlugs := map[string]bool{}
 	for _, file := range files {
-		shapes, err := jshandler.DescribeFlowFile(context.Background(), file, p.dir, jshandler.Options{})
+		shapes, err := jshandler.DescribeFlowFile(context.Background(), file, p.bundleDir, jshandler.Options{})
 		if err != nil {
 			msg := err.Error()
 			var se *sandbox.Error
