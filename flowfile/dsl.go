@@ -1,11 +1,14 @@
 package flowfile
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -175,7 +178,8 @@ func (p *parser) flowFiles(v *yaml.Node) []string {
 // dslFlow turns one Flow's shape into a flow whose steps' handlers are the file's.
 func (p *parser) dslFlow(entry, fileNode *yaml.Node, file string, sh jshandler.FlowShape, overrides map[string]*yaml.Node, defaults capabilityDefaults) *Flow {
 	line := fileNode.Line
-	where := fmt.Sprintf("flow %q of %s", sh.Slug, p.rel(file))
+	text, _ := os.ReadFile(file)
+	where := fmt.Sprintf("flow %q of %s", sh.Slug, p.rel(file)+slugLine(text, sh.Slug))
 	slug := p.flowSlug(&yaml.Node{Kind: yaml.ScalarNode, Value: sh.Slug, Line: line})
 	fl := &Flow{Slug: slug, Line: entry.Line, FlowFile: file,
 		MaxAttempts: dslDefaultMaxAttempts, BaseDelay: dslDefaultBaseDelay, Timeout: dslDefaultTimeout}
@@ -191,7 +195,7 @@ func (p *parser) dslFlow(entry, fileNode *yaml.Node, file string, sh jshandler.F
 	}
 	bySlug := map[string]*Step{}
 	for _, ds := range sh.Steps {
-		swhere := fmt.Sprintf("step %q of %s", ds.Slug, where)
+		swhere := fmt.Sprintf("step %q of flow %q (%s)", ds.Slug, sh.Slug, p.rel(file)+slugLine(text, ds.Slug))
 		if len(ds.Unknown) > 0 {
 			p.errorf(line, "%s has %s, which pgflow-wasm does not know (a newer @pgflow/dsl than it was built with?): it would not serve the step as pgflow does", swhere, strings.Join(ds.Unknown, ", "))
 		}
@@ -294,6 +298,18 @@ func (p *parser) dslOptions(line int, where string, opts map[string]any, step bo
 		*kn.dst = &n
 	}
 	return o
+}
+
+// slugLine is ":N", the line of the flow file's text where a flow or step is given slug
+// (`slug: 'x'`), for messages about what the file defines; "" when the text does not say it
+// so (a slug computed at run time).
+func slugLine(text []byte, slug string) string {
+	re := regexp.MustCompile(`slug\s*:\s*['"` + "`" + `]` + regexp.QuoteMeta(slug) + `['"` + "`" + `]`)
+	loc := re.FindIndex(text)
+	if loc == nil {
+		return ""
+	}
+	return ":" + strconv.Itoa(1+bytes.Count(text[:loc[0]], []byte("\n")))
 }
 
 func scalar(value string, line int) *yaml.Node {
