@@ -60,7 +60,11 @@ func TestEveryLanguageRendersCompletely(t *testing.T) {
 		if lang.Name != "go" && lang.Name != "typescript" && files["tools/install-apt-packages.sh"].mode != 0o755 {
 			t.Errorf("%s: the apt installer is not executable", lang.Name)
 		}
-		if !bytes.Contains(files["flows.yaml"].data, []byte("module: "+lang.ModuleFile("hello_world"))) {
+		key := "module: "
+		if lang.dslFlow {
+			key = "flow: "
+		}
+		if !bytes.Contains(files["flows.yaml"].data, []byte(key+lang.ModuleFile("hello_world"))) {
 			t.Errorf("%s: flows.yaml does not run %s:\n%s", lang.Name, lang.ModuleFile("hello_world"), files["flows.yaml"].data)
 		}
 	}
