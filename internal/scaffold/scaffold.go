@@ -44,8 +44,8 @@ type Language struct {
 	module    string   // the step's module file: "__NAME__.wasm" unless set
 	// dslFlow: module is a @pgflow/dsl flow file that flows.yaml names (`- flow:`), whose
 	// one step runs the handler.
-	dslFlow bool
-	makeDoes  string   // what `make` does, for the next steps `new` prints: builds the module unless set
+	dslFlow  bool
+	makeDoes string // what `make` does, for the next steps `new` prints: builds the module unless set
 }
 
 // ModuleFile is the file the project's step runs, for a handler named name.
