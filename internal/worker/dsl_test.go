@@ -281,3 +281,46 @@ func TestServeReloadsAnEditedFlowFileAndItsImports(t *testing.T) {
 		t.Errorf("the added flow: %s", got)
 	}
 }
+
+// A flow served from its folder without a flows.yaml is granted nothing: a handler that
+// fetches fails with a refusal that names the flow file and says a flows.yaml entry grants
+// it; an environment variable of the worker's reads as undefined, as an ungranted one does.
+func TestAFlowServedWithoutFlowsYAMLIsRefusedCapabilitiesSayingWhatGrantsThem(t *testing.T) {
+	t.Setenv("PGFLOW_WASM_TEST_TOKEN", "secret")
+	db := pgtest.NewDB(t)
+	project := filepath.Join(workertest.RepoRoot(t), "testdata", "dslflows")
+	dir, err := os.MkdirTemp(project, "nocaps-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.WriteFile(filepath.Join(dir, "reach.ts"), []byte(`import { Flow } from '@pgflow/dsl';
+export const Fetch = new Flow({ slug: 'reach_http', maxAttempts: 1 })
+  .step({ slug: 'get' }, async () => (await fetch('https://example.com/')).status);
+export const Env = new Flow({ slug: 'reach_env', maxAttempts: 1 })
+  .step({ slug: 'read' }, (_input, ctx) => ctx.env.PGFLOW_WASM_TEST_TOKEN ?? 'none');
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := flowfile.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, db.Pool, f, worker.Config{})
+	id := startRun(t, db.Pool, "reach_http", `{}`)
+	if r := waitRun(t, db.Pool, id, 60*time.Second); r.Status != "failed" {
+		t.Fatalf("reach_http: %s, want failed", r.Status)
+	}
+	task := taskOf(t, db.Pool, id)
+	for _, part := range []string{`http: step "get" of flow "reach_http" (`,
+		"reach.ts, served without a flows.yaml: grant it in a flows.yaml `- flow:` entry, under `steps: {get: ...}`) may not make HTTP requests"} {
+		if !strings.Contains(task.Error, part) {
+			t.Errorf("reach_http failed with %q, want %q in it", task.Error, part)
+		}
+	}
+	r := waitRun(t, db.Pool, startRun(t, db.Pool, "reach_env", `{}`), 60*time.Second)
+	if r.Status != "completed" {
+		t.Fatalf("reach_env: %s (%s)", r.Status, r.Error)
+	}
+	jsonEqual(t, r.Output, `{"read": "none"}`)
+}
