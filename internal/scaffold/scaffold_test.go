@@ -243,3 +243,35 @@ func TestNewWritesAFolderAndNeverOverwrites(t *testing.T) {
 		}
 	}
 }
+
+// A typescript project pins the @pgflow/dsl this repository tests flow files with
+// (testdata/dslflows): the same version and the same integrity.
+func TestTheTypeScriptProjectPinsTheTestedPgflowDSL(t *testing.T) {
+	type lock struct {
+		Packages map[string]struct{ Version, Integrity string } `json:"packages"`
+	}
+	read := func(data []byte) (string, string) {
+		var l lock
+		if err := json.Unmarshal(data, &l); err != nil {
+			t.Fatal(err)
+		}
+		p := l.Packages["node_modules/@pgflow/dsl"]
+		return p.Version, p.Integrity
+	}
+	tmpl, err := templates.ReadFile("templates/typescript/package-lock.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, sum := read(tmpl)
+	tv, tsum := read(readRepo(t, "testdata/dslflows/package-lock.json"))
+	if v == "" || v != tv || sum != tsum {
+		t.Errorf("the project pins @pgflow/dsl %s (%s), the tests %s (%s)", v, sum, tv, tsum)
+	}
+	pkg, err := templates.ReadFile("templates/typescript/package.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(pkg, []byte(`"@pgflow/dsl": "`+v+`"`)) {
+		t.Errorf("package.json does not pin @pgflow/dsl %s exactly:\n%s", v, pkg)
+	}
+}
