@@ -167,7 +167,7 @@ func Load(path string) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		if os.IsNotExist(err) {
-			return nil, Errors{{File: path, Msg: "file not found (pass --flows FILE, or create flows.yaml: see README)"}}
+			return nil, Errors{{File: path, Msg: "file not found (pass --flows FILE, or a folder of @pgflow/dsl flow files such as supabase/functions/_flows, or create flows.yaml: see README)"}}
 		}
 		return nil, Errors{{File: path, Msg: err.Error()}}
 	}
