@@ -179,7 +179,8 @@ func (p *parser) flowFiles(v *yaml.Node) []string {
 func (p *parser) dslFlow(entry, fileNode *yaml.Node, file string, sh jshandler.FlowShape, overrides map[string]*yaml.Node, defaults capabilityDefaults) *Flow {
 	line := fileNode.Line
 	text, _ := os.ReadFile(file)
-	where := fmt.Sprintf("flow %q of %s", sh.Slug, p.rel(file)+slugLine(text, sh.Slug))
+	flowLine, after := slugLine(text, sh.Slug, 0)
+	where := fmt.Sprintf("flow %q of %s", sh.Slug, p.rel(file)+flowLine)
 	slug := p.flowSlug(&yaml.Node{Kind: yaml.ScalarNode, Value: sh.Slug, Line: line})
 	fl := &Flow{Slug: slug, Line: entry.Line, FlowFile: file,
 		MaxAttempts: dslDefaultMaxAttempts, BaseDelay: dslDefaultBaseDelay, Timeout: dslDefaultTimeout}
@@ -195,7 +196,12 @@ func (p *parser) dslFlow(entry, fileNode *yaml.Node, file string, sh jshandler.F
 	}
 	bySlug := map[string]*Step{}
 	for _, ds := range sh.Steps {
-		swhere := fmt.Sprintf("step %q of flow %q (%s)", ds.Slug, sh.Slug, p.rel(file)+slugLine(text, ds.Slug))
+		// Steps are defined after their flow, in order: each is looked for past the one before.
+		stepLine, end := slugLine(text, ds.Slug, after)
+		if stepLine != "" {
+			after = end
+		}
+		swhere := fmt.Sprintf("step %q of flow %q (%s)", ds.Slug, sh.Slug, p.rel(file)+stepLine)
 		if len(ds.Unknown) > 0 {
 			p.errorf(line, "%s has %s, which pgflow-wasm does not know (a newer @pgflow/dsl than it was built with?): it would not serve the step as pgflow does", swhere, strings.Join(ds.Unknown, ", "))
 		}
@@ -301,15 +307,15 @@ func (p *parser) dslOptions(line int, where string, opts map[string]any, step bo
 }
 
 // slugLine is ":N", the line of the flow file's text where a flow or step is given slug
-// (`slug: 'x'`), for messages about what the file defines; "" when the text does not say it
-// so (a slug computed at run time).
-func slugLine(text []byte, slug string) string {
+// (`slug: 'x'`) at or after byte from, and the end of that text; "" when the text does not
+// say it so (a slug computed at run time). For messages about what the file defines.
+func slugLine(text []byte, slug string, from int) (string, int) {
 	re := regexp.MustCompile(`slug\s*:\s*['"` + "`" + `]` + regexp.QuoteMeta(slug) + `['"` + "`" + `]`)
-	loc := re.FindIndex(text)
+	loc := re.FindIndex(text[from:])
 	if loc == nil {
-		return ""
+		return "", from
 	}
-	return ":" + strconv.Itoa(1+bytes.Count(text[:loc[0]], []byte("\n")))
+	return ":" + strconv.Itoa(1+bytes.Count(text[:from+loc[0]], []byte("\n"))), from + loc[1]
 }
 
 func scalar(value string, line int) *yaml.Node {

@@ -116,3 +116,16 @@ func TestAFolderRefusesTwoDifferentFlowsOfOneSlugAndBrokenFilesNamingTheFile(t *
 		t.Errorf("a folder without flow files: %v", err)
 	}
 }
+
+// A refusal of a flow file's step names the line of its `slug:` in the file, found after its
+// flow's even when the flow and the step share a slug.
+func TestAFlowFileStepsRefusalNamesTheLineOfItsSlug(t *testing.T) {
+	dir := tempFlowsFolder(t, map[string]string{
+		"same.ts": "import { Flow } from '@pgflow/dsl';\n\nexport default new Flow({ slug: 'same' })\n" +
+			"  .step({ slug: 'first' }, () => 1)\n  .step({\n    slug: 'same',\n    dependsOn: ['first'],\n    timeout: 999999,\n  }, () => 2);\n",
+	})
+	_, err := Load(filepath.Join(dir, "same.ts"))
+	if want := `step "same" of flow "same" (same.ts:6): option timeout is 999999`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want %q", err, want)
+	}
+}
