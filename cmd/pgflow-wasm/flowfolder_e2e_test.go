@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
@@ -32,5 +33,48 @@ func TestServeAFolderOfFlowFilesWithoutFlowsYAML(t *testing.T) {
 	}
 	for _, flow := range []string{"analyze_website", "summarize_article", "squares"} {
 		db.WaitServing(t, flow)
+	}
+}
+
+// replay reruns a failed task of a flow file's step: the file's inline handler, its failure
+// reproduced; a fixed flow file given with --module succeeds.
+func TestReplayAFlowFilesStep(t *testing.T) {
+	t.Parallel()
+	project := filepath.Join(repoRoot(t), "testdata", "dslflows")
+	dir, err := os.MkdirTemp(project, "replay-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	flow := func(check string) string {
+		return "import { Flow } from '@pgflow/dsl';\nexport default new Flow<{ amount: number }>({ slug: 'booking', maxAttempts: 1 })\n" +
+			"  .step({ slug: 'book' }, (_input, ctx: any) => {\n    " + check + "\n    return { amount: ctx.flowInput.amount };\n  });\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "booking.ts"), []byte(flow(`if (ctx.flowInput.amount > 100) throw new Error("book: amount " + ctx.flowInput.amount + " is over the limit of 100");`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fixed := filepath.Join(dir, "fixed", "booking.ts") // in the project, whose node_modules it imports
+	if err := os.MkdirAll(filepath.Dir(fixed), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fixed, []byte(flow("")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := pgtest.NewDB(t)
+	startServe(t, db.URL, dir)
+	db.WaitServing(t, "booking")
+	env := []string{"DATABASE_URL=" + db.URL}
+	out, errOut, code := runBinary(t, env, "start", "booking", "--input", `{"amount": 500}`, "--wait", "--timeout", "1m")
+	if code != 1 || !strings.Contains(errOut, "amount 500 is over the limit of 100") {
+		t.Fatalf("start --wait: exit %d, %s %s; want the run to fail with the handler's error", code, out, errOut)
+	}
+	run := strings.Fields(errOut)[1] // "run <id> failed ..."
+	out, errOut, code = runBinary(t, env, "replay", "--flows", dir, run, "book")
+	if code != 1 || strings.Count(errOut, "amount 500 is over the limit of 100") != 2 || !strings.Contains(errOut, "(the failure reproduces)") {
+		t.Errorf("replay: exit %d, want 1 with the recorded and the new error:\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = runBinary(t, env, "replay", "--flows", dir, run, "book", "--module", fixed)
+	if code != 0 || strings.TrimSpace(out) != `{"amount":500}` {
+		t.Errorf("replay with the fixed flow file: exit %d, want its output:\n%s%s", code, out, errOut)
 	}
 }
