@@ -81,3 +81,53 @@ func TestValidateAFolderOfFlowFiles(t *testing.T) {
 		t.Errorf("validate a folder (%v):\n%s", err, out)
 	}
 }
+
+// module test runs a flow file's cases on the inline handlers of the steps they name, each
+// one task through the sandbox; a case naming no step, a step the flow lacks, or deps other
+// than the step's dependencies is a usage error saying what to write.
+func TestModuleTestRunsAFlowFilesInlineHandlers(t *testing.T) {
+	t.Parallel()
+	project := dslProjectDir(t)
+	file := filepath.Join(project, "supabase/functions/_flows/text_maps.ts")
+	dir, err := os.MkdirTemp(project, "cases-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cases := write("text_maps.test.json", `{"cases": [
+  {"name": "trims and lowers", "flow": "text_processing", "step": "normalize", "element": " Hello ", "output": "hello"},
+  {"name": "capitalises", "flow": "text_processing", "step": "capitalize", "element": "world", "task_index": 1, "output": "World"},
+  {"name": "counts", "flow": "text_processing", "step": "summarize", "deps": {"capitalize": ["A", "B"]}, "output": {"processed": 2, "results": ["A", "B"]}},
+  {"name": "keeps finite numbers", "pgflow_version": "0.8", "flow": "squares", "step": "numbers", "flow_input": {"numbers": [1, "x", 3]}, "output": [1, 3]},
+  {"name": "wrong on purpose", "flow": "squares", "step": "square", "element": 3, "output": 6}
+]}`)
+	out, err := runCLI(t, "module", "test", file, cases)
+	if inspectExit(err) != 1 {
+		t.Fatalf("exit %d (%v), want 1\n%s", inspectExit(err), err, out)
+	}
+	for _, want := range []string{"ok    trims and lowers (", "ok    capitalises (", "ok    counts (", "ok    keeps finite numbers (",
+		"FAIL  wrong on purpose: want the output 6, got 9", "4 of 5 cases passed (wazero)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for text, want := range map[string]string{
+		`{"name": "n", "step": "normalize", "element": "x", "output": "x"}`:                       `case "n": the file exports 2 flows (squares, text_processing): say which with "flow"`,
+		`{"name": "n", "flow": "squares", "element": "x", "output": "x"}`:                         `case "n": name the step of flow "squares" the case runs with "step": numbers, square, total`,
+		`{"name": "n", "flow": "squares", "step": "sum", "output": 1}`:                            `case "n": flow "squares" has no step "sum": its steps are numbers, square, total`,
+		`{"name": "n", "flow": "squares", "step": "total", "deps": {"numbers": [1]}, "output": 1}`: `case "n": step "total" depends on [square]: "deps" must give exactly their outputs, not [numbers]`,
+		`{"name": "n", "flow": "squares", "step": "square", "output": 1}`:                         `case "n": step "square" is a map step: give the task's "element"`,
+	} {
+		out, err := runCLI(t, "module", "test", file, write("bad.test.json", `{"cases": [`+text+`]}`))
+		if inspectExit(err) != 2 || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: exit %d (%v), want 2 and %q\n%s", text, inspectExit(err), err, want, out)
+		}
+	}
+}

@@ -54,7 +54,10 @@ func moduleCommand() *cli.Command {
 				"    {\"name\": \"one element of a map\", \"element\": \"a line\", \"task_index\": 3, \"output\": 2, \"logs\": [\"counted\"]}]}\n\n" +
 				"env grants named values with these values, http_allow outbound HTTP to these hosts (real\n" +
 				"requests). pgflow_version picks the handler input pgflow's own worker gives (0.8: {\"run\": ...}\n" +
-				"for every step; 0.12 and later: the flow input for a step without deps). Exits 1 when a case fails.",
+				"for every step; 0.12 and later: the flow input for a step without deps). HANDLER may be a\n" +
+				"@pgflow/dsl flow file: each case then names the step whose inline handler it runs, \"step\"\n" +
+				"(and \"flow\" when the file exports several), with that step's deps or element.\n" +
+				"Exits 1 when a case fails.",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "engine", Value: sandbox.EngineWazero, Usage: "wazero or wasmtime (binaries built with -tags wasmtime)"},
 				&cli.StringFlag{Name: "cache-dir", Value: sandbox.DefaultCacheDir(), Usage: "compilation cache folder (\"\" disables it)"},
