@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/handlertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/scaffold"
 )
 
@@ -63,6 +64,7 @@ func printProject(c *cli.Context, p *scaffold.Project) {
 	}
 	if p.Lang.FlowFile() {
 		fmt.Fprintf(w, "  %-22s the flow %q (@pgflow/dsl) with one step that runs the handler\n", p.Module, p.Name)
+		fmt.Fprintf(w, "  %-22s its tests (pgflow-wasm module test: each case a task of the step it names)\n", handlertest.DefaultCases(p.Module))
 		fmt.Fprintf(w, "  %-22s serves %s; grants its steps HTTP hosts, env and SQL\n", "flows.yaml", p.Module)
 	} else {
 		fmt.Fprintf(w, "  %-22s a flow %q with one step that runs %s\n", "flows.yaml", p.Name, p.Module)
