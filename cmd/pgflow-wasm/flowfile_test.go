@@ -119,11 +119,11 @@ func TestModuleTestRunsAFlowFilesInlineHandlers(t *testing.T) {
 		}
 	}
 	for text, want := range map[string]string{
-		`{"name": "n", "step": "normalize", "element": "x", "output": "x"}`:                       `case "n": the file exports 2 flows (squares, text_processing): say which with "flow"`,
-		`{"name": "n", "flow": "squares", "element": "x", "output": "x"}`:                         `case "n": name the step of flow "squares" the case runs with "step": numbers, square, total`,
-		`{"name": "n", "flow": "squares", "step": "sum", "output": 1}`:                            `case "n": flow "squares" has no step "sum": its steps are numbers, square, total`,
+		`{"name": "n", "step": "normalize", "element": "x", "output": "x"}`:                        `case "n": the file exports 2 flows (squares, text_processing): say which with "flow"`,
+		`{"name": "n", "flow": "squares", "element": "x", "output": "x"}`:                          `case "n": name the step of flow "squares" the case runs with "step": numbers, square, total`,
+		`{"name": "n", "flow": "squares", "step": "sum", "output": 1}`:                             `case "n": flow "squares" has no step "sum": its steps are numbers, square, total`,
 		`{"name": "n", "flow": "squares", "step": "total", "deps": {"numbers": [1]}, "output": 1}`: `case "n": step "total" depends on [square]: "deps" must give exactly their outputs, not [numbers]`,
-		`{"name": "n", "flow": "squares", "step": "square", "output": 1}`:                         `case "n": step "square" is a map step: give the task's "element"`,
+		`{"name": "n", "flow": "squares", "step": "square", "output": 1}`:                          `case "n": step "square" is a map step: give the task's "element"`,
 	} {
 		out, err := runCLI(t, "module", "test", file, write("bad.test.json", `{"cases": [`+text+`]}`))
 		if inspectExit(err) != 2 || !strings.Contains(err.Error(), want) {
