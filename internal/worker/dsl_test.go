@@ -207,7 +207,8 @@ func TestASplitDSLFlowKeepsItsSlugAndHistory(t *testing.T) {
 
 // serve --flows FOLDER follows the flow files themselves: an edit of a flow file's inline
 // handler, then of a file it imports, is what the next task runs, and a flow file added to
-// the folder is served, all without a restart.
+// the folder is served, all without a restart; an edit that changes a flow's shape is
+// refused with what changed, the flow loaded before serving on.
 func TestServeReloadsAnEditedFlowFileAndItsImports(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
@@ -279,6 +280,16 @@ func TestServeReloadsAnEditedFlowFileAndItsImports(t *testing.T) {
 	})
 	if got := outputOf("farewell"); got != `{"s": "bye"}` {
 		t.Errorf("the added flow: %s", got)
+	}
+	// A step added to a flow that exists: pgflow flows are immutable, so the reload is refused
+	// with what changed, and the flow loaded before goes on serving.
+	write("greeting.ts", strings.Replace(flow("hallo"), "() => 'hallo, ' + name);", "() => 'hallo, ' + name)\n  .step({ slug: 't', dependsOn: ['s'] }, () => 2);", 1))
+	waitFor(t, 3*time.Minute, func() (bool, string) {
+		return strings.Contains(logs.String(), "reload refused") && strings.Contains(logs.String(), `flow \"greeting\" in the database has another shape`),
+			"a flow file whose flow changed shape was not refused:\n" + logs.String()
+	})
+	if got := outputOf("greeting"); got != `{"s": "bonjour, Grace"}` {
+		t.Errorf("after a refused change of shape: %s, want the flow loaded before", got)
 	}
 }
 
