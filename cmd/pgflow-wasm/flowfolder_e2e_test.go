@@ -78,3 +78,25 @@ func TestReplayAFlowFilesStep(t *testing.T) {
 		t.Errorf("replay with the fixed flow file: exit %d, want its output:\n%s%s", code, out, errOut)
 	}
 }
+
+// exec runs one inline handler of a flow file, the step --step names (in --flow when the
+// file exports several); without one it says which steps there are.
+func TestExecRunsAFlowFilesStep(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(repoRoot(t), "testdata", "dslflows", "supabase", "functions", "_flows", "text_maps.ts")
+	out, errOut, code := runBinary(t, nil, "exec", file, "--flow", "squares", "--step", "square", "--input", "7")
+	if code != 0 || strings.TrimSpace(out) != "49" {
+		t.Errorf("exec --step square: exit %d, %q %q; want 49", code, out, errOut)
+	}
+	for args, want := range map[string]string{
+		"":                              "the file exports 2 flows (squares, text_processing): say which with --flow",
+		"--flow squares":                "name the step of flow \"squares\" to run with --step: numbers, square, total",
+		"--flow squares --step squares": "name the step of flow \"squares\" to run with --step",
+		"--flow nope --step x":          "the file exports no flow \"nope\": its flows are squares, text_processing",
+	} {
+		_, errOut, code := runBinary(t, nil, append([]string{"exec", file}, strings.Fields(args)...)...)
+		if code != 2 || !strings.Contains(errOut, want) {
+			t.Errorf("exec %s: exit %d %q, want 2 and %q", args, code, errOut, want)
+		}
+	}
+}
