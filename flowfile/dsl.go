@@ -194,6 +194,9 @@ func (p *parser) dslFlow(entry, fileNode *yaml.Node, file string, sh jshandler.F
 	if opts.timeout != nil {
 		fl.Timeout = *opts.timeout
 	}
+	if len(sh.Steps) == 0 {
+		p.errorf(line, "%s has no steps: add at least one (`.step({ slug: ... }, handler)`)", where)
+	}
 	bySlug := map[string]*Step{}
 	for _, ds := range sh.Steps {
 		// Steps are defined after their flow, in order: each is looked for past the one before.

@@ -86,10 +86,11 @@ func TestAFolderLeavesOutHelpersAndServesAReExportedFlowOnce(t *testing.T) {
 
 func TestAFolderRefusesTwoDifferentFlowsOfOneSlugAndBrokenFilesNamingTheFile(t *testing.T) {
 	dir := tempFlowsFolder(t, map[string]string{
-		"a.ts":    "import { Flow } from '@pgflow/dsl';\nexport default new Flow({ slug: 'same' }).step({ slug: 'x' }, () => 1);\n",
-		"b.ts":    "import { Flow } from '@pgflow/dsl';\nexport default new Flow({ slug: 'same' }).step({ slug: 'y' }, () => 1);\n",
-		"c.ts":    "import { Flow } from '@pgflow/dsl';\nthrow new Error('not today');\n",
-		"none.ts": "export const notAFlow = 1;\n",
+		"a.ts":     "import { Flow } from '@pgflow/dsl';\nexport default new Flow({ slug: 'same' }).step({ slug: 'x' }, () => 1);\n",
+		"b.ts":     "import { Flow } from '@pgflow/dsl';\nexport default new Flow({ slug: 'same' }).step({ slug: 'y' }, () => 1);\n",
+		"c.ts":     "import { Flow } from '@pgflow/dsl';\nthrow new Error('not today');\n",
+		"none.ts":  "export const notAFlow = 1;\n",
+		"empty.ts": "import { Flow } from '@pgflow/dsl';\nexport default new Flow({ slug: 'empty' });\n",
 	})
 	_, err := Load(dir)
 	if err == nil {
@@ -100,6 +101,7 @@ func TestAFolderRefusesTwoDifferentFlowsOfOneSlugAndBrokenFilesNamingTheFile(t *
 		rel("b.ts") + `: flow "same" is also defined by a.ts, differently`,
 		rel("c.ts") + ": the handler module failed while loading: not today",
 		"(c.ts:2:",
+		rel("empty.ts") + `: flow "empty" of empty.ts:2 has no steps`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in:\n%s", want, err)

@@ -233,14 +233,19 @@ func inspectFlowFile(c *cli.Context, engine sandbox.Engine, path string, shapes 
 			flows = append(flows, in)
 		}
 		// Every step runs from one snapshot of the file: loading one step loads them all.
-		fl := file.Flows[0]
-		s := *fl.Steps[0]
-		s.MemoryLimit = limit
-		var m sandbox.Module
-		if m, err = step.Load(c.Context, engine, file, fl, &s, nil, nil); err == nil {
-			info = m.Info()
-			sources = step.Sources(m)
-			_ = m.Close(c.Context)
+		for _, fl := range file.Flows {
+			if len(fl.Steps) == 0 {
+				continue
+			}
+			s := *fl.Steps[0]
+			s.MemoryLimit = limit
+			var m sandbox.Module
+			if m, err = step.Load(c.Context, engine, file, fl, &s, nil, nil); err == nil {
+				info = m.Info()
+				sources = step.Sources(m)
+				_ = m.Close(c.Context)
+			}
+			break
 		}
 	}
 	return reportInspection(c, engine, info, sources, limit, err, flows...)
