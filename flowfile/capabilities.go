@@ -151,6 +151,9 @@ type capabilityDefaults struct {
 // Where names a step in capability messages: `step "charge" of flow "orders" (flows.yaml:12)`,
 // with the line of its http key (its own or its flow's).
 func (s *Step) Where(f *File, fl *Flow) string {
+	if f.WithoutFlowsFile {
+		return s.whereWithoutFlowsFile(fl)
+	}
 	line := s.Line
 	if s.HTTP != nil {
 		line = s.HTTP.Line

@@ -1,11 +1,14 @@
 package flowfile
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,7 +99,7 @@ func (p *parser) dslEntry(n *yaml.Node) []*Flow {
 	var flows []*Flow
 	allSlugs := map[string]bool{}
 	for _, file := range files {
-		shapes, err := jshandler.DescribeFlowFile(context.Background(), file, p.dir, jshandler.Options{})
+		shapes, err := jshandler.DescribeFlowFile(context.Background(), file, p.bundleDir, jshandler.Options{})
 		if err != nil {
 			msg := err.Error()
 			var se *sandbox.Error
@@ -175,7 +178,9 @@ func (p *parser) flowFiles(v *yaml.Node) []string {
 // dslFlow turns one Flow's shape into a flow whose steps' handlers are the file's.
 func (p *parser) dslFlow(entry, fileNode *yaml.Node, file string, sh jshandler.FlowShape, overrides map[string]*yaml.Node, defaults capabilityDefaults) *Flow {
 	line := fileNode.Line
-	where := fmt.Sprintf("flow %q of %s", sh.Slug, p.rel(file))
+	text, _ := os.ReadFile(file)
+	flowLine, after := slugLine(text, sh.Slug, 0)
+	where := fmt.Sprintf("flow %q of %s", sh.Slug, p.rel(file)+flowLine)
 	slug := p.flowSlug(&yaml.Node{Kind: yaml.ScalarNode, Value: sh.Slug, Line: line})
 	fl := &Flow{Slug: slug, Line: entry.Line, FlowFile: file,
 		MaxAttempts: dslDefaultMaxAttempts, BaseDelay: dslDefaultBaseDelay, Timeout: dslDefaultTimeout}
@@ -189,9 +194,17 @@ func (p *parser) dslFlow(entry, fileNode *yaml.Node, file string, sh jshandler.F
 	if opts.timeout != nil {
 		fl.Timeout = *opts.timeout
 	}
+	if len(sh.Steps) == 0 {
+		p.errorf(line, "%s has no steps: add at least one (`.step({ slug: ... }, handler)`)", where)
+	}
 	bySlug := map[string]*Step{}
 	for _, ds := range sh.Steps {
-		swhere := fmt.Sprintf("step %q of %s", ds.Slug, where)
+		// Steps are defined after their flow, in order: each is looked for past the one before.
+		stepLine, end := slugLine(text, ds.Slug, after)
+		if stepLine != "" {
+			after = end
+		}
+		swhere := fmt.Sprintf("step %q of flow %q (%s)", ds.Slug, sh.Slug, p.rel(file)+stepLine)
 		if len(ds.Unknown) > 0 {
 			p.errorf(line, "%s has %s, which pgflow-wasm does not know (a newer @pgflow/dsl than it was built with?): it would not serve the step as pgflow does", swhere, strings.Join(ds.Unknown, ", "))
 		}
@@ -294,6 +307,18 @@ func (p *parser) dslOptions(line int, where string, opts map[string]any, step bo
 		*kn.dst = &n
 	}
 	return o
+}
+
+// slugLine is ":N", the line of the flow file's text where a flow or step is given slug
+// (`slug: 'x'`) at or after byte from, and the end of that text; "" when the text does not
+// say it so (a slug computed at run time). For messages about what the file defines.
+func slugLine(text []byte, slug string, from int) (string, int) {
+	re := regexp.MustCompile(`slug\s*:\s*['"` + "`" + `]` + regexp.QuoteMeta(slug) + `['"` + "`" + `]`)
+	loc := re.FindIndex(text[from:])
+	if loc == nil {
+		return "", from
+	}
+	return ":" + strconv.Itoa(1+bytes.Count(text[:from+loc[0]], []byte("\n"))), from + loc[1]
 }
 
 func scalar(value string, line int) *yaml.Node {

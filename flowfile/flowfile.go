@@ -33,6 +33,9 @@ const (
 type File struct {
 	Path  string // as given to Load
 	Flows []*Flow
+	// WithoutFlowsFile: Path is a folder of @pgflow/dsl flow files or one such file, served
+	// as the files say with no capability (no flows.yaml grants one).
+	WithoutFlowsFile bool
 }
 
 // Flow is one pgflow flow.
@@ -148,12 +151,23 @@ func (f *Flow) Dependents(step string) []string {
 	return out
 }
 
-// Load reads and validates the flows file at path.
+// Load reads and validates the flows file at path. A folder, or a .ts, .mts, .js or .mjs
+// file, is served without a flows file: every Flow of @pgflow/dsl the folder's files (or the
+// file) export, as the files say, with no capability.
 func Load(path string) (*File, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return loadFlowFiles(path, true)
+	}
+	if IsFlowSource(path) {
+		if _, err := os.Stat(path); err != nil {
+			return nil, Errors{{File: path, Msg: err.Error()}}
+		}
+		return loadFlowFiles(path, false)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		if os.IsNotExist(err) {
-			return nil, Errors{{File: path, Msg: "file not found (pass --flows FILE, or create flows.yaml: see README)"}}
+			return nil, Errors{{File: path, Msg: "file not found (pass --flows FILE, or a folder of @pgflow/dsl flow files such as supabase/functions/_flows, or create flows.yaml: see README)"}}
 		}
 		return nil, Errors{{File: path, Msg: err.Error()}}
 	}

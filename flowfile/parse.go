@@ -74,7 +74,11 @@ var (
 type parser struct {
 	file string // for messages
 	dir  string // module paths are relative to it
-	errs Errors
+	// bundleDir is the flows file's folder, from which a TypeScript handler or flow file may
+	// import (jshandler.ProjectRoot); "" for flow files served without a flows file, whose
+	// project is found from their own folder.
+	bundleDir string
+	errs      Errors
 }
 
 func (p *parser) errorf(line int, format string, args ...any) {
@@ -83,7 +87,7 @@ func (p *parser) errorf(line int, format string, args ...any) {
 
 // Parse validates the YAML in data. name is used in messages; dir resolves module paths.
 func Parse(name, dir string, data []byte) (*File, error) {
-	p := &parser{file: name, dir: dir}
+	p := &parser{file: name, dir: dir, bundleDir: dir}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, Errors{yamlError(name, data, err)}
@@ -230,7 +234,7 @@ func (p *parser) step(flow string, n *yaml.Node, defaults capabilityDefaults) *S
 		p.errorf(n.Line, "each step of flow %q must be a mapping (`- slug: my_step` with `module: path.wasm`), not %s", flow, kindName(n))
 		return nil
 	}
-	s := &Step{Line: n.Line, Type: StepSingle, HTTP: defaults.http, Env: defaults.env, SQL: defaults.sql, FlowsDir: p.dir}
+	s := &Step{Line: n.Line, Type: StepSingle, HTTP: defaults.http, Env: defaults.env, SQL: defaults.sql, FlowsDir: p.bundleDir}
 	where := fmt.Sprintf("in a step of flow %q", flow)
 	if v := mapValue(n, "slug"); v != nil && v.Kind == yaml.ScalarNode {
 		where = fmt.Sprintf("in step %q of flow %q", v.Value, flow)

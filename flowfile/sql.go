@@ -183,6 +183,9 @@ func (p *parser) sizeIn(v *yaml.Node, key string, most uint64, mostText string) 
 // WhereSQL names a step in SQL messages, with the line of its sql key (its own or its
 // flow's).
 func (s *Step) WhereSQL(f *File, fl *Flow) string {
+	if f.WithoutFlowsFile {
+		return s.whereWithoutFlowsFile(fl)
+	}
 	line := s.Line
 	if s.SQL != nil {
 		line = s.SQL.Line

@@ -66,7 +66,7 @@ func flowsFlag() cli.Flag {
 	return altsrc.NewStringFlag(&cli.StringFlag{
 		Name:    "flows",
 		Value:   "flows.yaml",
-		Usage:   "the flows file; module paths in it are relative to its folder",
+		Usage:   "the flows file (module paths in it are relative to its folder), or a folder of @pgflow/dsl flow files or one such file, served without one",
 		EnvVars: env("flows"),
 	})
 }

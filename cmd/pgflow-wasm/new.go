@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/handlertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/scaffold"
 )
 
@@ -21,7 +22,8 @@ func newCommand() *cli.Command {
 			"installs the missing toolchain and builds NAME.wasm on a fresh Debian machine, a flows.yaml\n" +
 			"that runs it, and the guest library copied from this binary (pgflow/, versioned in\n" +
 			"pgflow/VERSION: no registry needed). NAME is the folder's name unless --name gives another;\n" +
-			"it names the flow, its step and the module file. A typescript project has NAME.ts, which\n" +
+			"it names the flow, its step and the module file. A typescript project has a flow written with\n" +
+			"pgflow's DSL (flow.ts; `make` installs @pgflow/dsl with npm) whose step runs NAME.ts, which\n" +
 			"the worker bundles itself, tests run by `pgflow-wasm module test`, and ctx's types.\n\n" +
 			"Examples:\n" +
 			"   pgflow-wasm new rust ~/code/resize_image\n" +
@@ -60,7 +62,13 @@ func printProject(c *cli.Context, p *scaffold.Project) {
 		fmt.Fprintf(w, "  %-22s the handler\n", p.HandlerFile())
 		fmt.Fprintf(w, "  %-22s its unit tests (%s)\n", p.TestFile(), p.Lang.TestRunner)
 	}
-	fmt.Fprintf(w, "  %-22s a flow %q with one step that runs %s\n", "flows.yaml", p.Name, p.Module)
+	if p.Lang.FlowFile() {
+		fmt.Fprintf(w, "  %-22s the flow %q (@pgflow/dsl) with one step that runs the handler\n", p.Module, p.Name)
+		fmt.Fprintf(w, "  %-22s its tests (pgflow-wasm module test: each case a task of the step it names)\n", handlertest.DefaultCases(p.Module))
+		fmt.Fprintf(w, "  %-22s serves %s; grants its steps HTTP hosts, env and SQL\n", "flows.yaml", p.Module)
+	} else {
+		fmt.Fprintf(w, "  %-22s a flow %q with one step that runs %s\n", "flows.yaml", p.Name, p.Module)
+	}
 	fmt.Fprintf(w, "  %-22s %s\n", "pgflow/", p.Library)
 	fmt.Fprintf(w, "\nnext:\n")
 	fmt.Fprintf(w, "  cd %s\n", dir)
@@ -69,6 +77,11 @@ func printProject(c *cli.Context, p *scaffold.Project) {
 	fmt.Fprintf(w, "  pgflow-wasm validate\n")
 	fmt.Fprintf(w, "  pgflow-wasm serve       # with DATABASE_URL set; `pgflow-wasm db install` installs pgflow there\n")
 	fmt.Fprintf(w, "  pgflow-wasm start %s --input '{\"name\": \"Ada\"}' --wait\n", p.Name)
+	if p.Lang.FlowFile() {
+		fmt.Fprintf(w, "\nTo serve it from another flows.yaml, add this entry to its flows (the path is relative to that file):\n")
+		fmt.Fprintf(w, "  - flow: %s\n", filepath.Join(p.Dir, p.Module))
+		return
+	}
 	fmt.Fprintf(w, "\nTo run it from another flows.yaml, add this step to a flow there (the path is relative to that file):\n")
 	fmt.Fprintf(w, "      - slug: %s\n        module: %s\n", p.Name, filepath.Join(p.Dir, p.Module))
 }

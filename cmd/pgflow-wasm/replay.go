@@ -33,7 +33,7 @@ func replayCommand() *cli.Command {
 			"   pgflow-wasm replay 7c9e6679-7425-40de-944b-e07fc1f90ae7 resize 17 --module target/resize.wasm",
 		Flags: append([]cli.Flag{
 			dbFlag(), flowsFlag(),
-			&cli.StringFlag{Name: "module", Usage: "run this module instead of the step's (.wasm, .ts or .js)"},
+			&cli.StringFlag{Name: "module", Usage: "run this module instead of the step's (.wasm, .ts or .js; for a step of a flow file, a flow file that defines the step)"},
 			&cli.DurationFlag{Name: "timeout", Usage: "the step timeout", DefaultText: "the step's, as pgflow stores it"},
 			&cli.BoolFlag{Name: "no-http", Usage: "take the step's HTTP capability away"},
 			&cli.BoolFlag{Name: "print-input", Usage: "print the task's input and context as JSON and run nothing"},

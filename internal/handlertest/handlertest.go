@@ -18,9 +18,11 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
+	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/step"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/httpcap"
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/jshandler"
 )
 
 // File is a cases file (JSON).
@@ -37,7 +39,11 @@ type File struct {
 
 // Case is one task and what it must give.
 type Case struct {
-	Name      string          `json:"name"`
+	Name string `json:"name"`
+	// Flow and Step name the step of a @pgflow/dsl flow file whose inline handler the case
+	// runs (Flow may be left out when the file exports one Flow); a handler file takes neither.
+	Flow      string          `json:"flow"`
+	Step      string          `json:"step"`
 	FlowInput json.RawMessage `json:"flow_input"`
 	// Deps are the outputs of the step's dependencies, by slug (none: a root step).
 	Deps map[string]json.RawMessage `json:"deps"`
@@ -97,8 +103,20 @@ func Read(path string) (*File, error) {
 	return f, nil
 }
 
-// Run runs every case of f against the handler at path on eng.
+// Run runs every case of f against the handler at path on eng. A @pgflow/dsl flow file
+// (one that exports a Flow) runs each case on the inline handler of the step it names.
 func Run(ctx context.Context, eng sandbox.Engine, path string, f *File) ([]Result, error) {
+	var flows []jshandler.FlowShape
+	if jshandler.IsSource(path) {
+		if shapes, err := jshandler.DescribeFlowFile(ctx, path, "", jshandler.Options{}); err == nil {
+			flows = shapes
+		}
+	}
+	for i := range f.Cases {
+		if err := resolveStep(&f.Cases[i], flows); err != nil {
+			return nil, fmt.Errorf("case %q: %w", f.Cases[i].Name, err)
+		}
+	}
 	version := f.PgflowVersion
 	if version == "" {
 		version = "0.14"
@@ -113,7 +131,7 @@ func Run(ctx context.Context, eng sandbox.Engine, path string, f *File) ([]Resul
 		if c.PgflowVersion != "" {
 			v = c.PgflowVersion
 		}
-		r, err := runCase(ctx, eng, path, f, c, v, timeout)
+		r, err := runCase(ctx, eng, path, len(flows) > 0, f, c, v, timeout)
 		if err != nil {
 			return out, err
 		}
@@ -122,7 +140,61 @@ func Run(ctx context.Context, eng sandbox.Engine, path string, f *File) ([]Resul
 	return out, nil
 }
 
-func runCase(ctx context.Context, eng sandbox.Engine, path string, f *File, c Case, version string, timeout time.Duration) (Result, error) {
+// resolveStep checks a case against the flow file's Flows (none: a handler file): the step
+// it names exists, its deps are that step's dependencies, a map step's case has an element.
+// It fills in the flow when the file has only one.
+func resolveStep(c *Case, flows []jshandler.FlowShape) error {
+	if len(flows) == 0 {
+		if c.Flow != "" || c.Step != "" {
+			return errors.New("names a flow or step, but the file exports no Flow of @pgflow/dsl: a handler file's cases take neither")
+		}
+		return nil
+	}
+	var slugs []string
+	for _, fl := range flows {
+		slugs = append(slugs, fl.Slug)
+	}
+	if c.Flow == "" {
+		if len(flows) > 1 {
+			return fmt.Errorf(`the file exports %d flows (%s): say which with "flow"`, len(flows), strings.Join(slugs, ", "))
+		}
+		c.Flow = flows[0].Slug
+	}
+	i := slices.IndexFunc(flows, func(fl jshandler.FlowShape) bool { return fl.Slug == c.Flow })
+	if i < 0 {
+		return fmt.Errorf("the file exports no flow %q: its flows are %s", c.Flow, strings.Join(slugs, ", "))
+	}
+	var steps []string
+	for _, s := range flows[i].Steps {
+		steps = append(steps, s.Slug)
+		if s.Slug != c.Step {
+			continue
+		}
+		if (s.Type == "map") != (c.Element != nil) {
+			if s.Type == "map" {
+				return fmt.Errorf(`step %q is a map step: give the task's "element"`, c.Step)
+			}
+			return fmt.Errorf(`step %q is not a map step: it takes no "element"`, c.Step)
+		}
+		var deps []string
+		for d := range c.Deps {
+			deps = append(deps, d)
+		}
+		want := append([]string{}, s.DependsOn...)
+		slices.Sort(deps)
+		slices.Sort(want)
+		if c.Element == nil && !slices.Equal(deps, want) {
+			return fmt.Errorf(`step %q depends on [%s]: "deps" must give exactly their outputs, not [%s]`, c.Step, strings.Join(want, ", "), strings.Join(deps, ", "))
+		}
+		return nil
+	}
+	if c.Step == "" {
+		return fmt.Errorf(`name the step of flow %q the case runs with "step": %s`, c.Flow, strings.Join(steps, ", "))
+	}
+	return fmt.Errorf("flow %q has no step %q: its steps are %s", c.Flow, c.Step, strings.Join(steps, ", "))
+}
+
+func runCase(ctx context.Context, eng sandbox.Engine, path string, flowFile bool, f *File, c Case, version string, timeout time.Duration) (Result, error) {
 	res := Result{Name: c.Name}
 	caps := sandbox.Capabilities{Step: "test case " + c.Name}
 	if len(c.Env) > 0 {
@@ -143,7 +215,7 @@ func runCase(ctx context.Context, eng sandbox.Engine, path string, f *File, c Ca
 		}
 		caps.HTTP = p
 	}
-	m, err := step.LoadPath(ctx, eng, path, "", sandbox.ModuleConfig{MemoryLimit: f.MemoryLimit, Capabilities: caps})
+	m, err := step.LoadAs(ctx, eng, &flowfile.Step{FlowFile: flowFile}, path, sandbox.ModuleConfig{MemoryLimit: f.MemoryLimit, Capabilities: caps})
 	if err != nil {
 		return res, err
 	}
@@ -187,9 +259,13 @@ func task(c Case, version string, timeout time.Duration) (input, taskCtx []byte,
 	}
 	attempt := max(c.Attempt, 1)
 	const runID = "00000000-0000-4000-8000-000000000001"
-	tc := abi.Context{RunID: runID, FlowSlug: "test", StepSlug: "step", TaskIndex: c.TaskIndex, Attempt: attempt, MsgID: 1,
+	flow, stepSlug := "test", "step"
+	if c.Step != "" {
+		flow, stepSlug = c.Flow, c.Step
+	}
+	tc := abi.Context{RunID: runID, FlowSlug: flow, StepSlug: stepSlug, TaskIndex: c.TaskIndex, Attempt: attempt, MsgID: 1,
 		FlowInput: flowInput, WorkerID: "00000000-0000-4000-8000-000000000002", TimeoutMS: timeout.Milliseconds(),
-		IdempotencyKey: abi.IdempotencyKey(runID, "step", c.TaskIndex), PgflowVersion: version, StepType: stepType, DependsOn: deps}
+		IdempotencyKey: abi.IdempotencyKey(runID, stepSlug, c.TaskIndex), PgflowVersion: version, StepType: stepType, DependsOn: deps}
 	taskCtx, err = json.Marshal(tc)
 	return input, taskCtx, err
 }

@@ -132,7 +132,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.NoHTTP {
 		mc.Capabilities.HTTP = nil
 	}
-	mod, err := step.LoadPath(ctx, cfg.Engine, res.Module, st.FlowsDir, mc)
+	mod, err := step.LoadAs(ctx, cfg.Engine, st, res.Module, mc)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", res.Module, err)
 	}

@@ -42,7 +42,10 @@ type Language struct {
 	stepNote  string   // appended to the step's line in flows.yaml
 	toolchain string   // the README's paragraph on the toolchain
 	module    string   // the step's module file: "__NAME__.wasm" unless set
-	makeDoes  string   // what `make` does, for the next steps `new` prints: builds the module unless set
+	// dslFlow: module is a @pgflow/dsl flow file that flows.yaml names (`- flow:`), whose
+	// one step runs the handler.
+	dslFlow  bool
+	makeDoes string // what `make` does, for the next steps `new` prints: builds the module unless set
 }
 
 // ModuleFile is the file the project's step runs, for a handler named name.
@@ -53,6 +56,10 @@ func (l *Language) ModuleFile(name string) string {
 	}
 	return strings.ReplaceAll(m, "__NAME__", name)
 }
+
+// FlowFile reports whether the project's module is a @pgflow/dsl flow file (flows.yaml names
+// it with `- flow:`) rather than the step's handler.
+func (l *Language) FlowFile() bool { return l.dslFlow }
 
 // MakeDoes says what the project's `make` does.
 func (l *Language) MakeDoes(name string) string {
@@ -106,8 +113,8 @@ var Languages = []*Language{
 	{
 		Name: "typescript", Title: "TypeScript", HandlerFile: "__NAME__.ts", TestFile: "__NAME__.test.json",
 		TestRunner: "pgflow-wasm module test: each case a task through the sandbox",
-		templates:  []string{"common", "typescript"}, library: "typescript", module: "__NAME__.ts",
-		makeDoes: "pgflow-wasm validate: the handler builds and loads (nothing to compile)",
+		templates:  []string{"common", "typescript"}, library: "typescript", module: "flow.ts", dslFlow: true,
+		makeDoes: "npm ci (@pgflow/dsl), then pgflow-wasm validate: the flow builds and loads (nothing to compile)",
 	},
 }
 

@@ -60,7 +60,11 @@ func TestEveryLanguageRendersCompletely(t *testing.T) {
 		if lang.Name != "go" && lang.Name != "typescript" && files["tools/install-apt-packages.sh"].mode != 0o755 {
 			t.Errorf("%s: the apt installer is not executable", lang.Name)
 		}
-		if !bytes.Contains(files["flows.yaml"].data, []byte("module: "+lang.ModuleFile("hello_world"))) {
+		key := "module: "
+		if lang.dslFlow {
+			key = "flow: "
+		}
+		if !bytes.Contains(files["flows.yaml"].data, []byte(key+lang.ModuleFile("hello_world"))) {
 			t.Errorf("%s: flows.yaml does not run %s:\n%s", lang.Name, lang.ModuleFile("hello_world"), files["flows.yaml"].data)
 		}
 	}
@@ -237,5 +241,37 @@ func TestNewWritesAFolderAndNeverOverwrites(t *testing.T) {
 		if strings.HasPrefix(e.Name(), ".") {
 			t.Errorf("left behind: %s", e.Name())
 		}
+	}
+}
+
+// A typescript project pins the @pgflow/dsl this repository tests flow files with
+// (testdata/dslflows): the same version and the same integrity.
+func TestTheTypeScriptProjectPinsTheTestedPgflowDSL(t *testing.T) {
+	type lock struct {
+		Packages map[string]struct{ Version, Integrity string } `json:"packages"`
+	}
+	read := func(data []byte) (string, string) {
+		var l lock
+		if err := json.Unmarshal(data, &l); err != nil {
+			t.Fatal(err)
+		}
+		p := l.Packages["node_modules/@pgflow/dsl"]
+		return p.Version, p.Integrity
+	}
+	tmpl, err := templates.ReadFile("templates/typescript/package-lock.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, sum := read(tmpl)
+	tv, tsum := read(readRepo(t, "testdata/dslflows/package-lock.json"))
+	if v == "" || v != tv || sum != tsum {
+		t.Errorf("the project pins @pgflow/dsl %s (%s), the tests %s (%s)", v, sum, tv, tsum)
+	}
+	pkg, err := templates.ReadFile("templates/typescript/package.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(pkg, []byte(`"@pgflow/dsl": "`+v+`"`)) {
+		t.Errorf("package.json does not pin @pgflow/dsl %s exactly:\n%s", v, pkg)
 	}
 }

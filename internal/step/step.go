@@ -22,14 +22,21 @@ func Load(ctx context.Context, eng sandbox.Engine, file *flowfile.File, fl *flow
 	m *telemetry.Metrics, log *slog.Logger) (sandbox.Module, error) {
 	mc := s.ModuleConfig()
 	mc.Capabilities = Capabilities(file, fl, s, m, log)
+	return LoadAs(ctx, eng, s, s.Module, mc)
+}
+
+// LoadAs loads the file at path as step s's handler with mc: a @pgflow/dsl flow file when s
+// is a step of one (its inline handler for the task's flow and step), else a handler file or
+// module (LoadPath). replay loads a step's fixed module (--module) through it.
+func LoadAs(ctx context.Context, eng sandbox.Engine, s *flowfile.Step, path string, mc sandbox.ModuleConfig) (sandbox.Module, error) {
 	if s.FlowFile {
-		mod, err := jshandler.LoadFlowFile(ctx, eng, s.Module, mc, jshandler.Options{FlowsDir: s.FlowsDir})
+		mod, err := jshandler.LoadFlowFile(ctx, eng, path, mc, jshandler.Options{FlowsDir: s.FlowsDir})
 		if err != nil {
 			return nil, err
 		}
 		return mod, nil
 	}
-	return LoadPath(ctx, eng, s.Module, s.FlowsDir, mc)
+	return LoadPath(ctx, eng, path, s.FlowsDir, mc)
 }
 
 // LoadPath loads the handler at path: a .wasm module, or a .ts, .mts, .js or .mjs file.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -202,4 +203,135 @@ func TestASplitDSLFlowKeepsItsSlugAndHistory(t *testing.T) {
 	if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.runs where flow_slug = 'summarize_article' and status = 'completed'`).Scan(&runs); err != nil || runs != 2 {
 		t.Errorf("%d completed runs of the flow (%v): the run before the split is kept beside the one after", runs, err)
 	}
+}
+
+// serve --flows FOLDER follows the flow files themselves: an edit of a flow file's inline
+// handler, then of a file it imports, is what the next task runs, and a flow file added to
+// the folder is served, all without a restart; an edit that changes a flow's shape is
+// refused with what changed, the flow loaded before serving on.
+func TestServeReloadsAnEditedFlowFileAndItsImports(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	project := filepath.Join(workertest.RepoRoot(t), "testdata", "dslflows")
+	if _, err := os.Stat(filepath.Join(project, "node_modules", "@pgflow", "dsl", "package.json")); err != nil {
+		t.Fatalf("@pgflow/dsl is not installed in %s: run `make dsl-testdata`", project)
+	}
+	// A folder of the test project, so its files import the project's @pgflow/dsl.
+	dir, err := os.MkdirTemp(project, "reload-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flow := func(greeting string) string {
+		return "import { Flow } from '@pgflow/dsl';\nimport { name } from './name.ts';\n" +
+			"export default new Flow({ slug: 'greeting' }).step({ slug: 's' }, () => '" + greeting + ", ' + name);\n"
+	}
+	write("greeting.ts", flow("hello"))
+	write("name.ts", "export const name = 'Ada';\n")
+	logs := &syncBuffer{}
+	serveCtx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() {
+		served <- worker.Serve(serveCtx, worker.ServeConfig{
+			FlowsPath: dir,
+			Worker: workertest.Fast(worker.Config{Pool: db.Pool, Engine: engine(t, "wazero"),
+				Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}),
+			WatchInterval: 100 * time.Millisecond,
+		})
+	}()
+	defer func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	outputOf := func(flow string) string {
+		r := waitRun(t, db.Pool, startRun(t, db.Pool, flow, `{}`), 30*time.Second)
+		return string(r.Output)
+	}
+	waitFor(t, 3*time.Minute, func() (bool, string) {
+		var n int
+		_ = db.Pool.QueryRow(ctx, `select count(*) from pgflow.workers where queue_name = 'greeting'`).Scan(&n)
+		return n > 0, "the worker never registered:\n" + logs.String()
+	})
+	if got := outputOf("greeting"); got != `{"s": "hello, Ada"}` {
+		t.Fatalf("before the edit: %s", got)
+	}
+	// A new handler is a new snapshot to compile: seconds, and a minute and more under the
+	// race detector on a loaded machine.
+	write("greeting.ts", flow("bonjour"))
+	waitFor(t, 3*time.Minute, func() (bool, string) {
+		return outputOf("greeting") == `{"s": "bonjour, Ada"}`, "the edited flow file was not picked up:\n" + logs.String()
+	})
+	write("name.ts", "export const name = 'Grace';\n")
+	waitFor(t, 3*time.Minute, func() (bool, string) {
+		return outputOf("greeting") == `{"s": "bonjour, Grace"}`, "the edited import of the flow file was not picked up:\n" + logs.String()
+	})
+	write("farewell.ts", "import { Flow } from '@pgflow/dsl';\nexport default new Flow({ slug: 'farewell' }).step({ slug: 's' }, () => 'bye');\n")
+	waitFor(t, 3*time.Minute, func() (bool, string) {
+		return strings.Contains(logs.String(), "reload: flow added"), "the added flow file was not served:\n" + logs.String()
+	})
+	if got := outputOf("farewell"); got != `{"s": "bye"}` {
+		t.Errorf("the added flow: %s", got)
+	}
+	// A step added to a flow that exists: pgflow flows are immutable, so the reload is refused
+	// with what changed, and the flow loaded before goes on serving.
+	write("greeting.ts", strings.Replace(flow("hallo"), "() => 'hallo, ' + name);", "() => 'hallo, ' + name)\n  .step({ slug: 't', dependsOn: ['s'] }, () => 2);", 1))
+	waitFor(t, 3*time.Minute, func() (bool, string) {
+		return strings.Contains(logs.String(), "reload refused") && strings.Contains(logs.String(), `flow \"greeting\" in the database has another shape`),
+			"a flow file whose flow changed shape was not refused:\n" + logs.String()
+	})
+	if got := outputOf("greeting"); got != `{"s": "bonjour, Grace"}` {
+		t.Errorf("after a refused change of shape: %s, want the flow loaded before", got)
+	}
+}
+
+// A flow served from its folder without a flows.yaml is granted nothing: a handler that
+// fetches fails with a refusal that names the flow file and says a flows.yaml entry grants
+// it; an environment variable of the worker's reads as undefined, as an ungranted one does.
+func TestAFlowServedWithoutFlowsYAMLIsRefusedCapabilitiesSayingWhatGrantsThem(t *testing.T) {
+	t.Setenv("PGFLOW_WASM_TEST_TOKEN", "secret")
+	db := pgtest.NewDB(t)
+	project := filepath.Join(workertest.RepoRoot(t), "testdata", "dslflows")
+	dir, err := os.MkdirTemp(project, "nocaps-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.WriteFile(filepath.Join(dir, "reach.ts"), []byte(`import { Flow } from '@pgflow/dsl';
+export const Fetch = new Flow({ slug: 'reach_http', maxAttempts: 1 })
+  .step({ slug: 'get' }, async () => (await fetch('https://example.com/')).status);
+export const Env = new Flow({ slug: 'reach_env', maxAttempts: 1 })
+  .step({ slug: 'read' }, (_input, ctx) => ctx.env.PGFLOW_WASM_TEST_TOKEN ?? 'none');
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := flowfile.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, db.Pool, f, worker.Config{})
+	id := startRun(t, db.Pool, "reach_http", `{}`)
+	if r := waitRun(t, db.Pool, id, 60*time.Second); r.Status != "failed" {
+		t.Fatalf("reach_http: %s, want failed", r.Status)
+	}
+	task := taskOf(t, db.Pool, id)
+	for _, part := range []string{`http: step "get" of flow "reach_http" (`,
+		"reach.ts, served without a flows.yaml: grant it in a flows.yaml `- flow:` entry, under `steps: {get: ...}`) may not make HTTP requests"} {
+		if !strings.Contains(task.Error, part) {
+			t.Errorf("reach_http failed with %q, want %q in it", task.Error, part)
+		}
+	}
+	r := waitRun(t, db.Pool, startRun(t, db.Pool, "reach_env", `{}`), 60*time.Second)
+	if r.Status != "completed" {
+		t.Fatalf("reach_env: %s (%s)", r.Status, r.Error)
+	}
+	jsonEqual(t, r.Output, `{"read": "none"}`)
 }

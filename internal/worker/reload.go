@@ -412,7 +412,20 @@ func statOf(p string) fileStat {
 }
 
 // hashFile is the file's sha256 in hex; "" when it cannot be read (a module being rewritten).
+// A folder (served without a flows file) hashes as the list of its entries' names: a flow
+// file added or removed is a change; an edited one is watched as a module.
 func hashFile(p string) string {
+	if st, err := os.Stat(p); err == nil && st.IsDir() {
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			return ""
+		}
+		h := sha256.New()
+		for _, e := range entries {
+			fmt.Fprintf(h, "%s\x00", e.Name())
+		}
+		return hex.EncodeToString(h.Sum(nil))
+	}
 	f, err := os.Open(p)
 	if err != nil {
 		return ""
