@@ -62,6 +62,10 @@ type Written struct {
 	// StepStatus and RunStatus are read after a call that left the task "failed": with
 	// pgflow 0.14's when_exhausted a failed task may skip its step and leave the run going.
 	StepStatus, RunStatus string
+	// RunEnded is "completed" or "failed" on the one outcome of a batch whose write ended its
+	// run (the run's end is counted once); RunTook is then the run's time, start to end.
+	RunEnded string
+	RunTook  time.Duration
 	// SuccessorsClaimed: Config.Claim started, in the same transaction, every ready task of
 	// the steps served here that wait for this completion.
 	SuccessorsClaimed bool
@@ -521,7 +525,8 @@ func (c *Completer) writeBatch(ctx context.Context, batch []Outcome) ([]Written,
 		kind = taskwrite.Fail
 	}
 	results := make([]taskwrite.Result, len(batch))
-	opts := taskwrite.Options{AttemptHistory: c.cfg.AttemptHistory}
+	var ends []taskwrite.RunEnd
+	opts := taskwrite.Options{AttemptHistory: c.cfg.AttemptHistory, RunEnds: &ends}
 	var written []Written
 	var began, committed time.Time
 	if kind == taskwrite.Complete && c.cfg.Claim != nil && !c.claimBroken.Load() && slices.ContainsFunc(batch, func(o Outcome) bool { return o.Awaited }) {
@@ -534,6 +539,7 @@ func (c *Completer) writeBatch(ctx context.Context, batch []Outcome) ([]Written,
 		}
 	}
 	if written == nil {
+		ends = ends[:0] // a claiming write rolled back ended nothing
 		b := &pgx.Batch{}
 		taskwrite.Queue(b, kind, calls, results, opts)
 		// One round trip and, since a batch ends with a single Sync, one implicit transaction.
@@ -546,6 +552,11 @@ func (c *Completer) writeBatch(ctx context.Context, batch []Outcome) ([]Written,
 	}
 	for i := range written {
 		written[i].WriteBegan, written[i].Committed = began, committed
+	}
+	for _, e := range ends {
+		if i := slices.IndexFunc(written, func(w Written) bool { return w.Task.RunID == e.RunID }); i >= 0 {
+			written[i].RunEnded, written[i].RunTook = e.Status, e.Took
+		}
 	}
 	c.explainStale(ctx, written)
 	c.readFailedStates(ctx, written)

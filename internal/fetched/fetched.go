@@ -25,6 +25,9 @@ type Task struct {
 	// ClaimSent is when start_tasks was sent, the read already back (the benchmark's hop ends
 	// there: pgflow's started_at is the fetch transaction's start, before the read).
 	ClaimSent time.Time
+	// QueueWait is how long the task's message had been in its queue when the read took it
+	// (since its enqueue: a retry's message keeps its first enqueue time).
+	QueueWait time.Duration
 	// WorkerID is the pgflow.workers row that started the task (step_tasks.last_worker_id):
 	// with Attempt it names this one attempt, and every outcome write is guarded by both.
 	WorkerID string

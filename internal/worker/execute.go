@@ -23,6 +23,12 @@ func (w *Worker) launch(fs *flowState, t fetched.Task) {
 	ctx := w.known.add(w.runCtx, &t)
 	if st := fs.steps[t.StepSlug]; st != nil && st.metrics != nil {
 		st.metrics.started.Inc()
+		if t.Attempt == 1 {
+			st.metrics.queueWait.Observe(t.QueueWait.Seconds())
+			if t.TaskIndex == 0 && st.metrics.runStarted != nil {
+				st.metrics.runStarted.Inc()
+			}
+		}
 	}
 	if fs.inFlight != nil {
 		fs.inFlight.Inc()
@@ -221,6 +227,7 @@ func (w *Worker) onWritten(written []completer.Written) {
 		if wr.Err == nil && !wr.Stale {
 			w.known.wrote(&t, now)
 		}
+		w.countWritten(&wr)
 		fs := w.byFlow[t.FlowSlug]
 		if fs == nil {
 			continue
@@ -273,6 +280,27 @@ func (w *Worker) onWritten(written []completer.Written) {
 			fs.ring()
 		}
 	}
+}
+
+// countWritten counts what a written outcome did to its task and run.
+func (w *Worker) countWritten(wr *completer.Written) {
+	m := w.cfg.Metrics
+	if m == nil || wr.Err != nil || wr.Stale {
+		return
+	}
+	t := &wr.Task
+	if wr.Failed && wr.Status == "queued" {
+		m.TasksRetried.WithLabelValues(t.FlowSlug, t.StepSlug).Inc()
+	}
+	switch wr.RunEnded {
+	case "completed":
+		m.RunsCompleted.WithLabelValues(t.FlowSlug).Inc()
+	case "failed":
+		m.RunsFailed.WithLabelValues(t.FlowSlug).Inc()
+	default:
+		return
+	}
+	m.RunDuration.WithLabelValues(t.FlowSlug, wr.RunEnded).Observe(wr.RunTook.Seconds())
 }
 
 // taskLog logs lines about one task with its run, flow, step, index, attempt and message
