@@ -177,7 +177,7 @@ const fetchTimeout = 30 * time.Second
 const asyncCommit = `select set_config('synchronous_commit', 'off', true)`
 
 // pgmqRead is pgmq's own read: the first visible messages by msg_id.
-const pgmqRead = `select msg_id, message, " + waitedSQL + " from pgmq.read($1, $2, $3) m`
+const pgmqRead = "select msg_id, message, " + waitedSQL + " from pgmq.read($1, $2, $3) m"
 
 // queueRead returns the statement a fetch reads a queue with. pgmq.read walks the queue by
 // msg_id past every message that is hidden (being run) or deleted and not yet vacuumed, so

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -51,6 +52,7 @@ type Metrics struct {
 	ReloadOK       prometheus.Gauge         // 1 when the last reload was applied (or none was tried), 0 when refused
 
 	queues *queueCollector
+	names  []string
 
 	// Outbound HTTP of handlers (capabilities). host is the http.allow entry a request
 	// matched, so the series are bounded by flows.yaml whatever URLs handlers make up.
@@ -77,7 +79,7 @@ func NewMetrics(reg prometheus.Registerer, abandoned func() int) *Metrics {
 		own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		reg = own
 	}
-	f := promauto{reg}
+	f := &promauto{r: reg}
 	registerBuildInfo(reg)
 	queues := newQueueCollector()
 	reg.MustRegister(queues)
@@ -140,8 +142,14 @@ func NewMetrics(reg prometheus.Registerer, abandoned func() int) *Metrics {
 			"committed with the task's completion, rolled_back, or unknown (the COMMIT's answer was lost).", []string{"flow", "step", "result"}),
 	}
 	m.ReloadOK.Set(1)
+	m.names = append(f.names, "pgflow_wasm_build_info", "pgflow_wasm_queue_visible_messages",
+		"pgflow_wasm_queue_oldest_message_age_seconds", "pgflow_wasm_queue_stats_errors_total")
 	return m
 }
+
+// Names are the names of the metrics this package exports (histograms without their
+// _bucket, _sum and _count suffixes).
+func (m *Metrics) Names() []string { return slices.Clone(m.names) }
 
 // SQLObserver records one step's SQL; it is the worker's sqlsession.Observer. Nil metrics
 // give nil, which records nothing.
@@ -224,29 +232,36 @@ func registerBuildInfo(reg prometheus.Registerer) {
 	reg.MustRegister(g)
 }
 
-type promauto struct{ r prometheus.Registerer }
+type promauto struct {
+	r     prometheus.Registerer
+	names []string
+}
 
-func (p promauto) counter(name, help string, labels []string) *prometheus.CounterVec {
+func (p *promauto) counter(name, help string, labels []string) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	p.r.MustRegister(c)
+	p.names = append(p.names, name)
 	return c
 }
 
-func (p promauto) gauge(name, help string, labels []string) *prometheus.GaugeVec {
+func (p *promauto) gauge(name, help string, labels []string) *prometheus.GaugeVec {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 	p.r.MustRegister(g)
+	p.names = append(p.names, name)
 	return g
 }
 
-func (p promauto) histogram(name, help string, labels []string, buckets []float64) *prometheus.HistogramVec {
+func (p *promauto) histogram(name, help string, labels []string, buckets []float64) *prometheus.HistogramVec {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 	p.r.MustRegister(h)
+	p.names = append(p.names, name)
 	return h
 }
 
-func (p promauto) gaugeFunc(name, help string, fn func() float64) prometheus.GaugeFunc {
+func (p *promauto) gaugeFunc(name, help string, fn func() float64) prometheus.GaugeFunc {
 	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn)
 	p.r.MustRegister(g)
+	p.names = append(p.names, name)
 	return g
 }
 
