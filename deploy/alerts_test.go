@@ -149,8 +149,8 @@ func promtoolTest(rulesFile string, scraped []sample, alert string, want []map[s
 			"interval":     "1m",
 			"input_series": series,
 			"alert_rule_test": []any{map[string]any{
-				"eval_time": "5m",
-				"alertname": alert,
+				"eval_time":  "5m",
+				"alertname":  alert,
 				"exp_alerts": want,
 			}},
 		}},

@@ -86,8 +86,8 @@ func NewMetrics(reg prometheus.Registerer, abandoned func() int) *Metrics {
 	flowStep := []string{"flow", "step"}
 	flow := []string{"flow"}
 	m := &Metrics{
-		Registry:       own,
-		queues:         queues,
+		Registry: own,
+		queues:   queues,
 		QueueWait: f.histogram("pgflow_wasm_task_queue_wait_seconds", "Time a task's message waited in its queue before this worker started the task "+
 			"(enqueue to start_tasks; first attempts only: a retry keeps its first enqueue time).", flow, prometheus.ExponentialBuckets(0.005, 4, 10)),
 		RunsStarted: f.counter("pgflow_wasm_runs_started_total", "Runs whose first task this worker started "+
@@ -103,8 +103,8 @@ func NewMetrics(reg prometheus.Registerer, abandoned func() int) *Metrics {
 			"taken (another worker did).", []string{"flow", "result"}),
 		ScheduleMissed: f.counter("pgflow_wasm_schedule_missed_ticks_total", "Schedule ticks this worker could not start a run for within the "+
 			"grace (the database did not answer).", flow),
-		Reloads:  f.counter("pgflow_wasm_reloads_total", "Reloads of the flows file and its modules, by result: applied or refused.", []string{"result"}),
-		ReloadOK: f.gauge("pgflow_wasm_reload_last_successful", "1 when the last reload was applied or none was tried; 0 while the last one was refused.", nil).WithLabelValues(),
+		Reloads:        f.counter("pgflow_wasm_reloads_total", "Reloads of the flows file and its modules, by result: applied or refused.", []string{"result"}),
+		ReloadOK:       f.gauge("pgflow_wasm_reload_last_successful", "1 when the last reload was applied or none was tried; 0 while the last one was refused.", nil).WithLabelValues(),
 		TasksStarted:   f.counter("pgflow_wasm_tasks_started_total", "Tasks started by this worker.", flowStep),
 		TasksCompleted: f.counter("pgflow_wasm_tasks_completed_total", "Tasks whose output pgflow recorded.", flowStep),
 		TasksFailed:    f.counter("pgflow_wasm_tasks_failed_total", "Tasks that failed (pgflow retries them while attempts remain), by error kind.", []string{"flow", "step", "kind"}),
