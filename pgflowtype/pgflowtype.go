@@ -35,6 +35,19 @@ type Hooks struct {
 	TaskStarted func(ctx context.Context, t TaskInfo) context.Context
 	// TaskFinished is called when the handler has ended, before its outcome is written.
 	TaskFinished func(ctx context.Context, t TaskInfo, r TaskResult)
+	// RunEnded is called once a run ended (completed or failed) with an outcome this worker
+	// wrote: once per run across all workers, since only one write ends it. A run ended
+	// otherwise (failed by hand, or by a worker of another kind) is not reported.
+	RunEnded func(ctx context.Context, r RunEnd)
+}
+
+// RunEnd is a run that ended, with pgflow's times.
+type RunEnd struct {
+	RunID     string
+	FlowSlug  string
+	Status    string // completed or failed
+	StartedAt time.Time
+	EndedAt   time.Time
 }
 
 // TaskInfo names a task that runs.

@@ -62,10 +62,9 @@ type Written struct {
 	// StepStatus and RunStatus are read after a call that left the task "failed": with
 	// pgflow 0.14's when_exhausted a failed task may skip its step and leave the run going.
 	StepStatus, RunStatus string
-	// RunEnded is "completed" or "failed" on the one outcome of a batch whose write ended its
-	// run (the run's end is counted once); RunTook is then the run's time, start to end.
-	RunEnded string
-	RunTook  time.Duration
+	// RunEnded is set on the one outcome of a batch whose write ended its run (completed or
+	// failed): each run's end is reported once.
+	RunEnded *taskwrite.RunEnd
 	// SuccessorsClaimed: Config.Claim started, in the same transaction, every ready task of
 	// the steps served here that wait for this completion.
 	SuccessorsClaimed bool
@@ -555,7 +554,7 @@ func (c *Completer) writeBatch(ctx context.Context, batch []Outcome) ([]Written,
 	}
 	for _, e := range ends {
 		if i := slices.IndexFunc(written, func(w Written) bool { return w.Task.RunID == e.RunID }); i >= 0 {
-			written[i].RunEnded, written[i].RunTook = e.Status, e.Took
+			written[i].RunEnded = &e
 		}
 	}
 	c.explainStale(ctx, written)

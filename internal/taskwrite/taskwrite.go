@@ -119,14 +119,14 @@ type Options struct {
 
 // RunEnd is a run a write ended.
 type RunEnd struct {
-	RunID, Flow string
-	Status      string        // completed or failed
-	Took        time.Duration // pgflow's started_at to completed_at or failed_at
+	RunID, Flow      string
+	Status           string    // completed or failed
+	StartedAt, Ended time.Time // pgflow's started_at, and completed_at or failed_at
 }
 
 // runsEndedSQL reads, after the calls, the runs of the batch that are no longer started.
 const runsEndedSQL = `
-select run_id::text, flow_slug, status, coalesce(extract(epoch from coalesce(completed_at, failed_at) - started_at), 0)::float8
+select run_id::text, flow_slug, status, started_at, coalesce(completed_at, failed_at, now())
 from pgflow.runs where run_id = any($1::text[]::uuid[]) and status <> 'started'`
 
 var (
@@ -201,12 +201,10 @@ func Queue(b *pgx.Batch, kind Kind, calls []Call, results []Result, opts Options
 		b.Queue(runsEndedSQL, runs).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var e RunEnd
-				var secs float64
-				if err := rows.Scan(&e.RunID, &e.Flow, &e.Status, &secs); err != nil {
+				if err := rows.Scan(&e.RunID, &e.Flow, &e.Status, &e.StartedAt, &e.Ended); err != nil {
 					return err
 				}
 				if !ended[e.RunID] {
-					e.Took = time.Duration(secs * float64(time.Second))
 					*opts.RunEnds = append(*opts.RunEnds, e)
 				}
 			}

@@ -228,6 +228,7 @@ func (w *Worker) onWritten(written []completer.Written) {
 			w.known.wrote(&t, now)
 		}
 		w.countWritten(&wr)
+		w.runEnded(&wr)
 		fs := w.byFlow[t.FlowSlug]
 		if fs == nil {
 			continue
@@ -292,7 +293,11 @@ func (w *Worker) countWritten(wr *completer.Written) {
 	if wr.Failed && wr.Status == "queued" {
 		m.TasksRetried.WithLabelValues(t.FlowSlug, t.StepSlug).Inc()
 	}
-	switch wr.RunEnded {
+	e := wr.RunEnded
+	if e == nil {
+		return
+	}
+	switch e.Status {
 	case "completed":
 		m.RunsCompleted.WithLabelValues(t.FlowSlug).Inc()
 	case "failed":
@@ -300,7 +305,15 @@ func (w *Worker) countWritten(wr *completer.Written) {
 	default:
 		return
 	}
-	m.RunDuration.WithLabelValues(t.FlowSlug, wr.RunEnded).Observe(wr.RunTook.Seconds())
+	m.RunDuration.WithLabelValues(t.FlowSlug, e.Status).Observe(e.Ended.Sub(e.StartedAt).Seconds())
+}
+
+// runEnded tells the hooks of a run this worker's write ended.
+func (w *Worker) runEnded(wr *completer.Written) {
+	if e := wr.RunEnded; e != nil && wr.Err == nil && !wr.Stale && w.cfg.Hooks.RunEnded != nil {
+		w.cfg.Hooks.RunEnded(w.runCtx, pgflowtype.RunEnd{RunID: e.RunID, FlowSlug: e.Flow, Status: e.Status,
+			StartedAt: e.StartedAt, EndedAt: e.Ended})
+	}
 }
 
 // taskLog logs lines about one task with its run, flow, step, index, attempt and message
