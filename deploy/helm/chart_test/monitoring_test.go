@@ -3,6 +3,7 @@ package chart_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,6 +80,27 @@ func TestChartRendersTheAlertsAndTheDashboard(t *testing.T) {
 	}
 	if !found {
 		t.Error("no ConfigMap carries the dashboard")
+	}
+}
+
+// Where KEDA may scale the workers to zero, no worker is the idle state: the chart leaves out
+// PgflowWasmNoWorker and keeps the other rules; with a floor of one worker it keeps it.
+func TestScaleToZeroLeavesOutTheNoWorkerAlert(t *testing.T) {
+	for minReplicas, want := range map[int]bool{0: false, 1: true} {
+		values := deepCopy(monitoringValues).(map[string]any)
+		values["keda"] = map[string]any{"enabled": true, "queues": []any{"orders"}, "minReplicas": minReplicas}
+		manifest, err := render(t, values)
+		if err != nil {
+			t.Fatalf("render: %v", err)
+		}
+		pr := decodeAll(t, manifest).prometheusRule
+		var alerts []string
+		for _, r := range pr.Spec.Groups[0].Rules {
+			alerts = append(alerts, r.Alert)
+		}
+		if has := slices.Contains(alerts, "PgflowWasmNoWorker"); has != want || len(alerts) < 5 {
+			t.Errorf("minReplicas %d: alerts %v, want PgflowWasmNoWorker %v and the 5 others", minReplicas, alerts, want)
+		}
 	}
 }
 
