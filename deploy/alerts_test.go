@@ -161,7 +161,7 @@ func promtoolTest(rulesFile string, scraped []sample, alert string, want []map[s
 
 // TestQueueAgeAlertFiresOnAWorkersRealMetrics serves a flow on one handler slot whose first
 // task never ends, so the next run's message waits in the queue. The worker's /metrics,
-// scraped over HTTP, is fed to `promtool test rules` with the chart's alert rules (a 3 s
+// scraped over HTTP, is fed to `promtool test rules` with the chart's alert rules (an 8 s
 // age threshold in place of the chart's): scraped while the message is fresh, the
 // queue-age alert stays silent; scraped once the message is older than the threshold, it
 // fires for that queue and no other.
@@ -184,7 +184,7 @@ flows:
 	t.Cleanup(func() { _ = srv.Close(context.Background()) })
 	workertest.StartWorker(t, db.Pool, f, worker.Config{Engine: eng, Metrics: m, Concurrency: 1, DrainTimeout: time.Second})
 
-	const job, threshold = "pgflow-wasm", 3.0
+	const job, threshold = "pgflow-wasm", 8.0
 	dir := t.TempDir()
 	writeFile(t, dir, "alerts.yaml", alertRules(t, job, strconv.FormatFloat(threshold, 'f', -1, 64), "0.1"))
 
@@ -206,9 +206,20 @@ flows:
 		}
 		return -1
 	}
-	fresh := scrape(t, srv.Addr())
+	// The gauges are read at most every 5 s: the first scrape that shows the waiting message
+	// shows it younger than that, below the threshold.
+	var fresh string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		fresh = scrape(t, srv.Addr())
+		if strings.Contains(fresh, `pgflow_wasm_queue_visible_messages{queue="busy"} 1`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second run's message never showed as visible\n%s", fresh)
+		}
+	}
 	if a := age(fresh); a < 0 || a >= threshold {
-		t.Fatalf("first scrape: oldest message age of busy = %v, want a fresh message (0 to %v s)\n%s", a, threshold, fresh)
+		t.Fatalf("first scrape with the message: its age %v s, want a fresh message (0 to %v s)\n%s", a, threshold, fresh)
 	}
 	var old string
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(250 * time.Millisecond) {
@@ -230,8 +241,8 @@ flows:
 	firing := []map[string]any{{
 		"exp_labels": map[string]string{"queue": "busy", "severity": "warning"},
 		"exp_annotations": map[string]string{
-			"summary": "Queue busy: a task has waited longer than 3 s",
-			"description": "The oldest visible message of queue busy is older than 3 s: the workers do not keep up " +
+			"summary": "Queue busy: a task has waited longer than 8 s",
+			"description": "The oldest visible message of queue busy is older than 8 s: the workers do not keep up " +
 				"(all slots busy, a flow drained, workers down).",
 		},
 	}}
