@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -108,5 +109,49 @@ flows:
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
+	}
+}
+
+// TestTwoWorkersCountEachRunOnceBetweenThem serves one flow from two workers: each run is
+// counted started once and completed once in the sum of their counters, however the tasks
+// fell between them.
+func TestTwoWorkersCountEachRunOnceBetweenThem(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	f := flows(t, `
+flows:
+  - slug: shared
+    steps:
+      - {slug: a, module: "{{echo}}"}
+      - {slug: each, type: map, depends_on: [a], module: "{{echo_map}}"}
+`)
+	// Both read the queue (no fetch lease), a few tasks at a time, so the tasks of a run
+	// and the writes that end runs fall on both.
+	cfg := worker.Config{FetchLeases: -1, BatchSize: 2, Concurrency: 4}
+	a := startWorker(t, db.Pool, f, cfg)
+	b := startWorker(t, db.Pool, f, cfg)
+	const runs = 30
+	var ids []string
+	for i := range runs {
+		ids = append(ids, startRun(t, db.Pool, "shared", fmt.Sprintf(`{"value": [%d, 2, 3]}`, i)))
+	}
+	for _, id := range ids {
+		if r := waitRun(t, db.Pool, id, 60*time.Second); r.Status != "completed" {
+			t.Fatalf("run %s: %s (%s)", id, r.Status, r.Error)
+		}
+	}
+	sum := func(get func(m *telemetry.Metrics) float64) float64 { return get(a.Metrics) + get(b.Metrics) }
+	completed := func(m *telemetry.Metrics) float64 {
+		return testutil.ToFloat64(m.RunsCompleted.WithLabelValues("shared"))
+	}
+	for deadline := time.Now().Add(10 * time.Second); sum(completed) < runs && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	started := sum(func(m *telemetry.Metrics) float64 { return testutil.ToFloat64(m.RunsStarted.WithLabelValues("shared")) })
+	if started != runs || sum(completed) != runs {
+		t.Errorf("two workers counted %v runs started and %v completed, want %d each", started, sum(completed), runs)
+	}
+	if completed(a.Metrics) == 0 || completed(b.Metrics) == 0 {
+		t.Logf("one worker ended every run (%v and %v): the sum was not put to the test", completed(a.Metrics), completed(b.Metrics))
 	}
 }
