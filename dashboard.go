@@ -27,6 +27,9 @@ type DashboardOptions struct {
 	Actions bool
 	// Logger receives the dashboard's log; nil: the client's Config.Logger.
 	Logger *slog.Logger
+	// TraceURL links each run page to the run's trace (Tracing): {trace_id} is replaced by
+	// the run's trace id, {run_id} by its id, e.g. "https://tempo.example/trace/{trace_id}".
+	TraceURL string
 }
 
 // dashboardOpenTimeout bounds what DashboardHandler asks the database before it returns.
@@ -45,7 +48,7 @@ func (c *Client) DashboardHandler(opts DashboardOptions) (http.Handler, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), dashboardOpenTimeout)
 	defer cancel()
 	d, err := dashboard.New(ctx, dashboard.Config{
-		Pool: c.pool, Log: log, Token: opts.Token, Actions: opts.Actions, BasePath: opts.BasePath,
+		Pool: c.pool, Log: log, Token: opts.Token, Actions: opts.Actions, BasePath: opts.BasePath, TraceURL: opts.TraceURL,
 		Flows: c.Flows, Modules: c.ModuleInfo, WorkerStaleAfter: c.cfg.WorkerStaleAfter,
 	})
 	if err != nil {

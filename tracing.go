@@ -10,9 +10,11 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
-// Tracing traces tasks with OpenTelemetry as `pgflow-wasm serve` does: a span per task, a
-// child span per HTTP request of its handler (with traceparent sent), all spans of a run in
-// one trace whose id is derived from the run id (docs/deploy.md). A nil *Tracing is off.
+// Tracing traces runs with OpenTelemetry as `pgflow-wasm serve` does: a root span per run
+// (sent when the run ends), a child span per task, a child span per HTTP request of its
+// handler (with traceparent sent), all spans of a run in one trace whose id is derived from
+// the run id (docs/deploy.md); DashboardOptions.TraceURL links run pages to it. A nil
+// *Tracing is off.
 //
 //	tr, err := pgflowwasm.TracingFromEnv(ctx)
 //	cfg.Hooks = tr.Hooks()

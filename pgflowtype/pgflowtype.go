@@ -39,13 +39,26 @@ type Hooks struct {
 	// TaskWritten is called once a task's outcome is committed, with the moments of its way
 	// through the worker; only while it is set does the worker take them.
 	TaskWritten func(t TaskInfo, m TaskMoments)
+	// RunEnded is called once a run ended (completed or failed) with an outcome this worker
+	// wrote: once per run across all workers, since only one write ends it. A run ended
+	// otherwise (failed by hand, or by a worker of another kind) is not reported.
+	RunEnded func(ctx context.Context, r RunEnd)
+}
+
+// RunEnd is a run that ended, with pgflow's times.
+type RunEnd struct {
+	RunID     string
+	FlowSlug  string
+	Status    string // completed or failed
+	StartedAt time.Time
+	EndedAt   time.Time
 }
 
 // ChainHooks runs the hooks of a, then b's (TaskStarted threads the context through both;
 // TaskFinished runs b's first, so a tracer's span ends after hooks started inside it).
 func ChainHooks(a, b Hooks) Hooks {
 	empty := func(h Hooks) bool {
-		return h.TaskStarted == nil && h.TaskFinished == nil && h.TaskWritten == nil
+		return h.TaskStarted == nil && h.TaskFinished == nil && h.TaskWritten == nil && h.RunEnded == nil
 	}
 	switch {
 	case empty(a):
@@ -81,6 +94,13 @@ func ChainHooks(a, b Hooks) Hooks {
 			}
 			if a.TaskFinished != nil {
 				a.TaskFinished(ctx, ti, r)
+			}
+		},
+		RunEnded: func(ctx context.Context, r RunEnd) {
+			for _, h := range []func(context.Context, RunEnd){a.RunEnded, b.RunEnded} {
+				if h != nil {
+					h(ctx, r)
+				}
 			}
 		},
 	}

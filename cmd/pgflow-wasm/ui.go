@@ -37,6 +37,8 @@ func uiFlags(defaultAddr string) []cli.Flag {
 			Usage: "let the dashboard start runs and deprecate workers (each action is logged); read-only without it"}),
 		durationFlag("ui-poll-interval", time.Second,
 			"dashboard: how often a page showing something still running is re-read besides its run events"),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "trace-url", EnvVars: env("trace-url"),
+			Usage: "dashboard: link each run page to the run's trace, {trace_id} and {run_id} filled in, e.g. 'https://tempo.example/trace/{trace_id}'"}),
 	}
 }
 
@@ -134,7 +136,10 @@ func loadOptionalFlows(c *cli.Context, log *slog.Logger) (*flowfile.File, error)
 // dashboardConfig reads the dashboard flags common to `ui` and `serve`.
 func dashboardConfig(c *cli.Context, log *slog.Logger) (dashboard.Config, error) {
 	cfg := dashboard.Config{Log: log, Actions: c.Bool("ui-actions"), PollInterval: c.Duration("ui-poll-interval"),
-		Token: c.String("ui-token")}
+		Token: c.String("ui-token"), TraceURL: c.String("trace-url")}
+	if err := dashboard.CheckTraceURL(cfg.TraceURL); err != nil {
+		return cfg, cli.Exit("--trace-url: "+err.Error(), 2)
+	}
 	if p := c.String("ui-token-file"); p != "" {
 		if cfg.Token != "" {
 			return cfg, cli.Exit("--ui-token and --ui-token-file both given: use one", 2)

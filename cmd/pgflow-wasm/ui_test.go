@@ -75,6 +75,7 @@ func TestUIRefusesUnsafeSettings(t *testing.T) {
 		"token twice":                    {[]string{"--ui-token", "0123456789abcdef", "--ui-token-file", empty}, []string{"both given"}},
 		"empty token file":               {[]string{"--ui-token-file", empty}, []string{"is empty"}},
 		"missing token file":             {[]string{"--ui-token-file", "/nonexistent/token"}, []string{"--ui-token-file", "no such file"}},
+		"trace URL without a trace":      {[]string{"--trace-url", "https://tempo.example/trace"}, []string{"--trace-url", "{trace_id}"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -63,6 +63,9 @@ type Written struct {
 	// StepStatus and RunStatus are read after a call that left the task "failed": with
 	// pgflow 0.14's when_exhausted a failed task may skip its step and leave the run going.
 	StepStatus, RunStatus string
+	// RunEnded is set on the one outcome of a batch whose write ended its run (completed or
+	// failed): each run's end is reported once.
+	RunEnded *taskwrite.RunEnd
 	// SuccessorsClaimed: Config.Claim started, in the same transaction, every ready task of
 	// the steps served here that wait for this completion.
 	SuccessorsClaimed bool
@@ -535,7 +538,8 @@ func (c *Completer) writeBatch(ctx context.Context, batch []Outcome) ([]Written,
 		kind = taskwrite.Fail
 	}
 	results := make([]taskwrite.Result, len(batch))
-	opts := taskwrite.Options{AttemptHistory: c.cfg.AttemptHistory}
+	var ends []taskwrite.RunEnd
+	opts := taskwrite.Options{AttemptHistory: c.cfg.AttemptHistory, RunEnds: &ends}
 	var written []Written
 	var began, committed time.Time
 	if kind == taskwrite.Complete && c.cfg.Claim != nil && !c.claimBroken.Load() && slices.ContainsFunc(batch, func(o Outcome) bool { return o.Awaited }) {
@@ -548,6 +552,7 @@ func (c *Completer) writeBatch(ctx context.Context, batch []Outcome) ([]Written,
 		}
 	}
 	if written == nil {
+		ends = ends[:0] // a claiming write rolled back ended nothing
 		b := &pgx.Batch{}
 		taskwrite.Queue(b, kind, calls, results, opts)
 		// One round trip and, since a batch ends with a single Sync, one implicit transaction.
@@ -560,6 +565,11 @@ func (c *Completer) writeBatch(ctx context.Context, batch []Outcome) ([]Written,
 	}
 	for i := range written {
 		written[i].WriteBegan, written[i].Committed = began, committed
+	}
+	for _, e := range ends {
+		if i := slices.IndexFunc(written, func(w Written) bool { return w.Task.RunID == e.RunID }); i >= 0 {
+			written[i].RunEnded = &e
+		}
 	}
 	c.explainStale(ctx, written)
 	c.readFailedStates(ctx, written)

@@ -69,6 +69,10 @@ type Config struct {
 	// BasePath is the path the dashboard is mounted on inside a larger server, e.g. "/ops":
 	// every link, form, asset and event stream of its pages starts with it. "" is the root.
 	BasePath string
+	// TraceURL links each run page to the run's trace in a tracing UI: {trace_id} is
+	// replaced by the run's trace id (32 hex digits, as the worker's spans carry it), {run_id}
+	// by the run id, e.g. https://tempo.example/trace/{trace_id}. "" shows no link.
+	TraceURL string
 }
 
 // ModuleInfo returns the module a flow's step runs, as the sandbox loaded it.
@@ -126,6 +130,9 @@ func New(ctx context.Context, cfg Config) (*Dashboard, error) {
 	}
 	base, err := basePath(cfg.BasePath)
 	if err != nil {
+		return nil, err
+	}
+	if err := CheckTraceURL(cfg.TraceURL); err != nil {
 		return nil, err
 	}
 	st, err := store.Open(ctx, cfg.Pool)

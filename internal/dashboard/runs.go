@@ -158,6 +158,7 @@ type runView struct {
 	StepsDone int
 	Graph     dag.Graph
 	Error     string // the first failed step's error
+	TraceURL  string // the run's trace in a tracing UI (Config.TraceURL); "" when none
 }
 
 func (s *Dashboard) runPage(w http.ResponseWriter, r *http.Request) {
@@ -189,7 +190,7 @@ func (s *Dashboard) runPage(w http.ResponseWriter, r *http.Request) {
 	}
 	failedOnly := q.Get("only") == "failed"
 	per := s.cfg.TasksPerPage
-	v := runView{Run: run}
+	v := runView{Run: run, TraceURL: traceLink(s.cfg.TraceURL, run.ID)}
 	def := s.flowDef(run.Flow)
 	var nodes []dag.Node
 	for _, st := range steps {

@@ -29,6 +29,9 @@ type Task struct {
 	ClaimSent time.Time
 	// Moments are taken only for the TaskWritten hook; nil without it.
 	Moments *pgflowtype.TaskMoments
+	// QueueWait is how long the task's message had been in its queue when the read took it
+	// (since its enqueue: a retry's message keeps its first enqueue time).
+	QueueWait time.Duration
 	// WorkerID is the pgflow.workers row that started the task (step_tasks.last_worker_id):
 	// with Attempt it names this one attempt, and every outcome write is guarded by both.
 	WorkerID string

@@ -55,15 +55,16 @@ func (f *Fetcher) QueueClaim(conn *pgxpool.Conn, b *pgx.Batch, runIDs, steps []s
 		  order by m.msg_id limit $5 for update skip locked)
 		update `+table+` m set vt = clock_timestamp() + make_interval(secs => $4), read_ct = m.read_ct + 1
 		from picked where m.msg_id = picked.msg_id
-		returning m.msg_id, m.message`, f.flow, runIDs, steps, f.readVT, qty, f.queue).Query(func(rows pgx.Rows) error {
+		returning m.msg_id, m.message, `+waitedSQL, f.flow, runIDs, steps, f.readVT, qty, f.queue).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id int64
 			var body []byte
-			if err := rows.Scan(&id, &body); err != nil {
+			var waited float64
+			if err := rows.Scan(&id, &body, &waited); err != nil {
 				c.err = fmt.Errorf("claiming successors in queue %s: %w", f.queue, err)
 				return c.err
 			}
-			if err := f.add(&c.plan, id, body); err != nil {
+			if err := f.add(&c.plan, id, body, waited); err != nil {
 				c.err = err
 				return err
 			}

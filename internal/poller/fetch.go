@@ -177,7 +177,7 @@ const fetchTimeout = 30 * time.Second
 const asyncCommit = `select set_config('synchronous_commit', 'off', true)`
 
 // pgmqRead is pgmq's own read: the first visible messages by msg_id.
-const pgmqRead = `select msg_id, message from pgmq.read($1, $2, $3)`
+const pgmqRead = "select msg_id, message, " + waitedSQL + " from pgmq.read($1, $2, $3) m"
 
 // queueRead returns the statement a fetch reads a queue with. pgmq.read walks the queue by
 // msg_id past every message that is hidden (being run) or deleted and not yet vacuumed, so
@@ -213,8 +213,11 @@ func queueRead(ctx context.Context, pool *pgxpool.Pool, queue string) (string, e
 	  order by vt limit $3 for update skip locked)
 	update ` + table + ` m set vt = clock_timestamp() + make_interval(secs => $2), read_ct = m.read_ct + 1
 	from picked where m.msg_id = picked.msg_id
-	returning m.msg_id, m.message`, nil
+	returning m.msg_id, m.message, ` + waitedSQL, nil
 }
+
+// waitedSQL is, in a read returning message m, the seconds m waited since its enqueue.
+const waitedSQL = `extract(epoch from clock_timestamp() - m.enqueued_at)::float8`
 
 // message is the body pgflow puts in every queue message.
 type message struct {
@@ -253,8 +256,9 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]fetched.Task, error) {
 		}
 	}
 	type read struct {
-		id   int64
-		body []byte
+		id     int64
+		body   []byte
+		waited float64
 	}
 	var got []read
 	conn, err := f.pool.Acquire(ctx)
@@ -279,7 +283,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]fetched.Task, error) {
 	b.Queue(readSQL, f.queue, f.readVT, qty).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var r read
-			if err := rows.Scan(&r.id, &r.body); err != nil {
+			if err := rows.Scan(&r.id, &r.body, &r.waited); err != nil {
 				return err
 			}
 			got = append(got, r)
@@ -292,7 +296,7 @@ func (f *Fetcher) Fetch(ctx context.Context, qty int) ([]fetched.Task, error) {
 	}
 	p := readPlan{proto: proto}
 	for _, r := range got {
-		if err := f.add(&p, r.id, r.body); err != nil {
+		if err := f.add(&p, r.id, r.body, r.waited); err != nil {
 			// Committed, the read keeps the message hidden for readVT seconds: rolled back,
 			// every fetch would read it again at once.
 			_, _ = conn.Exec(ctx, `commit`)
@@ -326,15 +330,20 @@ type readPlan struct {
 	offsets    []int32
 	missing    []string
 	seenRun    map[string]bool
+	waited     map[int64]float64 // seconds each message waited in the queue, by id
 }
 
 // add puts one read message into p.
-func (f *Fetcher) add(p *readPlan, id int64, body []byte) error {
+func (f *Fetcher) add(p *readPlan, id int64, body []byte, waited float64) error {
 	var m message
 	if err := json.Unmarshal(body, &m); err != nil {
 		return fmt.Errorf("queue %s message %d is not a pgflow task message: %w", f.queue, id, err)
 	}
 	p.ids = append(p.ids, id)
+	if p.waited == nil {
+		p.waited = map[int64]float64{}
+	}
+	p.waited[id] = waited
 	if vt := f.visibility(m.StepSlug); vt != f.readVT {
 		p.vtIDs = append(p.vtIDs, id)
 		p.offsets = append(p.offsets, int32(vt))
@@ -392,6 +401,7 @@ type started struct {
 	attempts  map[int64]int
 	runInputs map[string][]byte // read by this start (the cache may drop them meanwhile)
 	noRun     []bool            // by task: its input has no "run" member
+	waited    map[int64]float64 // the read's seconds in the queue, by message id
 	err       error             // start_tasks' own failure, when it is the batch's first
 }
 
@@ -400,7 +410,7 @@ type started struct {
 // the attempt counts and the inputs of runs not cached. It leaves the commit to the caller.
 func (f *Fetcher) queueStart(b *pgx.Batch, startSchema string, p readPlan) *started {
 	proto := p.proto
-	s := &started{f: f, attempts: map[int64]int{}, runInputs: map[string][]byte{}}
+	s := &started{f: f, attempts: map[int64]int{}, runInputs: map[string][]byte{}, waited: p.waited}
 	ids, vtIDs, offsets, missingRuns := p.ids, p.vtIDs, p.offsets, p.missing
 	flowInput := "null::jsonb"
 	if proto.flowInput {
@@ -489,6 +499,7 @@ func (s *started) mine(sent time.Time) []fetched.Task {
 		t.Attempt = n
 		t.WorkerID = f.workerID
 		t.ClaimSent = sent
+		t.QueueWait = time.Duration(s.waited[t.MsgID] * float64(time.Second))
 		t.FlowInput = s.runInputs[t.RunID]
 		if t.FlowInput == nil {
 			t.FlowInput = f.inputs.get(t.RunID)

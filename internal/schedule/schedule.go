@@ -48,6 +48,25 @@ type Config struct {
 	Grace time.Duration
 	// OnStarted is told each run this worker started on schedule.
 	OnStarted func(flow string, tick time.Time, runID string)
+	// OnTick is told how each tick this worker reached ended: TickStarted, TickTaken or
+	// TickMissed.
+	OnTick func(flow string, result TickResult)
+}
+
+// TickResult is how a tick ended for one worker.
+type TickResult string
+
+// Tick results.
+const (
+	TickStarted TickResult = "started" // this worker started the tick's run
+	TickTaken   TickResult = "taken"   // another worker had claimed the tick
+	TickMissed  TickResult = "missed"  // no run started by this worker within the grace
+)
+
+func (s *Scheduler) tick(flow string, r TickResult) {
+	if s.cfg.OnTick != nil {
+		s.cfg.OnTick(flow, r)
+	}
 }
 
 // Scheduler is a service (package service): one loop per scheduled flow.
@@ -110,11 +129,17 @@ func (s *Scheduler) run(ctx context.Context, f Flow) {
 		err := s.claim(ctx, f, next, log)
 		switch {
 		case err == nil || errors.Is(err, errTaken):
+			if err == nil {
+				s.tick(f.Slug, TickStarted)
+			} else {
+				s.tick(f.Slug, TickTaken)
+			}
 			retry.Reset()
 			next = f.Spec.Next(next)
 		case ctx.Err() != nil:
 			return
 		case time.Since(next) > s.cfg.Grace:
+			s.tick(f.Slug, TickMissed)
 			log.Warn("a scheduled run was not started: the database did not answer within the tick's grace", "tick", next, "error", err)
 			retry.Reset()
 			next = f.Spec.Next(time.Now())

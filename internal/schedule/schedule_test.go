@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,11 +31,18 @@ func TestAnIntervalStartsOneRunPerTickAcrossWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var mu sync.Mutex
+	results := map[schedule.TickResult]int{}
 	start := func(workerID string) *schedule.Scheduler {
 		s := schedule.New(schedule.Config{Pool: db.Pool, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Flows: []schedule.Flow{{Slug: "ticking", Spec: spec, WorkerID: workerID}},
 			StartRun: func(ctx context.Context, tx pgx.Tx, flow string, input json.RawMessage) (string, error) {
 				return store.Start(ctx, tx, flow, input)
+			},
+			OnTick: func(flow string, r schedule.TickResult) {
+				mu.Lock()
+				results[r]++
+				mu.Unlock()
 			}})
 		if err := s.Start(ctx); err != nil {
 			t.Fatal(err)
@@ -91,5 +99,46 @@ func TestAnIntervalStartsOneRunPerTickAcrossWorkers(t *testing.T) {
 	// 6 s from the first scheduler's start: 3 even seconds (2 or 4 at a slow start's edges).
 	if runs != len(ticks) || len(ticks) < 2 || len(ticks) > 4 {
 		t.Errorf("%d ticks and %d runs in 6 s of @every 2s on two workers: want one run per tick, 3", len(ticks), runs)
+	}
+	// Each tick is reported started by the worker that claimed it and taken by the other,
+	// where both reached it (b serves the last 5 s: at least one tick).
+	mu.Lock()
+	defer mu.Unlock()
+	if results[schedule.TickStarted] != len(ticks) || results[schedule.TickTaken] < 1 || results[schedule.TickMissed] != 0 {
+		t.Errorf("tick results %v for %d ticks: want each started once, at least one taken, none missed", results, len(ticks))
+	}
+}
+
+// A tick whose run cannot be started (here the flow is not in the database, a refusal as
+// real as an outage's) is retried until the tick's grace runs out, then reported missed.
+func TestATickNotStartedWithinItsGraceIsMissed(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	spec, err := flowfile.ParseSchedule("@every 1s", "", nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	results := map[schedule.TickResult]int{}
+	s := schedule.New(schedule.Config{Pool: db.Pool, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Grace: 300 * time.Millisecond,
+		Flows: []schedule.Flow{{Slug: "not_compiled", Spec: spec, WorkerID: "00000000-0000-4000-8000-00000000000c"}},
+		StartRun: func(ctx context.Context, tx pgx.Tx, flow string, input json.RawMessage) (string, error) {
+			return store.Start(ctx, tx, flow, input)
+		},
+		OnTick: func(flow string, r schedule.TickResult) {
+			mu.Lock()
+			results[r]++
+			mu.Unlock()
+		}})
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3500 * time.Millisecond)
+	s.Stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if results[schedule.TickMissed] < 1 || results[schedule.TickStarted] != 0 {
+		t.Errorf("tick results %v: want ticks missed and none started", results)
 	}
 }

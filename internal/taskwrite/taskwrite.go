@@ -29,6 +29,7 @@ package taskwrite
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -74,6 +75,10 @@ const (
 const lockRunsSQL = `
 select run_id from pgflow.runs where run_id = any($1::text[]::uuid[]) order by run_id for update`
 
+// lockRunsStatusSQL is lockRunsSQL that also says which runs were still started.
+const lockRunsStatusSQL = `
+select run_id::text, status = 'started' from pgflow.runs where run_id = any($1::text[]::uuid[]) order by run_id for update`
+
 const guardedSQL = `
 with todo as materialized (
   select t.ord, t.run_id, t.step_slug, t.task_index, t.arg
@@ -106,7 +111,23 @@ type Options struct {
 	// AttemptHistory: a failure is also kept in pgflow_wasm.task_attempts (the table must
 	// exist: schema.EnsureAttemptHistory).
 	AttemptHistory bool
+	// RunEnds, when set, receives the runs this write ended (completed or failed), read in
+	// its transaction: the runs are locked from before the calls, so a run is reported by
+	// the one write that ended it.
+	RunEnds *[]RunEnd
 }
+
+// RunEnd is a run a write ended.
+type RunEnd struct {
+	RunID, Flow      string
+	Status           string    // completed or failed
+	StartedAt, Ended time.Time // pgflow's started_at, and completed_at or failed_at
+}
+
+// runsEndedSQL reads, after the calls, the runs of the batch that are no longer started.
+const runsEndedSQL = `
+select run_id::text, flow_slug, status, started_at, coalesce(completed_at, failed_at, now())
+from pgflow.runs where run_id = any($1::text[]::uuid[]) and status <> 'started'`
 
 var (
 	completeSQL = fmt.Sprintf(guardedSQL, `pgflow.complete_task(todo.run_id, todo.step_slug, todo.task_index, todo.arg::jsonb)`)
@@ -134,7 +155,23 @@ func Queue(b *pgx.Batch, kind Kind, calls []Call, results []Result, opts Options
 	// Not while pgflow is being migrated: the calls are pgflow's as it is before or after.
 	b.Queue(schema.UpgradeLockShared).Exec(func(pgconn.CommandTag) error { return nil })
 	plans.QueueGeneric(b)
-	b.Queue(lockRunsSQL, runs).Exec(func(pgconn.CommandTag) error { return nil })
+	var ended map[string]bool // runs no longer started before the calls
+	if opts.RunEnds == nil {
+		b.Queue(lockRunsSQL, runs).Exec(func(pgconn.CommandTag) error { return nil })
+	} else {
+		ended = map[string]bool{}
+		b.Queue(lockRunsStatusSQL, runs).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var id string
+				var started bool
+				if err := rows.Scan(&id, &started); err != nil {
+					return err
+				}
+				ended[id] = !started
+			}
+			return rows.Err()
+		})
+	}
 	if kind == Fail && opts.AttemptHistory {
 		b.Queue(historySQL, runs, steps, idx, attempts, args).Exec(func(pgconn.CommandTag) error { return nil })
 	}
@@ -160,6 +197,20 @@ func Queue(b *pgx.Batch, kind Kind, calls []Call, results []Result, opts Options
 		}
 		return rows.Err()
 	})
+	if opts.RunEnds != nil {
+		b.Queue(runsEndedSQL, runs).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var e RunEnd
+				if err := rows.Scan(&e.RunID, &e.Flow, &e.Status, &e.StartedAt, &e.Ended); err != nil {
+					return err
+				}
+				if !ended[e.RunID] {
+					*opts.RunEnds = append(*opts.RunEnds, e)
+				}
+			}
+			return rows.Err()
+		})
+	}
 }
 
 // Sender runs a batch: a pool, a connection or a transaction.

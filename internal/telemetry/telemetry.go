@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,23 @@ type Metrics struct {
 	Unwritten      prometheus.Gauge         // outcomes finished and not yet written
 	Abandoned      prometheus.GaugeFunc
 
+	// What an SRE alerts on (docs/operations.md, "Metrics and alerts"). Every label is a
+	// flow, step or queue of the flows file, or one of a few fixed words.
+	QueueWait      *prometheus.HistogramVec // flow: enqueue to start of first attempts
+	RunsStarted    *prometheus.CounterVec   // flow: runs whose first task this worker started
+	RunsCompleted  *prometheus.CounterVec   // flow: runs this worker's write completed
+	RunsFailed     *prometheus.CounterVec   // flow: runs this worker's write failed
+	RunDuration    *prometheus.HistogramVec // flow, status: run start to end, for the runs above
+	TasksRetried   *prometheus.CounterVec   // flow, step: failures pgflow queued again
+	TasksRequeued  *prometheus.CounterVec   // flow, reason: tasks put back without a failure (stalled, hand_back)
+	ScheduleTicks  *prometheus.CounterVec   // flow, result: started | taken
+	ScheduleMissed *prometheus.CounterVec   // flow: ticks whose run this worker could not start within the grace
+	Reloads        *prometheus.CounterVec   // result: applied | refused
+	ReloadOK       prometheus.Gauge         // 1 when the last reload was applied (or none was tried), 0 when refused
+
+	queues *queueCollector
+	names  []string
+
 	// Outbound HTTP of handlers (capabilities). host is the http.allow entry a request
 	// matched, so the series are bounded by flows.yaml whatever URLs handlers make up.
 	HTTPRequests *prometheus.CounterVec   // flow, step, host, result: 2xx..5xx, network, timeout
@@ -61,11 +79,32 @@ func NewMetrics(reg prometheus.Registerer, abandoned func() int) *Metrics {
 		own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		reg = own
 	}
-	f := promauto{reg}
+	f := &promauto{r: reg}
 	registerBuildInfo(reg)
+	queues := newQueueCollector()
+	reg.MustRegister(queues)
 	flowStep := []string{"flow", "step"}
-	return &Metrics{
-		Registry:       own,
+	flow := []string{"flow"}
+	m := &Metrics{
+		Registry: own,
+		queues:   queues,
+		QueueWait: f.histogram("pgflow_wasm_task_queue_wait_seconds", "Time a task's message waited in its queue before this worker started the task "+
+			"(enqueue to start_tasks; first attempts only: a retry keeps its first enqueue time).", flow, prometheus.ExponentialBuckets(0.005, 4, 10)),
+		RunsStarted: f.counter("pgflow_wasm_runs_started_total", "Runs whose first task this worker started "+
+			"(the first root step's task 0, first attempt).", flow),
+		RunsCompleted: f.counter("pgflow_wasm_runs_completed_total", "Runs that completed with an outcome this worker wrote (each run counted once, by one worker).", flow),
+		RunsFailed:    f.counter("pgflow_wasm_runs_failed_total", "Runs that failed with an outcome this worker wrote (each run counted once, by one worker).", flow),
+		RunDuration: f.histogram("pgflow_wasm_run_duration_seconds", "Run time from pgflow's start of the run to its end, for the runs counted "+
+			"completed or failed here.", []string{"flow", "status"}, prometheus.ExponentialBuckets(0.01, 4, 12)),
+		TasksRetried: f.counter("pgflow_wasm_tasks_retried_total", "Task failures pgflow queued again for another attempt.", flowStep),
+		TasksRequeued: f.counter("pgflow_wasm_tasks_requeued_total", "Tasks put back in their queue without a failure: stalled (the sweep found "+
+			"their worker dead) or hand_back (this worker's own start whose reply was lost).", []string{"flow", "reason"}),
+		ScheduleTicks: f.counter("pgflow_wasm_schedule_ticks_total", "Schedule ticks, by result: started (this worker started the run) or "+
+			"taken (another worker did).", []string{"flow", "result"}),
+		ScheduleMissed: f.counter("pgflow_wasm_schedule_missed_ticks_total", "Schedule ticks this worker could not start a run for within the "+
+			"grace (the database did not answer).", flow),
+		Reloads:        f.counter("pgflow_wasm_reloads_total", "Reloads of the flows file and its modules, by result: applied or refused.", []string{"result"}),
+		ReloadOK:       f.gauge("pgflow_wasm_reload_last_successful", "1 when the last reload was applied or none was tried; 0 while the last one was refused.", nil).WithLabelValues(),
 		TasksStarted:   f.counter("pgflow_wasm_tasks_started_total", "Tasks started by this worker.", flowStep),
 		TasksCompleted: f.counter("pgflow_wasm_tasks_completed_total", "Tasks whose output pgflow recorded.", flowStep),
 		TasksFailed:    f.counter("pgflow_wasm_tasks_failed_total", "Tasks that failed (pgflow retries them while attempts remain), by error kind.", []string{"flow", "step", "kind"}),
@@ -102,7 +141,15 @@ func NewMetrics(reg prometheus.Registerer, abandoned func() int) *Metrics {
 		SQLTransactions: f.counter("pgflow_wasm_sql_transactions_total", "Transactions of transactional steps, by how they ended: "+
 			"committed with the task's completion, rolled_back, or unknown (the COMMIT's answer was lost).", []string{"flow", "step", "result"}),
 	}
+	m.ReloadOK.Set(1)
+	m.names = append(f.names, "pgflow_wasm_build_info", "pgflow_wasm_queue_visible_messages",
+		"pgflow_wasm_queue_oldest_message_age_seconds", "pgflow_wasm_queue_stats_errors_total")
+	return m
 }
+
+// Names are the names of the metrics this package exports (histograms without their
+// _bucket, _sum and _count suffixes).
+func (m *Metrics) Names() []string { return slices.Clone(m.names) }
 
 // SQLObserver records one step's SQL; it is the worker's sqlsession.Observer. Nil metrics
 // give nil, which records nothing.
@@ -185,29 +232,36 @@ func registerBuildInfo(reg prometheus.Registerer) {
 	reg.MustRegister(g)
 }
 
-type promauto struct{ r prometheus.Registerer }
+type promauto struct {
+	r     prometheus.Registerer
+	names []string
+}
 
-func (p promauto) counter(name, help string, labels []string) *prometheus.CounterVec {
+func (p *promauto) counter(name, help string, labels []string) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	p.r.MustRegister(c)
+	p.names = append(p.names, name)
 	return c
 }
 
-func (p promauto) gauge(name, help string, labels []string) *prometheus.GaugeVec {
+func (p *promauto) gauge(name, help string, labels []string) *prometheus.GaugeVec {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 	p.r.MustRegister(g)
+	p.names = append(p.names, name)
 	return g
 }
 
-func (p promauto) histogram(name, help string, labels []string, buckets []float64) *prometheus.HistogramVec {
+func (p *promauto) histogram(name, help string, labels []string, buckets []float64) *prometheus.HistogramVec {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 	p.r.MustRegister(h)
+	p.names = append(p.names, name)
 	return h
 }
 
-func (p promauto) gaugeFunc(name, help string, fn func() float64) prometheus.GaugeFunc {
+func (p *promauto) gaugeFunc(name, help string, fn func() float64) prometheus.GaugeFunc {
 	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn)
 	p.r.MustRegister(g)
+	p.names = append(p.names, name)
 	return g
 }
 

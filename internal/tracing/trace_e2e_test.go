@@ -75,7 +75,8 @@ func attrs(kvs []*commonpb.KeyValue) map[string]any {
 
 // TestOneRunIsOneTrace serves a flow with a map step and an HTTP-calling step, traced
 // through OTLP/HTTP (configured by OTEL_* variables only) to a receiver in the test: one
-// run gives one trace, a span per task with its attributes, a child span per HTTP request,
+// run gives one trace, a root span for the run spanning pgflow's start and end, a child span
+// per task with its attributes, a child span per HTTP request,
 // traceparent on those requests, and trace_id on the task log lines.
 func TestOneRunIsOneTrace(t *testing.T) {
 	receiver := &otlpReceiver{}
@@ -151,8 +152,9 @@ flows:
 		t.Errorf("service.name %v, want OTEL_SERVICE_NAME's", resource["service.name"])
 	}
 	wantTrace := tracing.TraceID(runID)
+	runSpan := tracing.RunSpanID(runID)
 	tasks := map[string][]*tracepb.Span{}
-	var httpSpans []*tracepb.Span
+	var httpSpans, roots []*tracepb.Span
 	for _, s := range spans {
 		if got := hex.EncodeToString(s.TraceId); got != wantTrace.String() {
 			t.Errorf("span %q in trace %s, want the run's %s", s.Name, got, wantTrace)
@@ -163,6 +165,8 @@ flows:
 			tasks[a[tracing.AttrStep].(string)] = append(tasks[a[tracing.AttrStep].(string)], s)
 		case tracepb.Span_SPAN_KIND_CLIENT:
 			httpSpans = append(httpSpans, s)
+		case tracepb.Span_SPAN_KIND_INTERNAL:
+			roots = append(roots, s)
 		default:
 			t.Errorf("unexpected span %q of kind %v", s.Name, s.Kind)
 		}
@@ -171,12 +175,29 @@ flows:
 		t.Fatalf("task spans by step: items %d, each %d, fetch %d (%d steps), want 1, 3, 1",
 			len(tasks["items"]), len(tasks["each"]), len(tasks["fetch"]), len(tasks))
 	}
+	// One root span for the run, with its ids from the run id and pgflow's start and end:
+	// every task span is its child and falls within it.
+	if len(roots) != 1 {
+		t.Fatalf("%d run spans, want 1", len(roots))
+	}
+	root := roots[0]
+	if ra := attrs(root.Attributes); root.Name != "run traced" || len(root.ParentSpanId) != 0 || !bytes.Equal(root.SpanId, runSpan[:]) ||
+		ra[tracing.AttrRunID] != runID || ra[tracing.AttrRunStatus] != "completed" || root.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("run span %q: parent %x, id %x (want %s), attributes %v, status %v", root.Name, root.ParentSpanId, root.SpanId, runSpan, ra, root.Status)
+	}
+	if run.StartedAt.UnixNano() != int64(root.StartTimeUnixNano) || run.CompletedAt == nil || run.CompletedAt.UnixNano() != int64(root.EndTimeUnixNano) {
+		t.Errorf("run span from %d to %d, want pgflow's %v to %v", root.StartTimeUnixNano, root.EndTimeUnixNano, run.StartedAt, run.CompletedAt)
+	}
 	indexes := map[int64]bool{}
 	for step, list := range tasks {
 		for _, s := range list {
 			a := attrs(s.Attributes)
-			if len(s.ParentSpanId) != 0 {
-				t.Errorf("task span %s has a parent", s.Name)
+			if !bytes.Equal(s.ParentSpanId, runSpan[:]) {
+				t.Errorf("task span %s: parent %x, want the run's span %s", s.Name, s.ParentSpanId, runSpan)
+			}
+			if s.StartTimeUnixNano < root.StartTimeUnixNano || s.EndTimeUnixNano > root.EndTimeUnixNano {
+				t.Errorf("task span %s (%d to %d) outside its run's (%d to %d)", s.Name, s.StartTimeUnixNano, s.EndTimeUnixNano,
+					root.StartTimeUnixNano, root.EndTimeUnixNano)
 			}
 			want := map[string]any{tracing.AttrRunID: runID, tracing.AttrFlow: "traced", tracing.AttrStep: step,
 				tracing.AttrAttempt: int64(1), tracing.AttrEngine: "wazero", tracing.AttrOutcome: "succeeded"}

@@ -1,7 +1,14 @@
-// Package tracing exports OpenTelemetry traces of the worker's tasks: a span per task, a
-// child span per HTTP request its handler sends (with traceparent on the request), all
-// spans of one run in one trace. It is built on the Client's Hooks and on the sandbox's
-// httpcap.RequestTracer; off unless OTEL_TRACES_EXPORTER asks for it (FromEnv).
+// Package tracing exports OpenTelemetry traces of the worker's runs: a root span per run,
+// a child span per task, a child span per HTTP request its handler sends (with traceparent
+// on the request), all spans of one run in one trace. It is built on the Client's Hooks and
+// on the sandbox's httpcap.RequestTracer; off unless OTEL_TRACES_EXPORTER asks for it
+// (FromEnv).
+//
+// The run's root span has an id derived from the run id too (RunSpanID), so every task span
+// names it as its parent from the start, on any worker. The span itself is sent when the
+// run ends, by the worker whose write ended it, with pgflow's start and end times: until
+// then (and for a run that ends without a worker's write, failed by hand say) a trace
+// viewer shows the tasks under a parent not received yet.
 //
 // A run's trace id is derived from its run id (TraceID), not stored: every worker that
 // runs one of its tasks, on any machine, at any time, computes the same id without a
@@ -19,6 +26,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -48,6 +56,7 @@ const (
 	AttrEngine    = "pgflow_wasm.engine"
 	AttrFuel      = "pgflow_wasm.fuel_used"
 	AttrOutcome   = "pgflow_wasm.outcome" // succeeded, failed, timed_out, cancelled
+	AttrRunStatus = "pgflow.run_status"   // the run's root span: completed or failed
 	AttrErrorKind = "pgflow_wasm.error_kind"
 	AttrAllow     = "pgflow_wasm.http.allow" // the http.allow entry a request matched
 )
@@ -57,6 +66,7 @@ type Tracer struct {
 	provider *sdktrace.TracerProvider
 	tracer   trace.Tracer
 	prop     propagation.TextMapPropagator
+	root     sdktrace.Sampler // decides for a run's trace (samplersFromEnv)
 }
 
 // New traces into exp. batch sends spans in batches (OTEL_BSP_* tune them), as a
@@ -73,10 +83,41 @@ func New(ctx context.Context, exp sdktrace.SpanExporter, batch bool) (*Tracer, e
 	if batch {
 		opt = sdktrace.WithBatcher(exp)
 	}
-	// The sampler comes from OTEL_TRACES_SAMPLER (default: parent-based, always on).
-	tp := sdktrace.NewTracerProvider(opt, sdktrace.WithResource(res), sdktrace.WithIDGenerator(runIDs{}))
+	sampler, root, err := samplersFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	tp := sdktrace.NewTracerProvider(opt, sdktrace.WithResource(res), sdktrace.WithIDGenerator(runIDs{}), sdktrace.WithSampler(sampler))
 	return &Tracer{provider: tp, tracer: tp.Tracer(scope, trace.WithInstrumentationVersion(buildinfo.Get().Version)),
-		prop: propagation.TraceContext{}}, nil
+		prop: propagation.TraceContext{}, root: root}, nil
+}
+
+// samplersFromEnv reads OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG as the SDK does
+// (default parentbased_always_on) and also returns the sampler that decides for a span
+// without a parent: the run's root span, and so the sampled flag its task spans inherit.
+func samplersFromEnv() (sampler, root sdktrace.Sampler, err error) {
+	name := strings.ToLower(strings.TrimSpace(os.Getenv("OTEL_TRACES_SAMPLER")))
+	ratio := 1.0
+	if arg := strings.TrimSpace(os.Getenv("OTEL_TRACES_SAMPLER_ARG")); arg != "" && strings.HasSuffix(name, "traceidratio") {
+		if ratio, err = strconv.ParseFloat(arg, 64); err != nil || ratio < 0 || ratio > 1 {
+			return nil, nil, fmt.Errorf("OTEL_TRACES_SAMPLER_ARG=%s: want a ratio between 0 and 1", arg)
+		}
+	}
+	switch strings.TrimPrefix(name, "parentbased_") {
+	case "", "always_on":
+		root = sdktrace.AlwaysSample()
+	case "always_off":
+		root = sdktrace.NeverSample()
+	case "traceidratio":
+		root = sdktrace.TraceIDRatioBased(ratio)
+	default:
+		return nil, nil, fmt.Errorf("OTEL_TRACES_SAMPLER=%s: pgflow-wasm samples with always_on, always_off, traceidratio "+
+			"or their parentbased_ forms", name)
+	}
+	if name == "" || strings.HasPrefix(name, "parentbased_") {
+		return sdktrace.ParentBased(root), root, nil
+	}
+	return root, root, nil
 }
 
 // FromEnv configures tracing from the standard OpenTelemetry variables. It is off (nil,
@@ -126,15 +167,24 @@ func TraceID(runID string) trace.TraceID {
 	return id
 }
 
-type runKey struct{}
+// RunSpanID is the span id of a run's root span: the next 8 bytes of the same hash.
+func RunSpanID(runID string) trace.SpanID {
+	sum := sha256.Sum256([]byte("pgflow-run:" + runID))
+	var id trace.SpanID
+	copy(id[:], sum[16:24])
+	return id
+}
 
-// runIDs gives a span started under a run (runKey) the run's trace id; every span its
-// own random span id.
+// runRootKey marks the context a run's root span starts in; its value is the run id.
+type runRootKey struct{}
+
+// runIDs gives a run's root span (runRootKey) the run's trace and span ids; every other
+// span a random span id.
 type runIDs struct{}
 
 func (g runIDs) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
-	if runID, ok := ctx.Value(runKey{}).(string); ok {
-		return TraceID(runID), g.NewSpanID(ctx, trace.TraceID{})
+	if runID, ok := ctx.Value(runRootKey{}).(string); ok {
+		return TraceID(runID), RunSpanID(runID)
 	}
 	var id trace.TraceID
 	for !id.IsValid() {
@@ -163,14 +213,40 @@ func (t *Tracer) Hooks() pgflowtype.Hooks {
 	if t == nil {
 		return pgflowtype.Hooks{}
 	}
-	return pgflowtype.Hooks{TaskStarted: t.taskStarted, TaskFinished: t.taskFinished}
+	return pgflowtype.Hooks{TaskStarted: t.taskStarted, TaskFinished: t.taskFinished, RunEnded: t.runEnded}
+}
+
+// runParent is the span context of a run's root span, as every task of the run names its
+// parent: the sampled flag is the decision the root span gets when it is sent.
+func (t *Tracer) runParent(runID string) trace.SpanContext {
+	id := TraceID(runID)
+	var flags trace.TraceFlags
+	if t.root.ShouldSample(sdktrace.SamplingParameters{ParentContext: context.Background(), TraceID: id, Name: "run"}).Decision == sdktrace.RecordAndSample {
+		flags = trace.FlagsSampled
+	}
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: id, SpanID: RunSpanID(runID), TraceFlags: flags, Remote: true})
+}
+
+// runEnded sends a run's root span, with pgflow's start and end of the run.
+func (t *Tracer) runEnded(ctx context.Context, r pgflowtype.RunEnd) {
+	ctx = context.WithValue(ctx, runRootKey{}, r.RunID)
+	_, span := t.tracer.Start(ctx, "run "+r.FlowSlug, trace.WithNewRoot(), trace.WithTimestamp(r.StartedAt),
+		trace.WithAttributes(
+			attribute.String(AttrRunID, r.RunID),
+			attribute.String(AttrFlow, r.FlowSlug),
+			attribute.String(AttrRunStatus, r.Status),
+		))
+	if r.Status == "failed" {
+		span.SetStatus(codes.Error, "run failed")
+	}
+	span.End(trace.WithTimestamp(r.EndedAt))
 }
 
 func (t *Tracer) taskStarted(ctx context.Context, ti pgflowtype.TaskInfo) context.Context {
-	// The task span is the root of its own part of the run's trace: pgflow keeps no span
-	// for the run, and tasks of one run run on any worker.
-	ctx = context.WithValue(ctx, runKey{}, ti.RunID)
-	ctx, _ = t.tracer.Start(ctx, "task "+ti.FlowSlug+"/"+ti.StepSlug, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindConsumer),
+	// Every task span is a child of its run's root span (runParent), whichever worker runs
+	// it: the parent's ids come from the run id.
+	ctx = trace.ContextWithRemoteSpanContext(ctx, t.runParent(ti.RunID))
+	ctx, _ = t.tracer.Start(ctx, "task "+ti.FlowSlug+"/"+ti.StepSlug, trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(
 			attribute.String(AttrRunID, ti.RunID),
 			attribute.String(AttrFlow, ti.FlowSlug),

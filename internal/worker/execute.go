@@ -23,6 +23,12 @@ func (w *Worker) launch(fs *flowState, t fetched.Task) {
 	ctx := w.known.add(w.runCtx, &t)
 	if st := fs.steps[t.StepSlug]; st != nil && st.metrics != nil {
 		st.metrics.started.Inc()
+		if t.Attempt == 1 {
+			st.metrics.queueWait.Observe(t.QueueWait.Seconds())
+			if t.TaskIndex == 0 && st.metrics.runStarted != nil {
+				st.metrics.runStarted.Inc()
+			}
+		}
 	}
 	if fs.inFlight != nil {
 		fs.inFlight.Inc()
@@ -225,6 +231,8 @@ func (w *Worker) onWritten(written []completer.Written) {
 		if wr.Err == nil && !wr.Stale {
 			w.known.wrote(&t, now)
 		}
+		w.countWritten(&wr)
+		w.runEnded(&wr)
 		fs := w.byFlow[t.FlowSlug]
 		if fs == nil {
 			continue
@@ -276,6 +284,39 @@ func (w *Worker) onWritten(written []completer.Written) {
 			w.cancelRunTasks(t.RunID, fmt.Sprintf("task %s[%d] failed for good", t.StepSlug, t.TaskIndex))
 			fs.ring()
 		}
+	}
+}
+
+// countWritten counts what a written outcome did to its task and run.
+func (w *Worker) countWritten(wr *completer.Written) {
+	m := w.cfg.Metrics
+	if m == nil || wr.Err != nil || wr.Stale {
+		return
+	}
+	t := &wr.Task
+	if wr.Failed && wr.Status == "queued" {
+		m.TasksRetried.WithLabelValues(t.FlowSlug, t.StepSlug).Inc()
+	}
+	e := wr.RunEnded
+	if e == nil {
+		return
+	}
+	switch e.Status {
+	case "completed":
+		m.RunsCompleted.WithLabelValues(t.FlowSlug).Inc()
+	case "failed":
+		m.RunsFailed.WithLabelValues(t.FlowSlug).Inc()
+	default:
+		return
+	}
+	m.RunDuration.WithLabelValues(t.FlowSlug, e.Status).Observe(e.Ended.Sub(e.StartedAt).Seconds())
+}
+
+// runEnded tells the hooks of a run this worker's write ended.
+func (w *Worker) runEnded(wr *completer.Written) {
+	if e := wr.RunEnded; e != nil && wr.Err == nil && !wr.Stale && w.cfg.Hooks.RunEnded != nil {
+		w.cfg.Hooks.RunEnded(w.runCtx, pgflowtype.RunEnd{RunID: e.RunID, FlowSlug: e.Flow, Status: e.Status,
+			StartedAt: e.StartedAt, EndedAt: e.Ended})
 	}
 }
 

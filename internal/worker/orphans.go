@@ -91,6 +91,8 @@ func (w *Worker) handBackOrphans(ctx context.Context, own []recovery.Started, be
 		}
 		if !res.Requeued {
 			what += ", failed instead: past the requeue bound"
+		} else if m := w.cfg.Metrics; m != nil {
+			m.TasksRequeued.WithLabelValues(fs.def.Slug, "hand_back").Inc()
 		}
 		reason := why
 		if !res.Requeued && res.ErrorMessage != "" {

@@ -63,6 +63,9 @@ func (w *Worker) recoveryLoop(ctx context.Context) {
 				"task_index", r.TaskIndex, "status", r.Status, "requeued", r.Requeued, "attempts", r.Attempts, "reason", r.Reason)
 			if m := w.cfg.Metrics; m != nil {
 				m.Recovered.WithLabelValues(r.FlowSlug).Inc()
+				if r.Requeued {
+					m.TasksRequeued.WithLabelValues(r.FlowSlug, "stalled").Inc()
+				}
 			}
 			switch {
 			case fs == nil || r.Status != "queued":

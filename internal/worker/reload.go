@@ -215,6 +215,7 @@ func (s *Supervisor) supervise(cur *generation) error {
 			why = fmt.Sprintf("changed: %v", changed)
 		}
 		next, err := startGeneration(ctx, cfg, cur)
+		countReload(cfg.Worker.Metrics, err == nil)
 		if err != nil {
 			s.log.Error("reload refused: still serving the flows loaded before", "why", why, "error", err)
 			// Look again only when a file changes anew: the same broken file is not retried.
@@ -231,6 +232,20 @@ func (s *Supervisor) supervise(cur *generation) error {
 			old.w.Stop() // drains: running tasks finish on the old modules
 		}()
 	}
+}
+
+// countReload counts a reload and keeps whether the last one was applied.
+func countReload(m *telemetry.Metrics, applied bool) {
+	if m == nil {
+		return
+	}
+	if applied {
+		m.Reloads.WithLabelValues("applied").Inc()
+		m.ReloadOK.Set(1)
+		return
+	}
+	m.Reloads.WithLabelValues("refused").Inc()
+	m.ReloadOK.Set(0)
 }
 
 // startGeneration loads the file and its modules, compiles the flows and starts a worker;

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/telemetry"
@@ -57,10 +59,11 @@ func TestServeReloadsChangedModulesAndFlows(t *testing.T) {
 	reload := make(chan os.Signal, 1)
 	serveCtx, stop := context.WithCancel(ctx)
 	served := make(chan error, 1)
+	metrics := telemetry.NewMetrics(nil, func() int { return 0 })
 	go func() {
 		served <- worker.Serve(serveCtx, worker.ServeConfig{
 			FlowsPath: flowsPath,
-			Worker: workertest.Fast(worker.Config{Pool: db.Pool, Engine: engine(t, "wazero"),
+			Worker: workertest.Fast(worker.Config{Pool: db.Pool, Engine: engine(t, "wazero"), Metrics: metrics,
 				Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}),
 			Compile: func(ctx context.Context, file *flowfile.File) error {
 				_, err := compile.Compile(ctx, db.Pool, file, compile.Options{})
@@ -163,6 +166,9 @@ func TestServeReloadsChangedModulesAndFlows(t *testing.T) {
 	if r := waitRun(t, db.Pool, startRun(t, db.Pool, "stream", `{"value": "still served"}`), 30*time.Second); r.Status != "completed" {
 		t.Fatalf("after a refused reload: %s (%s)", r.Status, r.Error)
 	}
+	if ok, refused := testutil.ToFloat64(metrics.ReloadOK), testutil.ToFloat64(metrics.Reloads.WithLabelValues("refused")); ok != 0 || refused < 1 {
+		t.Errorf("after a refused reload: reload_last_successful %v, refused %v; want 0 and at least 1", ok, refused)
+	}
 
 	// SIGHUP with a flow added (and the module fixed).
 	copyFile(t, workertest.Module(t, "modules/testdata/echo.wasm"), handler)
@@ -178,6 +184,9 @@ func TestServeReloadsChangedModulesAndFlows(t *testing.T) {
 	r := waitRun(t, db.Pool, startRun(t, db.Pool, "added", `{"value": 42}`), 30*time.Second)
 	if r.Status != "completed" || string(r.Output) != `{"s": 42}` {
 		t.Fatalf("the added flow: %s %s (%s)", r.Status, r.Output, r.Error)
+	}
+	if ok, applied := testutil.ToFloat64(metrics.ReloadOK), testutil.ToFloat64(metrics.Reloads.WithLabelValues("applied")); ok != 1 || applied < 2 {
+		t.Errorf("after the module swap and SIGHUP: reload_last_successful %v, applied %v; want 1 and at least 2", ok, applied)
 	}
 }
 

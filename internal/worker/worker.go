@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -344,7 +345,7 @@ func New(ctx context.Context, cfg Config) (*Worker, error) {
 				w.closeModules(ctx)
 				return nil, fmt.Errorf("%s:%d: flow %q step %q: %w", cfg.Flows.Path, s.ModuleLine, fl.Slug, s.Slug, err)
 			}
-			st := &stepState{def: s, module: mod, metrics: newStepMetrics(cfg.Metrics, fl.Slug, s.Slug),
+			st := &stepState{def: s, module: mod, metrics: newStepMetrics(cfg.Metrics, fl.Slug, s.Slug, s.Slug == runMarkStep(fl)),
 				sql: w.sqlGrant(cfg.Flows, fl, s), ctxShape: step.Shape(s)}
 			for _, dep := range fl.Dependents(s.Slug) {
 				st.hasDependents = true
@@ -490,6 +491,8 @@ func (w *Worker) run(ctx context.Context) error {
 		return err
 	}
 	w.cfg.Health.SetDatabase(true)
+	w.cfg.Metrics.SetQueueSource(w, w.queueBacklogs)
+	defer w.cfg.Metrics.ClearQueueSource(w)
 
 	var fetching service.Group
 	if err := fetching.Start(ctx, w.fetchServices(listen)...); err != nil {
@@ -570,6 +573,28 @@ func (w *Worker) dbError(op string, err error) {
 	m.Unwritten.Set(float64(w.done.Pending()))
 }
 
+// queueBacklogs reads the backlog of the queues this worker serves, for the metrics.
+func (w *Worker) queueBacklogs(ctx context.Context) ([]telemetry.QueueStat, error) {
+	var names []string
+	for _, fs := range w.flows {
+		for _, q := range fs.queues {
+			if !slices.Contains(names, q.name) {
+				names = append(names, q.name)
+			}
+		}
+	}
+	got, err := store.QueueBacklogs(ctx, w.cfg.Pool, names)
+	if err != nil {
+		w.dbError("queue backlog", err)
+		return nil, err
+	}
+	out := make([]telemetry.QueueStat, len(got))
+	for i, b := range got {
+		out[i] = telemetry.QueueStat{Queue: b.Queue, Visible: b.Visible, OldestAge: b.OldestAge}
+	}
+	return out, nil
+}
+
 // scheduler starts the runs of the flows with a schedule; nil when none has one.
 func (w *Worker) scheduler() *schedule.Scheduler {
 	var flows []schedule.Flow
@@ -584,6 +609,15 @@ func (w *Worker) scheduler() *schedule.Scheduler {
 	return schedule.New(schedule.Config{Pool: w.cfg.Pool, Flows: flows, Log: w.log,
 		StartRun: func(ctx context.Context, tx pgx.Tx, flow string, input json.RawMessage) (string, error) {
 			return store.Start(ctx, tx, flow, input)
+		},
+		OnTick: func(flow string, r schedule.TickResult) {
+			if m := w.cfg.Metrics; m != nil {
+				if r == schedule.TickMissed {
+					m.ScheduleMissed.WithLabelValues(flow).Inc()
+				} else {
+					m.ScheduleTicks.WithLabelValues(flow, string(r)).Inc()
+				}
+			}
 		}})
 }
 
@@ -661,17 +695,45 @@ func (w *Worker) wakeStarved() {
 // stepMetrics are one step's metric series, looked up once: label lookups per task cost.
 type stepMetrics struct {
 	started, completed, fuel prometheus.Counter
-	duration                 prometheus.Observer
+	duration, queueWait      prometheus.Observer
+	// runStarted counts a run when the step's task 0 starts its first attempt: the step is
+	// its flow's runMarkStep. nil for the other steps.
+	runStarted prometheus.Counter
 }
 
-func newStepMetrics(m *telemetry.Metrics, flow, step string) *stepMetrics {
+func newStepMetrics(m *telemetry.Metrics, flow, step string, marksRun bool) *stepMetrics {
 	if m == nil {
 		return nil
 	}
-	return &stepMetrics{
+	sm := &stepMetrics{
 		started:   m.TasksStarted.WithLabelValues(flow, step),
 		completed: m.TasksCompleted.WithLabelValues(flow, step),
 		duration:  m.TaskDuration.WithLabelValues(flow, step),
 		fuel:      m.FuelUsed.WithLabelValues(flow, step),
+		queueWait: m.QueueWait.WithLabelValues(flow),
 	}
+	if marksRun {
+		sm.runStarted = m.RunsStarted.WithLabelValues(flow)
+	}
+	return sm
+}
+
+// runMarkStep is the step whose first task marks a run as started for the metrics: the
+// first root single step in the flows file (it has exactly one task in every run), else the
+// first root map step (a run that maps an empty array is then not counted). Every worker
+// picks the same one, so each run is counted once, by the worker that starts that task.
+func runMarkStep(fl *flowfile.Flow) string {
+	mark := ""
+	for _, s := range fl.Steps {
+		if len(s.DependsOn) > 0 {
+			continue
+		}
+		if s.Type != flowfile.StepMap {
+			return s.Slug
+		}
+		if mark == "" {
+			mark = s.Slug
+		}
+	}
+	return mark
 }

@@ -112,6 +112,7 @@ type rendered struct {
 	services        []*corev1.Service
 	pdb             *policyv1.PodDisruptionBudget
 	serviceMonitor  *monitoringv1.ServiceMonitor
+	prometheusRule  *monitoringv1.PrometheusRule
 	scaledObject    *kedav1alpha1.ScaledObject
 	triggerAuth     *kedav1alpha1.TriggerAuthentication
 	serviceAccount  *corev1.ServiceAccount
@@ -207,6 +208,9 @@ func decodeAll(t *testing.T, manifest string) rendered {
 		case "monitoring.coreos.com/v1 ServiceMonitor":
 			r.serviceMonitor = &monitoringv1.ServiceMonitor{}
 			decodeStrict(t, doc, r.serviceMonitor)
+		case "monitoring.coreos.com/v1 PrometheusRule":
+			r.prometheusRule = &monitoringv1.PrometheusRule{}
+			decodeStrict(t, doc, r.prometheusRule)
 		case "keda.sh/v1alpha1 ScaledObject":
 			r.scaledObject = &kedav1alpha1.ScaledObject{}
 			decodeStrict(t, doc, r.scaledObject)
