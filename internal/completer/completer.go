@@ -528,7 +528,8 @@ func (c *Completer) writeBatch(ctx context.Context, batch []Outcome) ([]Written,
 	calls := make([]taskwrite.Call, len(batch))
 	for i, o := range batch {
 		t := o.Task
-		calls[i] = taskwrite.Call{RunID: t.RunID, StepSlug: t.StepSlug, TaskIndex: t.TaskIndex, Attempt: t.Attempt, Arg: string(o.Output)}
+		calls[i] = taskwrite.Call{RunID: t.RunID, StepSlug: t.StepSlug, TaskIndex: t.TaskIndex, Attempt: t.Attempt, Arg: string(o.Output),
+			WorkerID: t.WorkerID}
 		if o.Failed {
 			calls[i].Arg = o.Error
 		}

@@ -18,9 +18,10 @@
 //     too, so every writer takes run locks in the same order; and while a run is locked no
 //     one can fail, requeue or restart its tasks, so the guard read next stays true until
 //     the call.
-//  2. pick the guarded rows in a MATERIALIZED CTE (the task is still `started` and its
-//     attempts_count is the outcome's attempt), then call the function laterally once per
-//     picked row and return exactly those calls' results.
+//  2. pick the guarded rows in a MATERIALIZED CTE (the task is still `started`, its
+//     attempts_count is the outcome's attempt and its last_worker_id the worker that started
+//     it), then call the function laterally once per picked row and return exactly those
+//     calls' results.
 //
 // A write retried after its commit did land, or a late write after recovery requeued the
 // task, picks no row and changes nothing: the call is reported stale.
@@ -46,6 +47,11 @@ type Call struct {
 	TaskIndex int
 	Attempt   int
 	Arg       string
+	// WorkerID, when set, is the pgflow.workers row that started the attempt: the call
+	// applies only while the task is still started by it. An attempt's number alone can come
+	// round again (a start whose count was given back is started anew), its worker with it
+	// only on the worker that gave it back.
+	WorkerID string
 }
 
 // Result is what pgflow's function returned for one call.
@@ -82,12 +88,13 @@ select run_id::text, status = 'started' from pgflow.runs where run_id = any($1::
 const guardedSQL = `
 with todo as materialized (
   select t.ord, t.run_id, t.step_slug, t.task_index, t.arg
-  from unnest($1::text[]::uuid[], $2::text[], $3::int[], $4::int[], $5::text[])
-         with ordinality as t(run_id, step_slug, task_index, attempt, arg, ord)
+  from unnest($1::text[]::uuid[], $2::text[], $3::int[], $4::int[], $5::text[], $6::text[])
+         with ordinality as t(run_id, step_slug, task_index, attempt, arg, worker_id, ord)
   -- The test is outside the subquery's WHERE so that only the primary key can serve it:
   -- with the status there, a planner whose statistics predate the backlog chose the partial
   -- index of started tasks and read all of them for every batch (134 ms under load).
   where (select st.status = 'started' and st.attempts_count = t.attempt
+                and (t.worker_id = '' or st.last_worker_id is not distinct from nullif(t.worker_id, '')::uuid)
          from pgflow.step_tasks st
          where st.run_id = t.run_id and st.step_slug = t.step_slug and st.task_index = t.task_index)
   order by t.ord
@@ -101,9 +108,10 @@ from todo left join lateral %s r on true`
 const historySQL = `
 insert into pgflow_wasm.task_attempts (run_id, step_slug, task_index, attempt, worker_id, started_at, error_message)
 select st.run_id, st.step_slug, st.task_index, st.attempts_count, st.last_worker_id, st.started_at, t.arg
-from unnest($1::text[]::uuid[], $2::text[], $3::int[], $4::int[], $5::text[]) as t(run_id, step_slug, task_index, attempt, arg)
+from unnest($1::text[]::uuid[], $2::text[], $3::int[], $4::int[], $5::text[], $6::text[]) as t(run_id, step_slug, task_index, attempt, arg, worker_id)
 join pgflow.step_tasks st on st.run_id = t.run_id and st.step_slug = t.step_slug and st.task_index = t.task_index
 where st.status = 'started' and st.attempts_count = t.attempt
+  and (t.worker_id = '' or st.last_worker_id is not distinct from nullif(t.worker_id, '')::uuid)
 on conflict do nothing`
 
 // Options changes what a write does besides pgflow's call.
@@ -141,10 +149,11 @@ func Queue(b *pgx.Batch, kind Kind, calls []Call, results []Result, opts Options
 	runs := make([]string, len(calls))
 	steps := make([]string, len(calls))
 	args := make([]string, len(calls))
+	workers := make([]string, len(calls))
 	idx := make([]int32, len(calls))
 	attempts := make([]int32, len(calls))
 	for i, c := range calls {
-		runs[i], steps[i], args[i] = c.RunID, c.StepSlug, c.Arg
+		runs[i], steps[i], args[i], workers[i] = c.RunID, c.StepSlug, c.Arg, c.WorkerID
 		idx[i], attempts[i] = int32(c.TaskIndex), int32(c.Attempt)
 		results[i] = Result{Stale: true} // until the guarded call returns its row
 	}
@@ -173,9 +182,9 @@ func Queue(b *pgx.Batch, kind Kind, calls []Call, results []Result, opts Options
 		})
 	}
 	if kind == Fail && opts.AttemptHistory {
-		b.Queue(historySQL, runs, steps, idx, attempts, args).Exec(func(pgconn.CommandTag) error { return nil })
+		b.Queue(historySQL, runs, steps, idx, attempts, args, workers).Exec(func(pgconn.CommandTag) error { return nil })
 	}
-	b.Queue(sql, runs, steps, idx, attempts, args).Query(func(rows pgx.Rows) error {
+	b.Queue(sql, runs, steps, idx, attempts, args, workers).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var ord int64
 			var status, errMsg *string

@@ -100,3 +100,61 @@ func TestARequeuePutsTheTaskBackAndMayGiveTheStartBack(t *testing.T) {
 		t.Fatalf("the start after a requeue: %s at attempt %d, want started at 2 (pgflow counts starts)", status, attempts)
 	}
 }
+
+// An attempt's number can come round again: a start given back is started anew at the same
+// number, perhaps by another worker. The outcome of the first start is then stale; the new
+// start's applies.
+func TestAGivenBackStartsLateOutcomeIsStale(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	p := db.Protocol(t)
+	const first, second = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002"
+	for _, sql := range []string{`select pgflow.create_flow('gb', 1, 0, 60)`, `select pgflow.add_step('gb', 's')`,
+		`insert into pgflow.workers (worker_id, queue_name, function_name) values ('` + first + `', 'gb', 'test'), ('` + second + `', 'gb', 'test')`} {
+		if _, err := db.Pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var run string
+	if err := db.Pool.QueryRow(ctx, `select run_id::text from pgflow.start_flow('gb', '{}')`).Scan(&run); err != nil {
+		t.Fatal(err)
+	}
+	start := func(worker string) {
+		t.Helper()
+		var n int
+		if err := db.Pool.QueryRow(ctx, `select count(*) from `+db.StartTasks(t, `'gb'`, `(select array_agg(msg_id) from pgmq.read('gb', 3600, 10))`,
+			`'`+worker+`'::uuid`)).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("starting the task: %v (%d started)", err, n)
+		}
+	}
+	write := func(worker, output string) taskwrite.Result {
+		t.Helper()
+		results := make([]taskwrite.Result, 1)
+		b := &pgx.Batch{}
+		taskwrite.Queue(b, taskwrite.Complete, []taskwrite.Call{{RunID: run, StepSlug: "s", Attempt: 1, Arg: output, WorkerID: worker}}, results, taskwrite.Options{})
+		if err := db.Pool.SendBatch(ctx, b).Close(); err != nil {
+			t.Fatal(err)
+		}
+		return results[0]
+	}
+	start(first)
+	if res, err := taskwrite.RequeueOne(ctx, db.Pool, taskwrite.Call{RunID: run, StepSlug: "s", Attempt: 1, Arg: "test: reply lost"},
+		taskwrite.RequeueOptions{Counted: p.Requeue, QueueNames: p.QueueNames, GiveBack: true}); err != nil || !res.Requeued {
+		t.Fatalf("give-back = %+v, %v", res, err)
+	}
+	start(second) // attempt 1 again, by another worker
+	if res := write(first, `{"by": "first"}`); !res.Stale {
+		t.Fatalf("the given-back start's late outcome = %+v, want stale", res)
+	}
+	if res := write(second, `{"by": "second"}`); res.Stale || res.Status != "completed" {
+		t.Fatalf("the new start's outcome = %+v, want completed", res)
+	}
+	var output string
+	if err := db.Pool.QueryRow(ctx, `select output::text from pgflow.step_tasks where run_id = $1::uuid`, run).Scan(&output); err != nil {
+		t.Fatal(err)
+	}
+	if output != `{"by": "second"}` {
+		t.Errorf("the task's output = %s, want the second start's", output)
+	}
+}

@@ -140,7 +140,8 @@ func (w *Worker) checkSQLRoles(ctx context.Context) error {
 func (w *Worker) completeInTx(t fetched.Task, sess *sqlsession.Session, o completer.Outcome) txEnd {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.runCtx), 45*time.Second)
 	defer cancel()
-	call := taskwrite.Call{RunID: t.RunID, StepSlug: t.StepSlug, TaskIndex: t.TaskIndex, Attempt: t.Attempt, Arg: string(o.Output)}
+	call := taskwrite.Call{RunID: t.RunID, StepSlug: t.StepSlug, TaskIndex: t.TaskIndex, Attempt: t.Attempt, Arg: string(o.Output),
+		WorkerID: t.WorkerID}
 	c, err := sess.Complete(ctx, call, schema.StepProof(w.stepProofKey, t.RunID, t.StepSlug, t.TaskIndex, t.Attempt))
 	log := w.taskLog(&t)
 	switch {
