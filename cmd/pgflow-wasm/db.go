@@ -117,6 +117,7 @@ func dbInstall(c *cli.Context) error {
 		fmt.Fprintf(w, "               + %s\n", name)
 	}
 	fmt.Fprintf(w, "runs index:    %s pgflow.%s (the dashboard's runs page, newest first)\n", rep.RunsIndex, schema.RunsIndex)
+	fmt.Fprintf(w, "input index:   %s pgflow.%s (the dashboard's search by input field)\n", rep.InputIndex, schema.InputIndex)
 	return nil
 }
 

@@ -40,6 +40,11 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 		if fs.deprecated.Load() {
 			return
 		}
+		if w.drained.Load() {
+			// The process is drained: an undrain rings the wake; the timer is a safety net.
+			timer.Reset(w.cfg.MaxPollInterval)
+			continue
+		}
 		n := 0
 		backpressure := w.done.Pending() >= w.cfg.MaxUnwritten // finished work waits to be written
 		if !backpressure {

@@ -77,6 +77,8 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 			return err
 		}
 	}
+	// One process id for every worker this Serve starts: a drain outlives reloads.
+	cfg.Worker.Process = cfg.Worker.WithDefaults().Process
 	log := cfg.Worker.WithDefaults().Log
 	cur, err := startGeneration(ctx, cfg, nil)
 	if err != nil {

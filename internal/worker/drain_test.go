@@ -1,0 +1,86 @@
+package worker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/procctl"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
+)
+
+// A drained process takes no task of any of its flows and stays up; undrained, it takes the
+// tasks that waited. The drain is asked by one worker row's id and holds for both flows.
+func TestADrainedProcessTakesNothingUntilUndrained(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	f := flows(t, `
+flows:
+  - slug: first
+    steps:
+      - {slug: e, module: "{{echo}}"}
+  - slug: second
+    steps:
+      - {slug: e, module: "{{echo}}"}
+`)
+	w := startWorker(t, db.Pool, f, worker.Config{HeartbeatInterval: 100 * time.Millisecond})
+	ctx := context.Background()
+	select {
+	case <-w.Started(): // registered
+	case <-time.After(60 * time.Second):
+		t.Fatal("the worker did not start within 60 s")
+	}
+	res, err := procctl.Drain(ctx, db.Pool, w.WorkerIDs()["second"], "test")
+	if err != nil || !res.Changed || res.ProcessID != w.ProcessID() {
+		t.Fatalf("Drain by a worker row: %+v, %v; want process %s changed", res, err, w.ProcessID())
+	}
+	waitFor(t, 30*time.Second, func() (bool, string) { return w.Drained(), "the worker has not seen the drain" })
+	runs := []string{startRun(t, db.Pool, "first", `{"value": 1}`), startRun(t, db.Pool, "second", `{"value": 2}`)}
+	time.Sleep(time.Second)
+	for _, id := range runs {
+		if st := taskOf(t, db.Pool, id).Status; st != "queued" {
+			t.Fatalf("run %s's task is %s while its worker process is drained, want queued", id, st)
+		}
+	}
+	select {
+	case <-w.Stopped():
+		t.Fatalf("a drained worker stopped (%v); it should stay up", w.Err())
+	default:
+	}
+	if res, err := procctl.Undrain(ctx, db.Pool, w.ProcessID(), "test"); err != nil || !res.Changed {
+		t.Fatalf("Undrain: %+v, %v", res, err)
+	}
+	for _, id := range runs {
+		if r := waitRun(t, db.Pool, id, 30*time.Second); r.Status != "completed" {
+			t.Fatalf("run %s after the undrain: %s, want completed", id, r.Status)
+		}
+	}
+	var actions []string
+	rows, err := db.Pool.Query(ctx, `select action || ' ' || actor from pgflow_wasm.operator_actions
+		where process_id = $1::uuid order by id`, w.ProcessID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var a string
+		if err := rows.Scan(&a); err != nil {
+			t.Fatal(err)
+		}
+		actions = append(actions, a)
+	}
+	if len(actions) != 2 || actions[0] != "drain test" || actions[1] != "undrain test" {
+		t.Fatalf("audit: %q, want drain then undrain by test", actions)
+	}
+}
+
+// An id that is no process and no worker row of one is refused, saying so.
+func TestDrainingAnUnknownIDIsRefused(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	for _, id := range []string{"not-a-uuid", "7c9e6679-7425-40de-944b-e07fc1f90ae7"} {
+		if _, err := procctl.Drain(context.Background(), db.Pool, id, "test"); err == nil {
+			t.Errorf("Drain(%q) succeeded", id)
+		}
+	}
+}
