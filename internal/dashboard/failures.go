@@ -27,11 +27,40 @@ type failuresView struct {
 
 type failureGroupView struct {
 	store.FailureGroup
-	Href string // the latest failed task's row on its run page
+	Href  string        // the latest failed task's row on its run page
+	Spark []sparkBar    // the sparkline: failures over the window, oldest left
+	Span  time.Duration // one bar's span
 }
 
-// failuresPage groups recently failed tasks by flow, step and the first line of their error:
-// what breaks, how often, and the latest run it broke.
+// sparkBar is one bar of a sparkline, in its SVG's units.
+type sparkBar struct {
+	X, Y, H, N int
+}
+
+// sparkHeight and sparkStep size the sparkline's SVG: FailureBuckets bars of sparkStep units.
+const sparkHeight, sparkStep = 20, 4
+
+// sparkline scales counts to bars of at most sparkHeight; an empty span has no bar, a span
+// with any failure at least one unit.
+func sparkline(counts []int) []sparkBar {
+	top := 0
+	for _, n := range counts {
+		top = max(top, n)
+	}
+	var out []sparkBar
+	for i, n := range counts {
+		if n == 0 {
+			continue
+		}
+		h := max(1, n*sparkHeight/top)
+		out = append(out, sparkBar{X: i * sparkStep, Y: sparkHeight - h, H: h, N: n})
+	}
+	return out
+}
+
+// failuresPage groups recently failed tasks by the shape of their error (ids, numbers,
+// quoted values and times taken out): what breaks, since when, how often, where, and the
+// latest run it broke.
 func (s *Dashboard) failuresPage(w http.ResponseWriter, r *http.Request) {
 	v := failuresView{Window: "day", Label: "last day"} // unless the query names another
 	span := 24 * time.Hour
@@ -48,8 +77,9 @@ func (s *Dashboard) failuresPage(w http.ResponseWriter, r *http.Request) {
 	}
 	var parts []string
 	for _, g := range groups {
-		v.Groups = append(v.Groups, failureGroupView{FailureGroup: g, Href: elementLink(g.LastRun, g.Step, g.LastIndex)})
-		parts = append(parts, g.Flow, g.Step, g.Error, strconv.Itoa(g.Tasks), g.LastRun)
+		v.Groups = append(v.Groups, failureGroupView{FailureGroup: g, Href: elementLink(g.LastRun, g.LastStep, g.LastIndex),
+			Spark: sparkline(g.Buckets), Span: span / store.FailureBuckets})
+		parts = append(parts, g.Shape, strconv.Itoa(g.Tasks), g.LastRun)
 	}
 	// No live stream: the page is a report, read again on a reload.
 	s.render(w, r, "failures", view{Title: "Failures", Nav: "failures", Version: store.Digest(parts...), Now: now, Data: v})

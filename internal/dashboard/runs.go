@@ -12,6 +12,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/dag"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/live"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/runctl"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
@@ -158,6 +159,8 @@ type runView struct {
 	StepsDone int
 	Graph     dag.Graph
 	Error     string // the first failed step's error
+	// Links are the run's rerun links: the run it repeats and the runs that repeat it.
+	Links runctl.Links
 }
 
 func (s *Dashboard) runPage(w http.ResponseWriter, r *http.Request) {
@@ -190,6 +193,10 @@ func (s *Dashboard) runPage(w http.ResponseWriter, r *http.Request) {
 	failedOnly := q.Get("only") == "failed"
 	per := s.cfg.TasksPerPage
 	v := runView{Run: run}
+	if v.Links, err = runctl.RerunLinks(ctx, s.store.Pool(), run.ID); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	def := s.flowDef(run.Flow)
 	var nodes []dag.Node
 	for _, st := range steps {

@@ -171,3 +171,48 @@ func (w FlowWorkers) NoWorkerWarning(flow string) string {
 	return fmt.Sprintf("no live worker serves flow %s (%s): the run waits in its queue until one starts, e.g. "+
 		"`pgflow-wasm serve --flows <the flows.yaml that declares %s>`", flow, last, flow)
 }
+
+// Process is a pgflow-wasm worker process (pgflow_wasm.worker_processes) with its worker rows.
+type Process struct {
+	ID, Host, Version string
+	PID               int
+	StartedAt         time.Time
+	DrainedAt         *time.Time // an operator drained it: it takes no new tasks
+	DrainedBy         string
+	// Flows are the flows its alive rows that are not deprecated serve, by name.
+	Flows         []string
+	Rows          int // its pgflow.workers rows, one per flow and reload
+	Alive         bool
+	LastHeartbeat time.Time
+	Running       int // tasks its rows started and did not finish
+}
+
+// Processes reads the worker processes, those alive first, then by latest heartbeat
+// (none before a pgflow-wasm worker created the tables).
+func (s *Store) Processes(ctx context.Context, limit int) ([]Process, error) {
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `select to_regclass('pgflow_wasm.process_workers') is not null`).Scan(&exists); err != nil || !exists {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `
+		with r as (select pw.process_id, w.worker_id, w.queue_name, w.last_heartbeat_at, w.deprecated_at, `+s.aliveSQL("w")+` as alive
+		           from pgflow_wasm.process_workers pw join pgflow.workers w on w.worker_id = pw.worker_id)
+		select p.process_id::text, p.host, p.pid, p.version, p.started_at, p.drained_at, coalesce(p.drained_by, ''),
+		       coalesce(array_agg(distinct r.queue_name order by r.queue_name) filter (where r.alive and r.deprecated_at is null), '{}'),
+		       count(*), bool_or(r.alive), max(r.last_heartbeat_at),
+		       (select count(*) from pgflow.step_tasks t
+		         where t.status = 'started' and t.last_worker_id = any (array_agg(r.worker_id)))::int
+		from pgflow_wasm.worker_processes p join r on r.process_id = p.process_id
+		group by p.process_id
+		order by bool_or(r.alive) desc, max(r.last_heartbeat_at) desc, p.process_id
+		limit $1`, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Process, error) {
+		var p Process
+		err := row.Scan(&p.ID, &p.Host, &p.PID, &p.Version, &p.StartedAt, &p.DrainedAt, &p.DrainedBy, &p.Flows, &p.Rows,
+			&p.Alive, &p.LastHeartbeat, &p.Running)
+		return p, err
+	})
+}
