@@ -729,6 +729,35 @@ flows:
 	}
 }
 
+// failureShapes shows 61 failures of three causes as three groups, each with its sparkline
+// drawn, and a click on a group's latest run opens that failure.
+func failureShapes(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	causes := dashtest.StartShapedFailures(t, db)
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog()})
+	ctx := tab(t, browser)
+	navigate(t, ctx, srv.URL()+"failures")
+	waitFor(t, ctx, `document.querySelectorAll('table.failures tbody tr').length > 0`, 10*time.Second, "the failures page lists groups")
+	got := eval[[]string](t, ctx, `[...document.querySelectorAll('table.failures tbody tr')].map(r =>
+		r.dataset.tasks + ' ' + r.dataset.steps + ' | ' + r.querySelector('.shape').textContent)`)
+	var want []string
+	for _, c := range causes {
+		want = append(want, fmt.Sprintf("%d %s | %s", c.Tasks, strings.Join(c.Steps, " "), c.Shape))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the groups:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if n := eval[int](t, ctx, `[...document.querySelectorAll('table.failures svg.sparkline')].filter(svg =>
+		[...svg.querySelectorAll('rect')].some(b => b.getBBox().height > 0)).length`); n != 3 {
+		t.Errorf("%d of the 3 sparklines have a bar drawn", n)
+	}
+	screenshot(t, ctx, "failures-shapes")
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`table.failures tbody tr:nth-child(3) a.latest`)))
+	waitFor(t, ctx, `(() => { const r = document.querySelector('#task-decode-0');
+		return location.pathname.startsWith('/runs/') && r && r.innerText.includes('decoding invoice'); })()`,
+		10*time.Second, "the latest failure of the third group")
+}
+
 // examplePages serves the repository's flows.yaml, runs each example flow, and looks at
 // every page (and takes the screenshots of docs/ui/).
 func examplePages(t *testing.T, browser context.Context) {
