@@ -22,6 +22,7 @@ type failuresView struct {
 	Window  string // failureWindows' Name
 	Windows []string
 	Label   string
+	Bar     time.Duration // what one bar of a sparkline spans
 	Groups  []failureGroupView
 }
 
@@ -70,6 +71,7 @@ func (s *Dashboard) failuresPage(w http.ResponseWriter, r *http.Request) {
 			v.Window, v.Label, span = fw.Name, fw.Label, fw.Span
 		}
 	}
+	v.Bar = span / store.FailureBuckets
 	groups, now, err := s.store.Failures(r.Context(), span, maxFailureGroups)
 	if err != nil {
 		s.fail(w, r, err)
@@ -78,7 +80,7 @@ func (s *Dashboard) failuresPage(w http.ResponseWriter, r *http.Request) {
 	var parts []string
 	for _, g := range groups {
 		v.Groups = append(v.Groups, failureGroupView{FailureGroup: g, Href: elementLink(g.LastRun, g.LastStep, g.LastIndex),
-			Spark: sparkline(g.Buckets), Span: span / store.FailureBuckets})
+			Spark: sparkline(g.Buckets)})
 		parts = append(parts, g.Shape, strconv.Itoa(g.Tasks), g.LastRun)
 	}
 	// No live stream: the page is a report, read again on a reload.
