@@ -128,3 +128,72 @@ func BenchmarkRunsPage(b *testing.B) {
 		b.Run("indexed_"+p.name, func(b *testing.B) { measure(b, p.query) })
 	}
 }
+
+// BenchmarkInputSearch measures the search by input field with 100,000 runs, without and
+// with schema.InputIndex: the search page for a field 102 runs share (`input.customer =
+// customer 42`) and for one run's (`input.id = 4242`), and what the index costs each run
+// started (pgflow.start_flow) and in space:
+// `go test ./internal/dashboard -run '^$' -bench InputSearch -benchtime 50x`.
+func BenchmarkInputSearch(b *testing.B) {
+	db := pgtest.NewDB(b)
+	ctx := context.Background()
+	if _, err := db.Pool.Exec(ctx, "drop index pgflow."+schema.InputIndex); err != nil {
+		b.Fatal(err)
+	}
+	seedRuns(b, db, benchRuns)
+	srv, err := dashboard.Listen(ctx, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+	searches := []struct{ name, q string }{{"shared_field", "input.customer = customer 42"}, {"one_run", "input.id = 4242"}}
+	measure := func(b *testing.B, q string) {
+		u := srv.URL() + "search?q=" + url.QueryEscape(q)
+		client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		for b.Loop() {
+			resp, err := client.Get(u)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Fatalf("GET %s: %d", u, resp.StatusCode)
+			}
+		}
+	}
+	start := func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			i++
+			if _, err := db.Pool.Exec(ctx, `select pgflow.start_flow('orders', jsonb_build_object('id', $1::int, 'customer', 'customer ' || $1::int % 977,
+				'items', jsonb_build_array($1::int % 7, $1::int % 11)))`, benchRuns+i); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, s := range searches {
+		b.Run(s.name, func(b *testing.B) { measure(b, s.q) })
+	}
+	b.Run("start_flow", start)
+	conn, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	began := time.Now()
+	state, err := schema.EnsureInputIndex(ctx, conn.Conn())
+	conn.Release()
+	if err != nil || state != schema.RunsIndexCreated {
+		b.Fatalf("creating the input index: %s %v", state, err)
+	}
+	var index, table string
+	if err := db.Pool.QueryRow(ctx, `select pg_size_pretty(pg_relation_size('pgflow.`+schema.InputIndex+`')),
+		pg_size_pretty(pg_table_size('pgflow.runs'))`).Scan(&index, &table); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("created the input index on %d runs in %s: %s (pgflow.runs: %s)", benchRuns, time.Since(began).Round(time.Millisecond), index, table)
+	for _, s := range searches {
+		b.Run("indexed_"+s.name, func(b *testing.B) { measure(b, s.q) })
+	}
+	b.Run("indexed_start_flow", start)
+}

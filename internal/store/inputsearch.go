@@ -67,14 +67,19 @@ func ParseInputQuery(q string) (json.RawMessage, error) {
 
 // SearchInput finds the runs whose input contains doc (input @> doc), newest first, at most
 // limit. schema.InputIndex (a GIN index, jsonb_path_ops) finds them without reading every
-// run; without it the query reads all of pgflow.runs.
+// run; without it the query reads all of pgflow.runs. Every match is read and sorted.
 func (s *Store) SearchInput(ctx context.Context, doc json.RawMessage, limit int) (SearchResult, error) {
 	now, err := s.Now(ctx)
 	if err != nil {
 		return SearchResult{}, err
 	}
 	res := SearchResult{Now: now}
-	rows, err := s.pool.Query(ctx, `select `+runCols(300, "")+` from pgflow.runs r where r.input @> $1::jsonb
+	// The matches first, then their order: left to itself the planner walks RunsIndex newest
+	// first and tests every run's input, which reads the whole table for a value few runs
+	// have (its estimate of a containment's matches is a constant). This way the cost grows
+	// with the runs that match, found through InputIndex.
+	rows, err := s.pool.Query(ctx, `with m as materialized (select r.run_id from pgflow.runs r where r.input @> $1::jsonb)
+		select `+runCols(300, "")+` from pgflow.runs r where r.run_id in (select run_id from m)
 		order by r.started_at desc, r.run_id desc limit $2`, string(doc), limit+1)
 	if err != nil {
 		return res, err
