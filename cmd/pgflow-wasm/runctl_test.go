@@ -110,6 +110,12 @@ flows:
 		!sameInput || of != run || who != "tester" {
 		t.Errorf("rerun %s: same input %v, rerun of %s by %s (%v); want the same input, linked to %s", again, sameInput, of, who, err, run)
 	}
+	if out, _, code := runBinary(t, env, "run", again); code != 0 || !strings.Contains(out, "rerun of "+run+"\n") {
+		t.Errorf("run %s does not name the run it repeats: exit %d\n%s", again, code, out)
+	}
+	if out, _, code := runBinary(t, env, "run", run); code != 0 || !strings.Contains(out, "reruns: "+again+"\n") {
+		t.Errorf("run %s does not name its rerun: exit %d\n%s", run, code, out)
+	}
 	var actions string
 	if err := db.Pool.QueryRow(ctx, `select string_agg(action || ' by ' || actor, ', ' order by id) from pgflow_wasm.operator_actions where run_id = $1::uuid`, run).
 		Scan(&actions); err != nil || actions != "cancel by tester, rerun by tester" {
