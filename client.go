@@ -166,6 +166,8 @@ func (c *Client) Start(ctx context.Context) error {
 // serve runs the worker; when abandoned calls make it stop, it serves again on a fresh
 // engine, unless ExitOnRestart hands that to the process.
 func (c *Client) serve(ctx context.Context, cfg worker.ServeConfig) error {
+	// One worker process across restarts: an operator's drain holds.
+	cfg.Worker.Process = cfg.Worker.WithDefaults().Process
 	for {
 		err := worker.Serve(ctx, cfg)
 		if !errors.Is(err, worker.ErrRestart) || c.cfg.ExitOnRestart || ctx.Err() != nil {
