@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/buildinfo"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/runctl"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 	"github.com/pgflow-wasm/pgflow-wasm/schema/pgflowsql"
@@ -86,6 +87,11 @@ func dbInstall(c *cli.Context) error {
 	rep, err := schema.Install(c.Context, conn, schema.Options{MigrationsDir: c.String("migrations"), Layer: mode})
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
+	}
+	// The operators' tables (audit, reruns, worker processes) exist before a worker login
+	// without the right to create them registers its process.
+	if err := runctl.EnsureTables(c.Context, conn); err != nil {
+		return cli.Exit("creating pgflow-wasm's operator tables (pgflow_wasm.operator_actions, reruns, worker_processes, process_workers): "+err.Error(), 1)
 	}
 	w := c.App.Writer
 	switch rep.PgmqAction {
