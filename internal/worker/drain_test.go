@@ -2,11 +2,18 @@ package worker_test
 
 import (
 	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/procctl"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 )
 
@@ -82,5 +89,79 @@ func TestDrainingAnUnknownIDIsRefused(t *testing.T) {
 		if _, err := procctl.Drain(context.Background(), db.Pool, id, "test"); err == nil {
 			t.Errorf("Drain(%q) succeeded", id)
 		}
+	}
+}
+
+// A reload starts a new worker with new pgflow.workers rows: they join the same process,
+// and the process's drain holds for the new worker until it is undrained.
+func TestADrainHoldsAcrossAReload(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	flowsPath := filepath.Join(dir, "flows.yaml")
+	copyFile(t, workertest.Module(t, "modules/testdata/echo.wasm"), filepath.Join(dir, "handler.wasm"))
+	if err := os.WriteFile(flowsPath, []byte("flows:\n  - slug: held\n    steps:\n      - {slug: s, module: handler.wasm}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var serving []*worker.Worker
+	current := func() (*worker.Worker, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(serving) == 0 {
+			return nil, 0
+		}
+		return serving[len(serving)-1], len(serving)
+	}
+	reload := make(chan os.Signal, 1)
+	serveCtx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() {
+		served <- worker.Serve(serveCtx, worker.ServeConfig{
+			FlowsPath: flowsPath,
+			Worker: workertest.Fast(worker.Config{Pool: db.Pool, Engine: engine(t, "wazero"), HeartbeatInterval: 100 * time.Millisecond,
+				Log: slog.New(slog.NewTextHandler(workertest.TestWriter{T: t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}),
+			WatchInterval: -1,
+			Reload:        reload,
+			OnServe: func(w *worker.Worker, _ *flowfile.File) {
+				mu.Lock()
+				serving = append(serving, w)
+				mu.Unlock()
+			},
+		})
+	}()
+	defer func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	waitFor(t, 30*time.Second, func() (bool, string) { _, n := current(); return n == 1, "the first worker does not serve" })
+	first, _ := current()
+	if _, err := procctl.Drain(ctx, db.Pool, first.ProcessID(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() (bool, string) { return first.Drained(), "the first worker has not seen the drain" })
+	reload <- syscall.SIGHUP
+	waitFor(t, 30*time.Second, func() (bool, string) { _, n := current(); return n == 2, "the reloaded worker does not serve" })
+	second, _ := current()
+	if second.ProcessID() != first.ProcessID() || !second.Drained() {
+		t.Fatalf("after the reload: process %s (drained %v), want %s, drained", second.ProcessID(), second.Drained(), first.ProcessID())
+	}
+	var rows int
+	if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow_wasm.process_workers where process_id = $1::uuid`, first.ProcessID()).Scan(&rows); err != nil || rows != 2 {
+		t.Errorf("the process has %d worker rows (%v), want the first worker's and the reloaded one's", rows, err)
+	}
+	id := startRun(t, db.Pool, "held", `{"value": 1}`)
+	time.Sleep(time.Second)
+	if st := taskOf(t, db.Pool, id).Status; st != "queued" {
+		t.Fatalf("a task while the reloaded process is drained: %s, want queued", st)
+	}
+	if _, err := procctl.Undrain(ctx, db.Pool, first.ProcessID(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitRun(t, db.Pool, id, 30*time.Second); r.Status != "completed" {
+		t.Fatalf("the run after the undrain: %s", r.Status)
 	}
 }
