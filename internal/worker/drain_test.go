@@ -81,17 +81,6 @@ flows:
 	}
 }
 
-// An id that is no process and no worker row of one is refused, saying so.
-func TestDrainingAnUnknownIDIsRefused(t *testing.T) {
-	t.Parallel()
-	db := pgtest.NewDB(t)
-	for _, id := range []string{"not-a-uuid", "7c9e6679-7425-40de-944b-e07fc1f90ae7"} {
-		if _, err := procctl.Drain(context.Background(), db.Pool, id, "test"); err == nil {
-			t.Errorf("Drain(%q) succeeded", id)
-		}
-	}
-}
-
 // A reload starts a new worker with new pgflow.workers rows: they join the same process,
 // and the process's drain holds for the new worker until it is undrained.
 func TestADrainHoldsAcrossAReload(t *testing.T) {
