@@ -273,7 +273,6 @@ func statsPage(t *testing.T, browser context.Context) {
 	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`header nav a[href="/failures"]`)))
 	waitFor(t, ctx, `document.querySelector('table.failures tr[data-steps~="busy/work"]')?.dataset.tasks === '100'`, 10*time.Second,
 		"the failures page groups busy's 100 failed tasks")
-	screenshot(t, ctx, "failures")
 	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`table.failures tr[data-steps~="busy/work"] a.latest`)))
 	waitFor(t, ctx, `(() => { const r = document.querySelector('#task-work-0');
 		return location.pathname.startsWith('/runs/') && r && r.matches(':target') && r.innerText.includes('the input was refused'); })()`,
@@ -751,7 +750,7 @@ func failureShapes(t *testing.T, browser context.Context) {
 		[...svg.querySelectorAll('rect')].some(b => b.getBBox().height > 0)).length`); n != 3 {
 		t.Errorf("%d of the 3 sparklines have a bar drawn", n)
 	}
-	screenshot(t, ctx, "failures-shapes")
+	screenshot(t, ctx, "failures")
 	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`table.failures tbody tr:nth-child(3) a.latest`)))
 	waitFor(t, ctx, `(() => { const r = document.querySelector('#task-decode-0');
 		return location.pathname.startsWith('/runs/') && r && r.innerText.includes('decoding invoice'); })()`,
