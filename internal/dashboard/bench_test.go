@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,4 +197,56 @@ func BenchmarkInputSearch(b *testing.B) {
 		b.Run("indexed_"+s.name, func(b *testing.B) { measure(b, s.q) })
 	}
 	b.Run("indexed_start_flow", start)
+}
+
+// BenchmarkFailuresPage renders the failures page over the last 7 days with 100,000 runs of
+// which 7,000 failed, their errors of three causes with ids, numbers and times in them: every
+// failed task of the window is shaped (seven regexp_replace) and grouped.
+// `go test -tags wasmtime ./internal/dashboard -run '^$' -bench FailuresPage -benchtime 20x -v`.
+func BenchmarkFailuresPage(b *testing.B) {
+	db := pgtest.NewDB(b)
+	ctx := context.Background()
+	seedRuns(b, db, benchRuns)
+	var failed int
+	if err := db.Pool.QueryRow(ctx, `with f as (
+		  update pgflow.runs r set started_at = x.t - interval '1 second', failed_at = x.t
+		  from (select run_id, now() - (random() * 6.9) * interval '1 day' as t from pgflow.runs where status = 'failed') x
+		  where r.run_id = x.run_id returning r.run_id, r.flow_slug, r.failed_at)
+		insert into pgflow.step_tasks (flow_slug, run_id, step_slug, task_index, status, attempts_count, error_message, queued_at, started_at, failed_at)
+		select f.flow_slug, f.run_id, s.step_slug, 0, 'failed', 1,
+		       case row_number() over () % 3
+		         when 0 then 'customer cus_' || (random() * 100000)::int || ' not found at ' || f.failed_at || ' (request ' || gen_random_uuid() || ')'
+		         when 1 then 'HTTP 503 from http://tax:' || (8000 + (random() * 100)::int) || '/v2/rates after ' || round(random()::numeric * 5, 3) || 's'
+		         else 'decoding invoice ' || md5(f.run_id::text) || ': unexpected byte 0x' || to_hex((random() * 255)::int) end,
+		       f.failed_at - interval '1 second', f.failed_at - interval '1 second', f.failed_at
+		from f join pgflow.steps s on s.flow_slug = f.flow_slug`).Scan(&failed); err != nil && err.Error() != "no rows in result set" {
+		b.Fatalf("seeding failed tasks: %v", err)
+	}
+	if err := db.Pool.QueryRow(ctx, `select count(*) from pgflow.step_tasks where status = 'failed'`).Scan(&failed); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `vacuum analyze pgflow.step_tasks`); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d failed tasks over the last 7 days", failed)
+	srv, err := dashboard.Listen(ctx, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+	for _, window := range []string{"day", "week"} {
+		b.Run(window, func(b *testing.B) {
+			for b.Loop() {
+				resp, err := http.Get(srv.URL() + "failures?window=" + window)
+				if err != nil {
+					b.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || strings.Count(string(body), "<tr data-shape=") != 3 {
+					b.Fatalf("GET /failures?window=%s: %d, %d groups", window, resp.StatusCode, strings.Count(string(body), "<tr data-shape="))
+				}
+			}
+		})
+	}
 }
