@@ -4,6 +4,7 @@ import (
 	"context"
 	"html"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -67,6 +68,43 @@ func TestSearchFindsRunsByTheirIdsBeginning(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(body, want) {
 			t.Errorf("search %q: HTTP %d, want a page saying %q:\n%s", q, resp.StatusCode, want, body)
 		}
+	}
+}
+
+// The header's search box finds runs by a field of their input: the exact value, newest
+// first, never redirecting (a field is no id); a text that is no input query says how to
+// write one.
+func TestSearchFindsRunsByAnInputField(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, echoFlows, nil))
+	ids := map[string]string{}
+	for _, in := range []string{`{"customer": "cus_42"}`, `{"customer": "cus_4"}`, `{"customer": "cus_42", "vip": true}`} {
+		var id string
+		if err := db.Pool.QueryRow(context.Background(), `select run_id::text from pgflow.start_flow('echo', $1::jsonb)`, in).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids[in] = id
+	}
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool})
+	search := func(q string) (int, string) {
+		t.Helper()
+		resp, body := get(t, strings.TrimSuffix(srv.URL(), "/")+"/search?q="+url.QueryEscape(q), nil)
+		return resp.StatusCode, body
+	}
+	code, body := search("input.customer = cus_42")
+	if code != http.StatusOK || strings.Count(body, "<tr data-run=") != 2 || !strings.Contains(body, `data-run="`+ids[`{"customer": "cus_42"}`]+`"`) ||
+		!strings.Contains(body, `data-run="`+ids[`{"customer": "cus_42", "vip": true}`]+`"`) || !strings.Contains(body, "whose input contains") {
+		t.Errorf("input.customer = cus_42: HTTP %d, want the two runs of cus_42 listed:\n%s", code, body)
+	}
+	if code, body := search("input.customer = cus_42 and input.vip = true"); code != http.StatusOK || strings.Count(body, "<tr data-run=") != 1 {
+		t.Errorf("two fields: HTTP %d, want one run listed:\n%s", code, body)
+	}
+	if code, body := search("input.customer = nobody"); code != http.StatusOK || !strings.Contains(body, "No run's input contains") {
+		t.Errorf("no match: HTTP %d:\n%s", code, body)
+	}
+	if code, body := search("input.customer"); code != http.StatusOK || !strings.Contains(body, "is not input.FIELD = VALUE") {
+		t.Errorf("a bad query: HTTP %d:\n%s", code, body)
 	}
 }
 
