@@ -65,6 +65,9 @@ type Config struct {
 	WorkerStaleAfter time.Duration
 	// TasksPerPage is how many tasks of one step a run page lists at once.
 	TasksPerPage int
+	// MaxShapedFailures is how many failed tasks of its window the failures page groups at
+	// most, the newest [store.DefaultMaxShaped].
+	MaxShapedFailures int
 	// NoRunsIndex keeps the dashboard from creating schema.RunsIndex when it is missing
 	// (the benchmark measures the runs page without it).
 	NoRunsIndex bool

@@ -24,6 +24,8 @@ type failuresView struct {
 	Label   string
 	Bar     time.Duration // what one bar of a sparkline spans
 	Groups  []failureGroupView
+	Failed  int // tasks that failed in the window
+	Shaped  int // the newest of them, grouped (fewer than Failed in a burst)
 }
 
 type failureGroupView struct {
@@ -72,17 +74,18 @@ func (s *Dashboard) failuresPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	v.Bar = span / store.FailureBuckets
-	groups, now, err := s.store.Failures(r.Context(), span, maxFailureGroups)
+	rep, err := s.store.Failures(r.Context(), span, maxFailureGroups, s.cfg.MaxShapedFailures)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	v.Failed, v.Shaped = rep.Failed, rep.Shaped
 	var parts []string
-	for _, g := range groups {
+	for _, g := range rep.Groups {
 		v.Groups = append(v.Groups, failureGroupView{FailureGroup: g, Href: elementLink(g.LastRun, g.LastStep, g.LastIndex),
 			Spark: sparkline(g.Buckets)})
 		parts = append(parts, g.Shape, strconv.Itoa(g.Tasks), g.LastRun)
 	}
 	// No live stream: the page is a report, read again on a reload.
-	s.render(w, r, "failures", view{Title: "Failures", Nav: "failures", Version: store.Digest(parts...), Now: now, Data: v})
+	s.render(w, r, "failures", view{Title: "Failures", Nav: "failures", Version: store.Digest(parts...), Now: rep.Now, Data: v})
 }

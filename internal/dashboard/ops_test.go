@@ -215,6 +215,17 @@ func TestSixtyOneFailuresOfThreeCausesAreThreeGroups(t *testing.T) {
 	if _, body := get(t, strings.TrimSuffix(srv.URL(), "/")+"/failures?window=hour", nil); !strings.Contains(body, "last hour") || strings.Count(body, "<tr data-shape=") != 3 {
 		t.Errorf("the last hour's failures: %s", body)
 	}
+	if strings.Contains(body, "failures-capped") {
+		t.Errorf("61 failures under the cap are said to be capped")
+	}
+	// A burst over the cap: the newest are grouped (the 11 invoices failed last), and the
+	// page says how many failed in all.
+	capped := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, MaxShapedFailures: 11})
+	_, body = get(t, strings.TrimSuffix(capped.URL(), "/")+"/failures", nil)
+	if !strings.Contains(body, "61 tasks failed in the last day: the groups are of the newest 11.") ||
+		strings.Count(body, "<tr data-shape=") != 1 || !strings.Contains(body, `data-steps="invoices/decode" data-tasks="11"`) {
+		t.Errorf("capped at 11: %s", body)
+	}
 }
 
 // The shapes errors are grouped by: what varies between failures of one cause goes, what

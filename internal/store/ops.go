@@ -308,23 +308,48 @@ func ErrorShapeSQL(expr string) string {
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
+// DefaultMaxShaped is how many failed tasks Failures shapes at most, the newest: shaping
+// costs about 45 µs a task (docs/dashboard.md), so a burst of failures is grouped in about a
+// second, from its newest part.
+const DefaultMaxShaped = 20_000
+
+// FailureReport is what Failures found.
+type FailureReport struct {
+	Groups []FailureGroup
+	Failed int // tasks that failed in the window
+	Shaped int // the newest of them, grouped: Failed, or the cap when more failed
+	Now    time.Time
+}
+
 // Failures groups the tasks that failed in the last window by the shape of their error's
-// first line, the largest groups first (at most limit groups).
-func (s *Store) Failures(ctx context.Context, window time.Duration, limit int) ([]FailureGroup, time.Time, error) {
-	var now time.Time
-	if err := s.pool.QueryRow(ctx, `select clock_timestamp()`).Scan(&now); err != nil {
-		return nil, now, err
+// first line, the largest groups first (at most limit groups); when more than maxShaped
+// failed, only the newest maxShaped are grouped (0: DefaultMaxShaped).
+func (s *Store) Failures(ctx context.Context, window time.Duration, limit, maxShaped int) (FailureReport, error) {
+	var rep FailureReport
+	if maxShaped <= 0 {
+		maxShaped = DefaultMaxShaped
 	}
+	if err := s.pool.QueryRow(ctx, `select clock_timestamp()`).Scan(&rep.Now); err != nil {
+		return rep, err
+	}
+	now := rep.Now
+	if err := s.pool.QueryRow(ctx, `select count(*) from pgflow.step_tasks t
+		where t.status = 'failed' and t.failed_at > $1::timestamptz - $2 * interval '1 second'`, now, window.Seconds()).Scan(&rep.Failed); err != nil {
+		return rep, err
+	}
+	rep.Shaped = min(rep.Failed, maxShaped)
 	// Failed tasks are found through pgflow's partial index on failed tasks
-	// (idx_step_tasks_failed), then by when they failed; each error is shaped once (f is
-	// read twice, so it is materialised).
+	// (idx_step_tasks_failed), then by when they failed, the newest maxShaped of them; each
+	// error is shaped once (f is read twice, so it is materialised).
 	rows, err := s.pool.Query(ctx, `
 		with f as materialized (
 		  select t.flow_slug || '/' || t.step_slug as step, t.step_slug, t.run_id, t.task_index, t.failed_at, x.line,
 		         `+ErrorShapeSQL("x.line")+` as shape,
 		         least(floor(extract(epoch from t.failed_at - ($1::timestamptz - $2 * interval '1 second')) / $2 * $4)::int, $4 - 1) as bucket
-		  from pgflow.step_tasks t, lateral (select left(split_part(coalesce(t.error_message, ''), E'\n', 1), 300) as line) x
-		  where t.status = 'failed' and t.failed_at > $1::timestamptz - $2 * interval '1 second'),
+		  from (select * from pgflow.step_tasks t
+		        where t.status = 'failed' and t.failed_at > $1::timestamptz - $2 * interval '1 second'
+		        order by t.failed_at desc limit $5) t,
+		       lateral (select left(split_part(coalesce(t.error_message, ''), E'\n', 1), 300) as line) x),
 		g as (
 		  select shape, count(*) as tasks, count(distinct run_id) as runs, min(failed_at) as first, max(failed_at) as last,
 		         (array_agg(line order by failed_at desc))[1] as example,
@@ -339,9 +364,9 @@ func (s *Store) Failures(ctx context.Context, window time.Duration, limit int) (
 		select g.shape, g.example, g.steps, g.tasks, g.runs, g.first, g.last, g.last_run, g.last_step, g.last_index,
 		       (select array_agg(b.bucket order by b.bucket) from b where b.shape = g.shape),
 		       (select array_agg(b.n order by b.bucket) from b where b.shape = g.shape)
-		from g order by g.tasks desc, g.last desc`, now, window.Seconds(), limit, FailureBuckets)
+		from g order by g.tasks desc, g.last desc`, now, window.Seconds(), limit, FailureBuckets, maxShaped)
 	if err != nil {
-		return nil, now, err
+		return rep, err
 	}
 	groups, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (FailureGroup, error) {
 		var g FailureGroup
@@ -356,5 +381,6 @@ func (s *Store) Failures(ctx context.Context, window time.Duration, limit int) (
 		}
 		return g, err
 	})
-	return groups, now, err
+	rep.Groups = groups
+	return rep, err
 }
