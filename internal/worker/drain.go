@@ -39,8 +39,9 @@ func (w *Worker) drainWatch(ctx context.Context) {
 	}
 }
 
-// readDrained applies the drain flag: drained, the fetch loops and claims take nothing new;
-// undrained, every queue is looked at at once.
+// readDrained applies the drain flag: drained, the fetch loops and claims take nothing new
+// once the fetches and claims already under way have ended (applyDrain); undrained, every
+// queue is looked at at once.
 func (w *Worker) readDrained(ctx context.Context) {
 	drained, err := procctl.Drained(ctx, w.cfg.Pool, w.cfg.Process.ID)
 	if err != nil {
@@ -53,17 +54,34 @@ func (w *Worker) readDrained(ctx context.Context) {
 		return
 	}
 	if drained {
+		w.applyDrain(ctx)
+		w.drainApplied.Store(true)
 		w.log.Info("worker process drained by an operator: no new tasks; running ones finish", "process_id", w.cfg.Process.ID)
 		return
 	}
+	w.drainApplied.Store(false)
 	w.log.Info("worker process undrained by an operator: taking tasks again", "process_id", w.cfg.Process.ID)
 	for _, fs := range w.flows {
 		fs.ring()
 	}
 }
 
-// Drained reports whether the worker's process is drained, as the worker last read it.
-func (w *Worker) Drained() bool { return w.drained.Load() }
+// applyDrain waits, once w.drained is set, for the claims and fetches that began before it:
+// a claim holds claimGate (read) until its tasks are launched, and a fetch counts itself in
+// fetching before it looks at w.drained again, so either it sees the flag or this sees it.
+func (w *Worker) applyDrain(ctx context.Context) {
+	w.claimGate.Lock()
+	w.claimGate.Unlock() // nothing inside: taking it waited for the claims before
+	for _, fs := range w.flows {
+		for fs.fetching.Load() > 0 && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// Drained reports whether the worker's process is drained, as the worker last read it, and
+// every fetch and claim begun before has ended: from then on it takes no new task.
+func (w *Worker) Drained() bool { return w.drainApplied.Load() }
 
 // ProcessID is the id of the worker process this worker belongs to.
 func (w *Worker) ProcessID() string { return w.cfg.Process.ID }

@@ -68,6 +68,14 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 		}
 		began := time.Now()
 		fs.fetching.Add(1)
+		if w.drained.Load() {
+			// Drained since the look above: a drain waits for the fetches counted before it
+			// (applyDrain), so this one must not begin.
+			fs.fetching.Add(-1)
+			w.unreserve(fs, n)
+			timer.Reset(w.cfg.MaxPollInterval)
+			continue
+		}
 		tasks, err := w.fetch(ctx, q, n)
 		w.unreserve(fs, n-len(tasks))
 		if w.trace != nil {

@@ -209,6 +209,8 @@ type Worker struct {
 	upgrade upgradeState
 	// drained: an operator drained this worker's process (drain.go): no new tasks.
 	drained atomic.Bool
+	// drainApplied: drained, and the fetches and claims begun before it ended (Drained).
+	drainApplied atomic.Bool
 	// processKnown: the process and its rows are registered, so the drain flag is watched.
 	processKnown bool
 
