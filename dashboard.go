@@ -22,7 +22,8 @@ type DashboardOptions struct {
 	// address (localhost, 127.0.0.1, [::1]), so a page elsewhere cannot read it: set one
 	// wherever the server is reached from another machine.
 	Token string
-	// Actions lets the dashboard start runs and deprecate workers (each is logged); it is
+	// Actions lets the dashboard start, cancel and rerun runs, drain and undrain worker
+	// processes and deprecate workers (each is logged, and recorded as the CLI records it); it is
 	// read-only without.
 	Actions bool
 	// Logger receives the dashboard's log; nil: the client's Config.Logger.

@@ -58,6 +58,7 @@ type Report struct {
 	PgflowVersion  string
 	StandIns       []StandIn // what became of pg_net, pg_cron and vault, when the migrations need them
 	RunsIndex      RunsIndexState
+	InputIndex     RunsIndexState
 }
 
 // installLockKey serializes installers of one database (advisory locks are per database).
@@ -93,6 +94,9 @@ func Install(ctx context.Context, conn *pgx.Conn, opts Options) (Report, error) 
 	// transaction in the database, including another installer's wait for that lock.
 	if rep.RunsIndex, err = EnsureRunsIndex(ctx, conn); err != nil {
 		return rep, stepError(err, who, "creating index pgflow."+RunsIndex+" (the dashboard's runs page)", "to own pgflow.runs")
+	}
+	if rep.InputIndex, err = EnsureInputIndex(ctx, conn); err != nil {
+		return rep, stepError(err, who, "creating index pgflow."+InputIndex+" (the dashboard's search by input)", "to own pgflow.runs")
 	}
 	if err := EnsureAttemptHistory(ctx, conn); err != nil {
 		return rep, stepError(err, who, "creating pgflow_wasm.task_attempts (the attempt history)", createDBPrivilege(who))

@@ -37,10 +37,17 @@ const (
 func RunsIndexValid(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) (exists, valid bool, err error) {
+	return indexValid(ctx, q, RunsIndex)
+}
+
+// indexValid reports whether index pgflow.<name> exists and is usable.
+func indexValid(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, name string) (exists, valid bool, err error) {
 	err = q.QueryRow(ctx, `SELECT i.indisvalid FROM pg_catalog.pg_index i
 		JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = 'pgflow' AND c.relname = $1`, RunsIndex).Scan(&valid)
+		WHERE n.nspname = 'pgflow' AND c.relname = $1`, name).Scan(&valid)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, false, nil
 	}
@@ -52,6 +59,12 @@ func RunsIndexValid(ctx context.Context, q interface {
 // must not be inside a transaction: CREATE INDEX CONCURRENTLY cannot run in one. A build
 // waits for transactions already running on pgflow.runs, never blocks new ones.
 func EnsureRunsIndex(ctx context.Context, conn *pgx.Conn) (RunsIndexState, error) {
+	return ensureIndex(ctx, conn, RunsIndex, RunsIndexSQL, runsIndexLockKey)
+}
+
+// ensureIndex creates index pgflow.<name> with createSQL (CONCURRENTLY) as EnsureRunsIndex
+// describes, under the advisory lock lockKey.
+func ensureIndex(ctx context.Context, conn *pgx.Conn, name, createSQL string, lockKey int64) (RunsIndexState, error) {
 	var table bool
 	if err := conn.QueryRow(ctx, `SELECT to_regclass('pgflow.runs') IS NOT NULL`).Scan(&table); err != nil {
 		return "", err
@@ -59,19 +72,19 @@ func EnsureRunsIndex(ctx context.Context, conn *pgx.Conn) (RunsIndexState, error
 	if !table {
 		return RunsIndexNoTable, nil
 	}
-	if exists, valid, err := RunsIndexValid(ctx, conn); err != nil || (exists && valid) {
+	if exists, valid, err := indexValid(ctx, conn, name); err != nil || (exists && valid) {
 		return RunsIndexPresent, err
 	}
 	var locked bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, runsIndexLockKey).Scan(&locked); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, lockKey).Scan(&locked); err != nil {
 		return "", err
 	}
 	if !locked {
 		return RunsIndexBusy, nil
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, runsIndexLockKey)
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lockKey)
 	// Read again under the lock: another process may have finished it meanwhile.
-	exists, valid, err := RunsIndexValid(ctx, conn)
+	exists, valid, err := indexValid(ctx, conn, name)
 	switch {
 	case err != nil:
 		return "", err
@@ -81,11 +94,11 @@ func EnsureRunsIndex(ctx context.Context, conn *pgx.Conn) (RunsIndexState, error
 	state := RunsIndexCreated
 	if exists {
 		state = RunsIndexRebuilt
-		if _, err := conn.Exec(ctx, "DROP INDEX CONCURRENTLY IF EXISTS pgflow."+RunsIndex); err != nil {
-			return "", fmt.Errorf("dropping the invalid index pgflow.%s: %w", RunsIndex, err)
+		if _, err := conn.Exec(ctx, "DROP INDEX CONCURRENTLY IF EXISTS pgflow."+name); err != nil {
+			return "", fmt.Errorf("dropping the invalid index pgflow.%s: %w", name, err)
 		}
 	}
-	if _, err := conn.Exec(ctx, RunsIndexSQL); err != nil {
+	if _, err := conn.Exec(ctx, createSQL); err != nil {
 		return "", err
 	}
 	return state, nil

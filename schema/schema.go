@@ -72,5 +72,5 @@ func realtimeSQL() string {
 // Fingerprint identifies the SQL this package installs (layer, realtime.send, bookkeeping,
 // the runs index), so caches of installed databases (test templates) can tell when it changed.
 func Fingerprint() string {
-	return sha256Hex(LayerVersion + "\x00" + layerSQL() + "\x00" + realtimeSQL() + "\x00" + bookkeepingSQL + "\x00" + attemptsSQL + "\x00" + stepCompleteSQL + "\x00" + RunsIndexSQL)
+	return sha256Hex(LayerVersion + "\x00" + layerSQL() + "\x00" + realtimeSQL() + "\x00" + bookkeepingSQL + "\x00" + attemptsSQL + "\x00" + stepCompleteSQL + "\x00" + RunsIndexSQL + "\x00" + InputIndexSQL)
 }

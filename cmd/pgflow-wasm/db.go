@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/buildinfo"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/runctl"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 	"github.com/pgflow-wasm/pgflow-wasm/schema/pgflowsql"
@@ -88,6 +89,11 @@ func dbInstall(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
 	}
+	// The operators' tables (audit, reruns, worker processes) exist before a worker login
+	// without the right to create them registers its process.
+	if err := runctl.EnsureTables(c.Context, conn); err != nil {
+		return cli.Exit("creating pgflow-wasm's operator tables (pgflow_wasm.operator_actions, reruns, worker_processes, process_workers): "+err.Error(), 1)
+	}
 	w := c.App.Writer
 	switch rep.PgmqAction {
 	case "installed":
@@ -118,6 +124,7 @@ func dbInstall(c *cli.Context) error {
 		fmt.Fprintf(w, "               + %s\n", name)
 	}
 	fmt.Fprintf(w, "runs index:    %s pgflow.%s (the dashboard's runs page, newest first)\n", rep.RunsIndex, schema.RunsIndex)
+	fmt.Fprintf(w, "input index:   %s pgflow.%s (the dashboard's search by input field)\n", rep.InputIndex, schema.InputIndex)
 	return nil
 }
 

@@ -47,7 +47,7 @@ func commands() []*cli.Command {
 		startCommand(),
 		runsCommand(),
 		runCommand(),
-		cancelCommand(), rerunCommand(),
+		cancelCommand(), rerunCommand(), workerCommand(),
 		execCommand(),
 		replayCommand(),
 		uiCommand(),

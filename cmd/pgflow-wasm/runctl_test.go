@@ -110,10 +110,89 @@ flows:
 		!sameInput || of != run || who != "tester" {
 		t.Errorf("rerun %s: same input %v, rerun of %s by %s (%v); want the same input, linked to %s", again, sameInput, of, who, err, run)
 	}
+	if out, _, code := runBinary(t, env, "run", again); code != 0 || !strings.Contains(out, "rerun of "+run+"\n") {
+		t.Errorf("run %s does not name the run it repeats: exit %d\n%s", again, code, out)
+	}
+	if out, _, code := runBinary(t, env, "run", run); code != 0 || !strings.Contains(out, "reruns: "+again+"\n") {
+		t.Errorf("run %s does not name its rerun: exit %d\n%s", run, code, out)
+	}
 	var actions string
 	if err := db.Pool.QueryRow(ctx, `select string_agg(action || ' by ' || actor, ', ' order by id) from pgflow_wasm.operator_actions where run_id = $1::uuid`, run).
 		Scan(&actions); err != nil || actions != "cancel by tester, rerun by tester" {
 		t.Errorf("audit: %q (%v)", actions, err)
 	}
 	_, _, _ = runBinary(t, env, "cancel", again) // the rerun's long handlers need not run on
+}
+
+// `worker drain` by one of a serving process's worker rows stops the whole process taking
+// tasks of both its flows, and it stays up; `worker undrain` by the process id lets the runs
+// that waited complete. Both are audited; an unknown id is refused with exit 1.
+func TestWorkerDrainAndUndrainAProcess(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	flows := writeFile(t, "flows.yaml", fmt.Sprintf(`
+flows:
+  - slug: one
+    steps:
+      - {slug: s, module: %[1]q}
+  - slug: two
+    steps:
+      - {slug: s, module: %[1]q}
+`, module(t, "modules/testdata/echo.wasm")))
+	startServe(t, db.URL, flows)
+	db.WaitServing(t, "one")
+	db.WaitServing(t, "two")
+	env := []string{"DATABASE_URL=" + db.URL}
+	var row, proc, host string
+	if err := db.Pool.QueryRow(ctx, `select w.worker_id::text, p.process_id::text, p.host from pgflow.workers w
+		join pgflow_wasm.process_workers pw using (worker_id) join pgflow_wasm.worker_processes p using (process_id)
+		where w.queue_name = 'two'`).Scan(&row, &proc, &host); err != nil {
+		t.Fatalf("the serving process is not registered: %v", err)
+	}
+	out, errOut, code := runBinary(t, env, "worker", "drain", row, "--actor", "tester")
+	if code != 0 || out != "drained worker process "+proc+" on "+host+"\n" {
+		t.Fatalf("worker drain: exit %d %q %s", code, out, errOut)
+	}
+	if out, _, code := runBinary(t, env, "worker", "drain", proc); code != 0 || !strings.Contains(out, "was already drained") {
+		t.Errorf("draining again: exit %d %q", code, out)
+	}
+	time.Sleep(2 * time.Second) // serve's heartbeat interval in these tests is 500ms
+	var runs []string
+	for _, flow := range []string{"one", "two"} {
+		out, errOut, code := runBinary(t, env, "start", flow, "--input", `{"value": 1}`)
+		if code != 0 {
+			t.Fatalf("start: exit %d %s %s", code, out, errOut)
+		}
+		runs = append(runs, strings.TrimSpace(out))
+	}
+	time.Sleep(time.Second)
+	for _, run := range runs {
+		var status string
+		if err := db.Pool.QueryRow(ctx, `select status from pgflow.step_tasks where run_id = $1::uuid`, run).Scan(&status); err != nil || status != "queued" {
+			t.Fatalf("run %s's task while drained: %s (%v), want queued", run, status, err)
+		}
+	}
+	if out, errOut, code := runBinary(t, env, "worker", "undrain", proc, "--actor", "tester"); code != 0 || !strings.HasPrefix(out, "undrained worker process "+proc) {
+		t.Fatalf("worker undrain: exit %d %q %s", code, out, errOut)
+	}
+	for _, run := range runs {
+		deadline := time.Now().Add(30 * time.Second)
+		var status string
+		for status != "completed" && time.Now().Before(deadline) {
+			_ = db.Pool.QueryRow(ctx, `select status from pgflow.runs where run_id = $1::uuid`, run).Scan(&status)
+			time.Sleep(50 * time.Millisecond)
+		}
+		if status != "completed" {
+			t.Fatalf("run %s after the undrain: %s, want completed", run, status)
+		}
+	}
+	var actions string
+	if err := db.Pool.QueryRow(ctx, `select string_agg(action || ' by ' || actor, ', ' order by id) from pgflow_wasm.operator_actions where process_id = $1::uuid`, proc).
+		Scan(&actions); err != nil || actions != "drain by tester, undrain by tester" {
+		t.Errorf("audit: %q (%v)", actions, err)
+	}
+	if _, errOut, code := runBinary(t, env, "worker", "drain", "7c9e6679-7425-40de-944b-e07fc1f90ae7"); code != 1 || !strings.Contains(errOut, "neither a worker process nor a worker row") {
+		t.Errorf("draining an unknown id: exit %d %q, want 1 and why", code, errOut)
+	}
 }

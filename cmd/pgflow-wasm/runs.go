@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/runctl"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 
 	pgflowwasm "github.com/pgflow-wasm/pgflow-wasm"
@@ -160,6 +162,16 @@ func runCommand() *cli.Command {
 				limit = 0
 			}
 			tree.RenderWith(c.App.Writer, store.RenderOptions{MaxTasks: limit, Outputs: c.Bool("outputs")})
+			links, err := runctl.RerunLinks(c.Context, pool, tree.Run.ID)
+			if err != nil {
+				return err
+			}
+			if links.RerunOf != "" {
+				fmt.Fprintf(c.App.Writer, "rerun of %s\n", links.RerunOf)
+			}
+			if len(links.Reruns) > 0 {
+				fmt.Fprintf(c.App.Writer, "reruns: %s\n", strings.Join(links.Reruns, ", "))
+			}
 			return nil
 		},
 	})

@@ -34,7 +34,7 @@ func uiFlags(defaultAddr string) []cli.Flag {
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "ui-token-file", EnvVars: env("ui-token-file"),
 			Usage: "read --ui-token from this file (keeps it out of the process list)"}),
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "ui-actions", EnvVars: env("ui-actions"),
-			Usage: "let the dashboard start runs and deprecate workers (each action is logged); read-only without it"}),
+			Usage: "let the dashboard start, cancel and rerun runs, and drain, undrain and deprecate workers (each action is logged and audited); read-only without it"}),
 		durationFlag("ui-poll-interval", time.Second,
 			"dashboard: how often a page showing something still running is re-read besides its run events"),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "trace-url", EnvVars: env("trace-url"),

@@ -2,8 +2,8 @@
 // a graph, flows with their modules, and workers, server-rendered from pgflow's tables and
 // updated live in the browser through Server-Sent Events.
 //
-// It reads the database only, unless Config.Actions allows its two actions (start a run,
-// deprecate a worker). Without Config.Token it answers only requests whose Host header is a
+// It reads the database only, unless Config.Actions allows its actions (start, cancel and
+// rerun a run; drain, undrain and deprecate a worker), each audited as the CLI's are. Without Config.Token it answers only requests whose Host header is a
 // loopback name, and Listen binds only a loopback address; with one, every request and event
 // stream must carry it. New makes a Dashboard whose Handler can be mounted on a path
 // (Config.BasePath) of another server; Listen serves one on an address of its own.
@@ -48,7 +48,9 @@ type Config struct {
 	// an Authorization: Bearer header). Without one only requests whose Host header is a
 	// loopback name are answered, and Listen refuses a non-loopback address.
 	Token string
-	// Actions enables starting runs and deprecating workers (each is logged).
+	// Actions enables starting, cancelling and rerunning runs, and draining, undraining and
+	// deprecating workers (each is logged; cancel, rerun, drain and undrain are recorded in
+	// pgflow_wasm.operator_actions as the CLI's are).
 	Actions bool
 	// Flows returns the flows file the worker serves now, when known (nil: unknown): the
 	// flows page shows each step's module from it. Modules describes a step's loaded module
@@ -63,6 +65,9 @@ type Config struct {
 	WorkerStaleAfter time.Duration
 	// TasksPerPage is how many tasks of one step a run page lists at once.
 	TasksPerPage int
+	// MaxShapedFailures is how many failed tasks of its window the failures page groups at
+	// most, the newest [store.DefaultMaxShaped].
+	MaxShapedFailures int
 	// NoRunsIndex keeps the dashboard from creating schema.RunsIndex when it is missing
 	// (the benchmark measures the runs page without it).
 	NoRunsIndex bool
@@ -353,6 +358,10 @@ func (s *Dashboard) routes() http.Handler {
 	mux.HandleFunc("GET /events/stats", s.statsEvents)
 	mux.HandleFunc("POST /actions/start", s.startRun)
 	mux.HandleFunc("POST /actions/deprecate", s.deprecateWorker)
+	mux.HandleFunc("POST /actions/cancel", s.cancelRun)
+	mux.HandleFunc("POST /actions/rerun", s.rerunRun)
+	mux.HandleFunc("POST /actions/drain", s.drainProcess)
+	mux.HandleFunc("POST /actions/undrain", s.undrainProcess)
 	mux.Handle("GET /static/", http.StripPrefix("/static/", staticHandler()))
 	return mux
 }

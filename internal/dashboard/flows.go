@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
@@ -187,6 +188,9 @@ func (s *Dashboard) flowsProbe() live.Probe {
 
 // workersView is the workers page.
 type workersView struct {
+	// Processes are pgflow-wasm's worker processes, each with the flows it serves; Workers
+	// are the pgflow.workers rows (one per flow a process serves, new ones at each reload).
+	Processes  []store.Process
 	Workers    []store.Worker
 	StaleAfter time.Duration
 	Older      string
@@ -200,7 +204,12 @@ func (s *Dashboard) workersPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	v := workersView{Workers: page.Workers, StaleAfter: s.store.StaleAfter(), Stopped: s.store.Protocol().StoppedAt}
+	procs, err := s.store.Processes(r.Context(), maxProcesses)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	v := workersView{Processes: procs, Workers: page.Workers, StaleAfter: s.store.StaleAfter(), Stopped: s.store.Protocol().StoppedAt}
 	if page.Older != "" {
 		v.Older = "/workers?older=" + page.Older
 	}
@@ -210,13 +219,20 @@ func (s *Dashboard) workersPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.render(w, r, "workers", view{Title: "Workers", Nav: "workers", Live: "/events/workers?" + r.URL.RawQuery,
-		Version: s.workersFingerprint(page), Now: page.Now, Data: v})
+		Version: s.workersFingerprint(page, procs), Now: page.Now, Data: v})
 }
+
+// maxProcesses caps the worker processes the workers page lists (alive ones first).
+const maxProcesses = 100
 
 // workersFingerprint changes when a worker appears, dies, is deprecated or stopped, or its
 // number of running tasks changes (heartbeat ages tick in the browser).
-func (s *Dashboard) workersFingerprint(p store.WorkerPage) string {
+func (s *Dashboard) workersFingerprint(p store.WorkerPage, procs []store.Process) string {
 	var parts []string
+	for _, pr := range procs {
+		parts = append(parts, pr.ID, strconv.FormatBool(pr.Alive), strconv.FormatBool(pr.DrainedAt != nil), strings.Join(pr.Flows, ","),
+			strconv.Itoa(pr.Running))
+	}
 	for _, w := range p.Workers {
 		parts = append(parts, w.ID, strconv.FormatBool(w.Alive),
 			strconv.FormatBool(w.DeprecatedAt != nil), strconv.FormatBool(w.StoppedAt != nil), strconv.Itoa(w.Running))
@@ -230,7 +246,11 @@ func (s *Dashboard) workersProbe(cursor string) live.Probe {
 		if err != nil {
 			return live.State{}, err
 		}
+		procs, err := s.store.Processes(ctx, maxProcesses)
+		if err != nil {
+			return live.State{}, err
+		}
 		// Alive workers beat every few seconds; a worker goes stale over tens of seconds.
-		return live.State{Fingerprint: s.workersFingerprint(page)}, nil
+		return live.State{Fingerprint: s.workersFingerprint(page, procs)}, nil
 	}
 }

@@ -134,8 +134,11 @@ func (g *guard) checkPost(w http.ResponseWriter, r *http.Request) bool {
 	}
 	g.log.Warn("dashboard action refused", "path", r.URL.Path, "reason", why, "remote", r.RemoteAddr)
 	back, backText := "/workers", "Back to the workers"
-	if r.URL.Path == "/actions/start" {
+	switch r.URL.Path {
+	case "/actions/start":
 		back, backText = "/flows", "Back to the flows"
+	case "/actions/cancel", "/actions/rerun":
+		back, backText = "/runs", "Back to the runs"
 	}
 	writeNotice(w, g.base, notice{Status: http.StatusForbidden, Title: "Refused",
 		Message: "This form did not come from the dashboard's own page: " + why + ". Reload the page and try again.",

@@ -2,8 +2,9 @@ package dashboard_test
 
 import (
 	"context"
-	"fmt"
+	"html"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/dashtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/workertest"
@@ -66,6 +68,43 @@ func TestSearchFindsRunsByTheirIdsBeginning(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(body, want) {
 			t.Errorf("search %q: HTTP %d, want a page saying %q:\n%s", q, resp.StatusCode, want, body)
 		}
+	}
+}
+
+// The header's search box finds runs by a field of their input: the exact value, newest
+// first, never redirecting (a field is no id); a text that is no input query says how to
+// write one.
+func TestSearchFindsRunsByAnInputField(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, echoFlows, nil))
+	ids := map[string]string{}
+	for _, in := range []string{`{"customer": "cus_42"}`, `{"customer": "cus_4"}`, `{"customer": "cus_42", "vip": true}`} {
+		var id string
+		if err := db.Pool.QueryRow(context.Background(), `select run_id::text from pgflow.start_flow('echo', $1::jsonb)`, in).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids[in] = id
+	}
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool})
+	search := func(q string) (int, string) {
+		t.Helper()
+		resp, body := get(t, strings.TrimSuffix(srv.URL(), "/")+"/search?q="+url.QueryEscape(q), nil)
+		return resp.StatusCode, body
+	}
+	code, body := search("input.customer = cus_42")
+	if code != http.StatusOK || strings.Count(body, "<tr data-run=") != 2 || !strings.Contains(body, `data-run="`+ids[`{"customer": "cus_42"}`]+`"`) ||
+		!strings.Contains(body, `data-run="`+ids[`{"customer": "cus_42", "vip": true}`]+`"`) || !strings.Contains(body, "whose input contains") {
+		t.Errorf("input.customer = cus_42: HTTP %d, want the two runs of cus_42 listed:\n%s", code, body)
+	}
+	if code, body := search("input.customer = cus_42 and input.vip = true"); code != http.StatusOK || strings.Count(body, "<tr data-run=") != 1 {
+		t.Errorf("two fields: HTTP %d, want one run listed:\n%s", code, body)
+	}
+	if code, body := search("input.customer = nobody"); code != http.StatusOK || !strings.Contains(body, "No run's input contains") {
+		t.Errorf("no match: HTTP %d:\n%s", code, body)
+	}
+	if code, body := search("input.customer"); code != http.StatusOK || !strings.Contains(body, "is not input.FIELD = VALUE") {
+		t.Errorf("a bad query: HTTP %d:\n%s", code, body)
 	}
 }
 
@@ -131,56 +170,86 @@ func TestStatsChartAThousandRuns(t *testing.T) {
 	}
 }
 
-// Failed tasks grouped by flow, step and their error's first line: 1,000 runs of which 100
-// failed with one message, and two tasks of another step whose errors differ after their
-// first line, the second the latest.
-func TestFailuresAreGroupedByStepAndFirstLine(t *testing.T) {
+// 61 failed tasks of three underlying causes, every message different (ids, times, uuids,
+// quoted values, numbers, hex, second lines), show as three groups of 30, 20 and 11, each
+// with its shape, the flows and steps it hit, first and last seen, a sparkline, and a link
+// to its latest failure.
+func TestSixtyOneFailuresOfThreeCausesAreThreeGroups(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
-	dashtest.StartStatsRuns(t, db, 1000)
-	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, `
-flows:
-  - slug: brittle
-    max_attempts: 1
-    steps:
-      - {slug: first, module: {{root}}/modules/testdata/echo.wasm}
-`, nil))
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := db.Pool.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	runs := []string{"b0000000-0000-4000-8000-000000000001", "b0000000-0000-4000-8000-000000000002"}
-	worker := "b1000000-0000-4000-8000-000000000000"
-	exec(`insert into pgflow.workers (worker_id, queue_name, function_name) values ($1, 'brittle', 'test')`, worker)
-	for i, id := range runs { // one after the other: the second fails last
-		startWithID(t, db, "brittle", id)
-		exec(`select count(*) from `+db.StartTasks(t, `'brittle'`, `array(select msg_id from pgmq.read('brittle', 60, 1))`, `$1::uuid`), worker)
-		exec(`select pgflow.fail_task($1::uuid, 'first', 0, $2)`, id, fmt.Sprintf("connection reset\n  at attempt %d", i+1))
-	}
+	causes := dashtest.StartShapedFailures(t, db)
 	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool})
 	resp, body := get(t, strings.TrimSuffix(srv.URL(), "/")+"/failures", nil)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("/failures: HTTP %d\n%s", resp.StatusCode, body)
 	}
-	rows := regexp.MustCompile(`(?s)<tr data-flow="(\w+)" data-step="(\w+)" data-tasks="(\d+)" data-runs="(\d+)">(.*?)</tr>`).FindAllStringSubmatch(body, -1)
-	if len(rows) != 2 {
-		t.Fatalf("%d groups, want 2:\n%s", len(rows), body)
+	rows := regexp.MustCompile(`(?s)<tr data-shape="([^"]*)" data-steps="([^"]*)" data-tasks="(\d+)" data-runs="(\d+)">(.*?)</tr>`).FindAllStringSubmatch(body, -1)
+	if len(rows) != len(causes) {
+		t.Fatalf("%d groups, want %d:\n%s", len(rows), len(causes), body)
 	}
-	if r := rows[0]; r[1] != "busy" || r[2] != "work" || r[3] != "100" || r[4] != "100" || !strings.Contains(r[5], "work: the input was refused") {
-		t.Errorf("the largest group: %q, want busy's work with 100 tasks of 100 runs and its error", r[1:])
+	for i, c := range causes {
+		r := rows[i]
+		shape := html.UnescapeString(r[1])
+		if shape != c.Shape || r[2] != strings.Join(c.Steps, " ") || r[3] != strconv.Itoa(c.Tasks) || r[4] != strconv.Itoa(c.Tasks) {
+			t.Errorf("group %d: shape %q, steps %q, %s tasks of %s runs; want %q, %q, %d of %d", i, shape, r[2], r[3], r[4],
+				c.Shape, strings.Join(c.Steps, " "), c.Tasks, c.Tasks)
+		}
+		if n := strings.Count(r[5], "<rect "); n < 1 {
+			t.Errorf("group %d has no sparkline bar", i)
+		}
+		if strings.Count(r[5], "<time ") != 2 {
+			t.Errorf("group %d does not show first and last seen: %s", i, r[5])
+		}
 	}
-	r := rows[1]
-	if r[1] != "brittle" || r[2] != "first" || r[3] != "2" || r[4] != "2" || !strings.Contains(r[5], ">connection reset</span>") || strings.Contains(r[5], "at attempt") {
-		t.Errorf("the second group: %q, want brittle's first with 2 tasks, grouped by the first line only", r[1:])
+	var latest string
+	if err := db.Pool.QueryRow(ctx, `select run_id::text from pgflow.step_tasks where flow_slug = 'invoices' order by failed_at desc limit 1`).Scan(&latest); err != nil {
+		t.Fatal(err)
 	}
-	if want := `class="latest" href="/runs/` + runs[1] + `?from=0&amp;step=first#task-first-0"`; !strings.Contains(r[5], want) {
-		t.Errorf("the second group links to %q, want the latest run's task: %s", r[5], want)
+	if want := `class="latest" href="/runs/` + latest + `?from=0&amp;step=decode#task-decode-0"`; !strings.Contains(rows[2][5], want) {
+		t.Errorf("the third group links to %q, want its latest failure: %s", rows[2][5], want)
 	}
-	if _, body := get(t, strings.TrimSuffix(srv.URL(), "/")+"/failures?window=hour", nil); !strings.Contains(body, "last hour") || strings.Count(body, "<tr data-flow=") != 2 {
+	if !strings.Contains(rows[1][5], "latest: HTTP 503 from http://tax:8019/v2/rates") {
+		t.Errorf("the second group does not show its latest error as it was: %s", rows[1][5])
+	}
+	if _, body := get(t, strings.TrimSuffix(srv.URL(), "/")+"/failures?window=hour", nil); !strings.Contains(body, "last hour") || strings.Count(body, "<tr data-shape=") != 3 {
 		t.Errorf("the last hour's failures: %s", body)
+	}
+	if strings.Contains(body, "failures-capped") {
+		t.Errorf("61 failures under the cap are said to be capped")
+	}
+	// A burst over the cap: the newest are grouped (the 11 invoices failed last), and the
+	// page says how many failed in all.
+	capped := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, MaxShapedFailures: 11})
+	_, body = get(t, strings.TrimSuffix(capped.URL(), "/")+"/failures", nil)
+	if !strings.Contains(body, "61 tasks failed in the last day: the groups are of the newest 11.") ||
+		strings.Count(body, "<tr data-shape=") != 1 || !strings.Contains(body, `data-steps="invoices/decode" data-tasks="11"`) {
+		t.Errorf("capped at 11: %s", body)
+	}
+}
+
+// The shapes errors are grouped by: what varies between failures of one cause goes, what
+// tells causes apart stays.
+func TestErrorShapesTakeOutWhatVaries(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	for in, want := range map[string]string{
+		`run 7c9e6679-7425-40de-944b-e07fc1f90ae7 failed`:       `run <uuid> failed`,
+		`at 2026-11-28T11:12:07.123+01:00 and 2026-11-28 11:12`: `at <time> and <time>`,
+		`key "cus_42" and 'x y' missing`:                        `key "…" and '…' missing`,
+		`object 3f2a9c1bd0, deadbeefba and 0xFF, not defaced`:   `object <hex>, <hex> and <hex>, not defaced`,
+		`order 12345678 and 17`:                                 `order <n> and <n>`,
+		`took 1.25s for 3 of 40 items (cus_42, step2)`:          `took <n>s for <n> of <n> items (cus_<n>, step<n>)`,
+		`connection refused`:                                    `connection refused`,
+		`quoted "with \" escape" ends`:                          `quoted "…" ends`,
+	} {
+		var got string
+		if err := db.Pool.QueryRow(context.Background(), `select `+store.ErrorShapeSQL(`$1::text`), in).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("shape of %q = %q, want %q", in, got, want)
+		}
 	}
 }
 

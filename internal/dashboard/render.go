@@ -170,6 +170,7 @@ var funcs = template.FuncMap{
 	"since":     func(t time.Time) int64 { return t.UnixMilli() },
 	"unixms":    func(t time.Time) int64 { return t.UnixMilli() },
 	"dur":       formatDuration,
+	"ago":       func(t, now time.Time) time.Duration { return now.Sub(t) },
 	"json":      jsonText,
 	"size":      byteSize,
 	"int":       func(p *int) int { return *p },
@@ -181,6 +182,7 @@ var funcs = template.FuncMap{
 	"zoned":     func(t time.Time) string { return t.Format("2006-01-02 15:04:05 MST") }, // in t's own zone (a schedule's)
 	"upper":     strings.ToUpper,
 	"join":      strings.Join,
+	"split":     strings.Split,
 	"orDash":    orDash,
 	"hasValue":  func(p *int) bool { return p != nil },
 	"deref":     func(t *time.Time) time.Time { return *t },
@@ -194,7 +196,7 @@ var funcs = template.FuncMap{
 // neutral one.
 func statusClass(s string) string {
 	switch s {
-	case "created", "queued", "started", "completed", "failed", "skipped", "cancelled", "alive", "dead", "deprecated", "stopped":
+	case "created", "queued", "started", "completed", "failed", "skipped", "cancelled", "alive", "dead", "deprecated", "drained", "stopped":
 		return "st-" + s
 	}
 	return "st-other"

@@ -12,6 +12,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/dag"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard/internal/live"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/runctl"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
@@ -159,6 +160,8 @@ type runView struct {
 	Graph     dag.Graph
 	Error     string // the first failed step's error
 	TraceURL  string // the run's trace in a tracing UI (Config.TraceURL); "" when none
+	// Links are the run's rerun links: the run it repeats and the runs that repeat it.
+	Links runctl.Links
 }
 
 func (s *Dashboard) runPage(w http.ResponseWriter, r *http.Request) {
@@ -191,6 +194,10 @@ func (s *Dashboard) runPage(w http.ResponseWriter, r *http.Request) {
 	failedOnly := q.Get("only") == "failed"
 	per := s.cfg.TasksPerPage
 	v := runView{Run: run, TraceURL: traceLink(s.cfg.TraceURL, run.ID)}
+	if v.Links, err = runctl.RerunLinks(ctx, s.store.Pool(), run.ID); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	def := s.flowDef(run.Flow)
 	var nodes []dag.Node
 	for _, st := range steps {

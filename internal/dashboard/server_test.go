@@ -285,6 +285,34 @@ func TestActionsAreOffByDefaultCheckedAndLogged(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || strings.Contains(body, "<b>") {
 		t.Errorf("deprecating a bad id: %d %q", resp.StatusCode, body)
 	}
+
+	// Cancel, rerun, drain and undrain: refused read-only, without the form's csrf value or
+	// from another site; a bad or unknown id is refused with the reason, and changes nothing.
+	for _, a := range []struct{ path, field, id string }{
+		{"/actions/cancel", "run_id", id}, {"/actions/rerun", "run_id", id},
+		{"/actions/drain", "process_id", worker}, {"/actions/undrain", "process_id", worker},
+	} {
+		if resp, body := post(readOnly, a.path, url.Values{a.field: {a.id}}, ""); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "--ui-actions") {
+			t.Errorf("%s on a read-only dashboard: %d", a.path, resp.StatusCode)
+		}
+		if resp, _ := post(srv, a.path, url.Values{a.field: {a.id}}, ""); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s without csrf: %d, want 403", a.path, resp.StatusCode)
+		}
+		if resp, _ := post(srv, a.path, url.Values{a.field: {a.id}, "csrf": {csrf}}, "http://evil.example"); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s from another site: %d, want 403", a.path, resp.StatusCode)
+		}
+		if resp, body := post(srv, a.path, url.Values{a.field: {"<b>nope</b>"}, "csrf": {csrf}}, ""); resp.StatusCode != http.StatusBadRequest || strings.Contains(body, "<b>") {
+			t.Errorf("%s of a bad id: %d %q", a.path, resp.StatusCode, body)
+		}
+	}
+	// The worker row above belongs to no pgflow-wasm process: nothing to drain.
+	if resp, body := post(srv, "/actions/drain", url.Values{"process_id": {worker}, "csrf": {csrf}}, ""); resp.StatusCode != http.StatusBadRequest ||
+		!strings.Contains(body, "neither a worker process nor a worker row of one") {
+		t.Errorf("draining a row of no process: %d %.300s", resp.StatusCode, body)
+	}
+	if runCount() != 1 {
+		t.Errorf("refused reruns started runs: %d runs, want 1", runCount())
+	}
 }
 
 // What a browser sends decides: a form posted from another site is refused (403) and the

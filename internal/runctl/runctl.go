@@ -145,14 +145,45 @@ func Rerun(ctx context.Context, pool *pgxpool.Pool, runID, actor string) (string
 	return newID, err
 }
 
-// RerunOf says which run a run repeats ("" when it repeats none).
-func RerunOf(ctx context.Context, pool *pgxpool.Pool, runID string) (string, error) {
-	var of string
-	err := pool.QueryRow(ctx, `select rerun_of::text from pgflow_wasm.reruns where run_id = $1::text::uuid`, runID).Scan(&of)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil
+// Links are a run's rerun links: the run it repeats ("" when none) and the runs started as
+// its reruns, oldest first.
+type Links struct {
+	RerunOf string
+	Reruns  []string
+}
+
+// RerunLinks reads a run's rerun links (none before any rerun created the tables).
+func RerunLinks(ctx context.Context, pool *pgxpool.Pool, runID string) (Links, error) {
+	var l Links
+	var exists bool
+	if err := pool.QueryRow(ctx, `select to_regclass('pgflow_wasm.reruns') is not null`).Scan(&exists); err != nil || !exists {
+		return l, err
 	}
-	return of, err
+	rows, err := pool.Query(ctx, `select run_id::text, rerun_of::text from pgflow_wasm.reruns
+		where rerun_of = $1::text::uuid or run_id = $1::text::uuid order by created_at, run_id`, runID)
+	if err != nil {
+		return l, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, of string
+		if err := rows.Scan(&id, &of); err != nil {
+			return l, err
+		}
+		if id == runID {
+			l.RerunOf = of
+		} else {
+			l.Reruns = append(l.Reruns, id)
+		}
+	}
+	return l, rows.Err()
+}
+
+// AuditProcess records an action on a worker process (drain, undrain) in the audit.
+func AuditProcess(ctx context.Context, tx pgx.Tx, action, processID, actor, detail string) error {
+	_, err := tx.Exec(ctx, `insert into pgflow_wasm.operator_actions (action, process_id, actor, detail)
+		values ($1, $2::text::uuid, $3, $4)`, action, processID, actor, detail)
+	return err
 }
 
 func audit(ctx context.Context, tx pgx.Tx, action, runID, newRunID, actor, detail string) error {

@@ -264,43 +264,123 @@ func (s *Store) Queues(ctx context.Context) ([]Queue, error) {
 	return queues, rows.Err()
 }
 
-// FailureGroup is the failed tasks of one step with one error (its first line).
+// FailureGroup is the failed tasks whose errors have one shape: the first line of the error
+// with its variable parts (times, uuids, quoted values, hex ids, numbers) replaced
+// (ErrorShapeSQL), whichever flow and step they failed in.
 type FailureGroup struct {
-	Flow, Step string
-	Error      string // the first line of the error, cut to 300 characters
-	Tasks      int    // failed tasks
-	Runs       int    // runs they belong to
-	Last       time.Time
-	LastRun    string // the run of the latest of them
-	LastIndex  int    // and its task index
+	Shape       string   // the normalised first line
+	Example     string   // the latest failure's first line as it was, cut to 300 characters
+	Steps       []string // "flow/step" of every step that failed so, sorted
+	Tasks       int      // failed tasks
+	Runs        int      // runs they belong to
+	First, Last time.Time
+	LastRun     string // the run of the latest of them
+	LastStep    string // and its step
+	LastIndex   int    // and task index
+	Buckets     []int  // failures in each of FailureBuckets equal spans of the window, oldest first
 }
 
-// Failures groups the tasks that failed in the last window by flow, step and the first line
-// of their error, the largest groups first (at most limit groups).
-func (s *Store) Failures(ctx context.Context, window time.Duration, limit int) ([]FailureGroup, time.Time, error) {
-	var now time.Time
-	if err := s.pool.QueryRow(ctx, `select clock_timestamp()`).Scan(&now); err != nil {
-		return nil, now, err
+// FailureBuckets is how many spans the window of Failures is cut into for the sparkline.
+const FailureBuckets = 24
+
+// errorShapeRules are the replacements ErrorShapeSQL makes, in order: a timestamp before
+// its numbers, a uuid before its hex parts, quoted values whole, hex ids (a word of 8 or
+// more hex characters with a letter, which English words almost never are, or 0x...)
+// before the digits they hold; what is left of digits are numbers.
+var errorShapeRules = [][2]string{
+	{`\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}(:?\d{2})?)?`, `<time>`},
+	{`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`, `<uuid>`},
+	{`"([^"\\]|\\.)*"`, `"…"`},
+	{`'([^'\\]|\\.)*'`, `'…'`},
+	{`\m0x[0-9a-fA-F]+\M`, `<hex>`},
+	{`\m(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}\M`, `<hex>`},
+	{`[0-9]+(\.[0-9]+)?`, `<n>`},
+}
+
+// ErrorShapeSQL is the SQL expression of the shape of the text expression expr: the
+// errors of one cause ("customer cus_42 not found", "customer cus_7 not found") have one.
+func ErrorShapeSQL(expr string) string {
+	for _, r := range errorShapeRules {
+		expr = "regexp_replace(" + expr + ", " + quoteLiteral(r[0]) + ", " + quoteLiteral(r[1]) + ", 'g')"
 	}
+	return expr
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// DefaultMaxShaped is how many failed tasks Failures shapes at most, the newest: shaping
+// costs about 45 µs a task (docs/dashboard.md), so a burst of failures is grouped in about a
+// second, from its newest part.
+const DefaultMaxShaped = 20_000
+
+// FailureReport is what Failures found.
+type FailureReport struct {
+	Groups []FailureGroup
+	Failed int // tasks that failed in the window
+	Shaped int // the newest of them, grouped: Failed, or the cap when more failed
+	Now    time.Time
+}
+
+// Failures groups the tasks that failed in the last window by the shape of their error's
+// first line, the largest groups first (at most limit groups); when more than maxShaped
+// failed, only the newest maxShaped are grouped (0: DefaultMaxShaped).
+func (s *Store) Failures(ctx context.Context, window time.Duration, limit, maxShaped int) (FailureReport, error) {
+	var rep FailureReport
+	if maxShaped <= 0 {
+		maxShaped = DefaultMaxShaped
+	}
+	if err := s.pool.QueryRow(ctx, `select clock_timestamp()`).Scan(&rep.Now); err != nil {
+		return rep, err
+	}
+	now := rep.Now
+	if err := s.pool.QueryRow(ctx, `select count(*) from pgflow.step_tasks t
+		where t.status = 'failed' and t.failed_at > $1::timestamptz - $2 * interval '1 second'`, now, window.Seconds()).Scan(&rep.Failed); err != nil {
+		return rep, err
+	}
+	rep.Shaped = min(rep.Failed, maxShaped)
 	// Failed tasks are found through pgflow's partial index on failed tasks
-	// (idx_step_tasks_failed), then by when they failed.
+	// (idx_step_tasks_failed), then by when they failed, the newest maxShaped of them; each
+	// error is shaped once (f is read twice, so it is materialised).
 	rows, err := s.pool.Query(ctx, `
-		select flow_slug, step_slug, line, count(*), count(distinct run_id), max(failed_at),
-		       (array_agg(run_id::text order by failed_at desc))[1], (array_agg(task_index order by failed_at desc))[1]
-		from (select t.flow_slug, t.step_slug, t.run_id, t.task_index, t.failed_at,
-		             left(split_part(coalesce(t.error_message, ''), E'\n', 1), 300) as line
-		      from pgflow.step_tasks t
-		      where t.status = 'failed' and t.failed_at > $1::timestamptz - $2 * interval '1 second') x
-		group by flow_slug, step_slug, line
-		order by count(*) desc, max(failed_at) desc
-		limit $3`, now, window.Seconds(), limit)
+		with f as materialized (
+		  select t.flow_slug || '/' || t.step_slug as step, t.step_slug, t.run_id, t.task_index, t.failed_at, x.line,
+		         `+ErrorShapeSQL("x.line")+` as shape,
+		         least(floor(extract(epoch from t.failed_at - ($1::timestamptz - $2 * interval '1 second')) / $2 * $4)::int, $4 - 1) as bucket
+		  from (select * from pgflow.step_tasks t
+		        where t.status = 'failed' and t.failed_at > $1::timestamptz - $2 * interval '1 second'
+		        order by t.failed_at desc limit $5) t,
+		       lateral (select left(split_part(coalesce(t.error_message, ''), E'\n', 1), 300) as line) x),
+		g as (
+		  select shape, count(*) as tasks, count(distinct run_id) as runs, min(failed_at) as first, max(failed_at) as last,
+		         (array_agg(line order by failed_at desc))[1] as example,
+		         array_agg(distinct step order by step) as steps,
+		         (array_agg(run_id::text order by failed_at desc))[1] as last_run,
+		         (array_agg(step_slug order by failed_at desc))[1] as last_step,
+		         (array_agg(task_index order by failed_at desc))[1] as last_index
+		  from f group by shape
+		  order by count(*) desc, max(failed_at) desc
+		  limit $3),
+		b as (select shape, bucket, count(*)::int as n from f where shape in (select shape from g) group by shape, bucket)
+		select g.shape, g.example, g.steps, g.tasks, g.runs, g.first, g.last, g.last_run, g.last_step, g.last_index,
+		       (select array_agg(b.bucket order by b.bucket) from b where b.shape = g.shape),
+		       (select array_agg(b.n order by b.bucket) from b where b.shape = g.shape)
+		from g order by g.tasks desc, g.last desc`, now, window.Seconds(), limit, FailureBuckets, maxShaped)
 	if err != nil {
-		return nil, now, err
+		return rep, err
 	}
 	groups, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (FailureGroup, error) {
 		var g FailureGroup
-		err := row.Scan(&g.Flow, &g.Step, &g.Error, &g.Tasks, &g.Runs, &g.Last, &g.LastRun, &g.LastIndex)
+		var buckets, counts []int
+		err := row.Scan(&g.Shape, &g.Example, &g.Steps, &g.Tasks, &g.Runs, &g.First, &g.Last, &g.LastRun, &g.LastStep, &g.LastIndex,
+			&buckets, &counts)
+		g.Buckets = make([]int, FailureBuckets)
+		for i, b := range buckets {
+			if b >= 0 && b < FailureBuckets && i < len(counts) {
+				g.Buckets[b] += counts[i]
+			}
+		}
 		return g, err
 	})
-	return groups, now, err
+	rep.Groups = groups
+	return rep, err
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/procctl"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/store"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
@@ -50,6 +51,25 @@ func TestNoWorkerWarning(t *testing.T) {
 	if w := warning(); !strings.Contains(w, "no worker has ever served it") {
 		t.Errorf("with a deprecated worker only: %q", w)
 	}
+	// A live worker of a drained process serves nothing until undrained.
+	exec(t, db, `update pgflow.workers set deprecated_at = null`)
+	proc := procctl.Self("c0000000-0000-4000-8000-000000000001", "test")
+	if err := procctl.Register(ctx, db.Pool, proc, []string{workerID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := procctl.Drain(ctx, db.Pool, proc.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if w := warning(); !strings.Contains(w, "the 1 alive for it belong to drained worker processes") || !strings.Contains(w, "worker undrain") {
+		t.Errorf("with a drained worker only: %q", w)
+	}
+	if _, err := procctl.Undrain(ctx, db.Pool, proc.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if w := warning(); w != "" {
+		t.Errorf("with the worker undrained: %q", w)
+	}
+	exec(t, db, `update pgflow.workers set deprecated_at = now()`)
 	// Another flow's worker does not serve this one; an unknown flow gets no warning
 	// (starting its run says it does not exist).
 	exec(t, db, `insert into pgflow.workers (worker_id, queue_name, function_name) values (gen_random_uuid(), 'other', 'test')`)

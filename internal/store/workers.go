@@ -135,8 +135,12 @@ func (s *Store) Deprecate(ctx context.Context, id string) (bool, error) {
 // FlowWorkers is what pgflow.workers says about the workers of one flow's queue.
 type FlowWorkers struct {
 	FlowExists bool
-	// Serving counts the workers of the flow that are alive (Worker.Alive) and not deprecated.
+	// Serving counts the workers of the flow that are alive (Worker.Alive), not deprecated and
+	// not of a drained process (pgflow_wasm.worker_processes).
 	Serving int
+	// Drained counts the alive, undeprecated workers of the flow whose process an operator
+	// drained: they take none of its tasks until undrained.
+	Drained int
 	// LastHeartbeat is the newest heartbeat of any worker of the flow that was not
 	// deprecated, if any.
 	LastHeartbeat *time.Time
@@ -146,12 +150,22 @@ type FlowWorkers struct {
 // flow; pgflow-wasm registers one row per flow it serves) that were not deprecated.
 func (s *Store) FlowWorkers(ctx context.Context, flow string) (FlowWorkers, error) {
 	var w FlowWorkers
+	var procs bool
+	if err := s.pool.QueryRow(ctx, `select to_regclass('pgflow_wasm.worker_processes') is not null`).Scan(&procs); err != nil {
+		return w, fmt.Errorf("reading the workers of flow %s: %w", flow, err)
+	}
+	drained := "false"
+	if procs {
+		drained = `exists (select 1 from pgflow_wasm.process_workers pw join pgflow_wasm.worker_processes p on p.process_id = pw.process_id
+		                    where pw.worker_id = w.worker_id and p.drained_at is not null)`
+	}
 	err := s.pool.QueryRow(ctx, `
 		select exists (select 1 from pgflow.flows where flow_slug = $1),
-		       count(*) filter (where `+s.aliveSQL("w")+`),
+		       count(*) filter (where `+s.aliveSQL("w")+` and not `+drained+`),
+		       count(*) filter (where `+s.aliveSQL("w")+` and `+drained+`),
 		       max(w.last_heartbeat_at)
 		from pgflow.workers w where w.queue_name = $1 and w.deprecated_at is null`,
-		flow).Scan(&w.FlowExists, &w.Serving, &w.LastHeartbeat)
+		flow).Scan(&w.FlowExists, &w.Serving, &w.Drained, &w.LastHeartbeat)
 	if err != nil {
 		return w, fmt.Errorf("reading the workers of flow %s: %w", flow, err)
 	}
@@ -165,9 +179,59 @@ func (w FlowWorkers) NoWorkerWarning(flow string) string {
 		return ""
 	}
 	last := "no worker has ever served it"
-	if w.LastHeartbeat != nil {
+	switch {
+	case w.Drained > 0:
+		return fmt.Sprintf("no live worker serves flow %s: the %d alive for it belong to drained worker processes; "+
+			"the run waits in its queue until one is undrained (`pgflow-wasm worker undrain PROCESS_ID`, or the dashboard's workers page) "+
+			"or another worker starts", flow, w.Drained)
+	case w.LastHeartbeat != nil:
 		last = fmt.Sprintf("the last heartbeat of a worker for it was %s ago", time.Since(*w.LastHeartbeat).Round(time.Second))
 	}
 	return fmt.Sprintf("no live worker serves flow %s (%s): the run waits in its queue until one starts, e.g. "+
 		"`pgflow-wasm serve --flows <the flows.yaml that declares %s>`", flow, last, flow)
+}
+
+// Process is a pgflow-wasm worker process (pgflow_wasm.worker_processes) with its worker rows.
+type Process struct {
+	ID, Host, Version string
+	PID               int
+	StartedAt         time.Time
+	DrainedAt         *time.Time // an operator drained it: it takes no new tasks
+	DrainedBy         string
+	// Flows are the flows its alive rows that are not deprecated serve, by name.
+	Flows         []string
+	Rows          int // its pgflow.workers rows, one per flow and reload
+	Alive         bool
+	LastHeartbeat time.Time
+	Running       int // tasks its rows started and did not finish
+}
+
+// Processes reads the worker processes, those alive first, then by latest heartbeat
+// (none before a pgflow-wasm worker created the tables).
+func (s *Store) Processes(ctx context.Context, limit int) ([]Process, error) {
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `select to_regclass('pgflow_wasm.process_workers') is not null`).Scan(&exists); err != nil || !exists {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `
+		with r as (select pw.process_id, w.worker_id, w.queue_name, w.last_heartbeat_at, w.deprecated_at, `+s.aliveSQL("w")+` as alive
+		           from pgflow_wasm.process_workers pw join pgflow.workers w on w.worker_id = pw.worker_id)
+		select p.process_id::text, p.host, p.pid, p.version, p.started_at, p.drained_at, coalesce(p.drained_by, ''),
+		       coalesce(array_agg(distinct r.queue_name order by r.queue_name) filter (where r.alive and r.deprecated_at is null), '{}'),
+		       count(*), bool_or(r.alive), max(r.last_heartbeat_at),
+		       (select count(*) from pgflow.step_tasks t
+		         where t.status = 'started' and t.last_worker_id = any (array_agg(r.worker_id)))::int
+		from pgflow_wasm.worker_processes p join r on r.process_id = p.process_id
+		group by p.process_id
+		order by bool_or(r.alive) desc, max(r.last_heartbeat_at) desc, p.process_id
+		limit $1`, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Process, error) {
+		var p Process
+		err := row.Scan(&p.ID, &p.Host, &p.PID, &p.Version, &p.StartedAt, &p.DrainedAt, &p.DrainedBy, &p.Flows, &p.Rows,
+			&p.Alive, &p.LastHeartbeat, &p.Running)
+		return p, err
+	})
 }

@@ -91,7 +91,7 @@ func (w *Worker) claimSuccessors(conn *pgxpool.Conn, b *pgx.Batch, batch []compl
 	sc := &successorClaim{w: w, began: time.Now()}
 	for _, fs := range order {
 		wt := wants[fs]
-		if len(wt.steps) == 0 || fs.deprecated.Load() {
+		if len(wt.steps) == 0 || fs.deprecated.Load() || w.drained.Load() {
 			continue
 		}
 		// A single step has one task a run: one slot for each step of each run that a

@@ -42,6 +42,11 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 		if fs.deprecated.Load() {
 			return
 		}
+		if w.drained.Load() {
+			// The process is drained: an undrain rings the wake; the timer is a safety net.
+			timer.Reset(w.cfg.MaxPollInterval)
+			continue
+		}
 		n := 0
 		backpressure := w.done.Pending() >= w.cfg.MaxUnwritten // finished work waits to be written
 		if !backpressure {
@@ -65,6 +70,14 @@ func (w *Worker) queueLoop(ctx context.Context, q *queueState, listen *poller.Li
 		}
 		began := time.Now()
 		fs.fetching.Add(1)
+		if w.drained.Load() {
+			// Drained since the look above: a drain waits for the fetches counted before it
+			// (applyDrain), so this one must not begin.
+			fs.fetching.Add(-1)
+			w.unreserve(fs, n)
+			timer.Reset(w.cfg.MaxPollInterval)
+			continue
+		}
 		tasks, err := w.fetch(ctx, q, n)
 		w.unreserve(fs, n-len(tasks))
 		if w.cfg.Hooks.TaskWritten != nil {

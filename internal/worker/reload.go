@@ -87,6 +87,9 @@ func NewSupervisor(cfg ServeConfig) *Supervisor {
 			return err
 		}
 	}
+	// One process id for every worker the supervisor starts: an operator's drain outlives
+	// reloads and engine restarts.
+	cfg.Worker.Process = cfg.Worker.WithDefaults().Process
 	return &Supervisor{cfg: cfg, log: cfg.Worker.WithDefaults().Log, stop: make(chan struct{})}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/buildinfo"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/fetchlease"
@@ -33,6 +34,7 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/kit"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/liveness"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/procctl"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/recovery"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
@@ -92,6 +94,12 @@ type Config struct {
 	MaxUnwritten int
 
 	DrainTimeout time.Duration // how long shutdown waits for running tasks
+	// Process is the worker process this worker belongs to, registered in
+	// pgflow_wasm.worker_processes: an operator drains and undrains it as a whole (package
+	// procctl), and the flag is read every HeartbeatInterval. The supervisor gives every
+	// worker it starts (one per reload or engine restart) the same; [a fresh id, this host,
+	// pid and version].
+	Process procctl.Process
 	// CancelCheckInterval is how often the handlers that have run at least this long are
 	// checked against pgflow: one whose task pgflow cancelled is stopped (cancel.go)
 	CancelCheckInterval time.Duration
@@ -182,6 +190,9 @@ func (c Config) WithDefaults() Config {
 		c.ForeignStaleAfter = DefaultForeignStaleAfter
 	}
 	def(&c.DrainTimeout, DefaultDrainTimeout)
+	if c.Process.ID == "" {
+		c.Process = procctl.Self(kit.NewUUID(), buildinfo.Get().Version)
+	}
 	def(&c.CancelCheckInterval, DefaultCancelCheckInterval)
 	if c.PgflowCheckInterval == 0 { // negative: only errors make the worker look
 		c.PgflowCheckInterval = DefaultPgflowCheckInterval
@@ -229,6 +240,12 @@ type Worker struct {
 	// under the worker (pgflowwatch.go); upgrade is that watch's state.
 	proto   atomic.Pointer[schema.Protocol]
 	upgrade upgradeState
+	// drained: an operator drained this worker's process (drain.go): no new tasks.
+	drained atomic.Bool
+	// drainApplied: drained, and the fetches and claims begun before it ended (Drained).
+	drainApplied atomic.Bool
+	// processKnown: the process and its rows are registered, so the drain flag is watched.
+	processKnown bool
 
 	// runCtx is the context handlers run under; it is cancelled only when the drain
 	// deadline passes, never by the first shutdown signal.
@@ -486,6 +503,7 @@ func (w *Worker) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	w.registerProcess(ctx)
 	var services service.Group
 	if err := services.Start(ctx, w.services(listen)...); err != nil {
 		return err
@@ -554,6 +572,9 @@ func (w *Worker) services(listen *poller.Listener) []service.Service {
 		out = append(out, g)
 	}
 	out = append(out, service.NewLoop(w.recoveryLoop), service.NewLoop(w.cancelWatch), w.done, service.NewLoop(w.pgflowWatch))
+	if w.processKnown {
+		out = append(out, service.NewLoop(w.drainWatch))
+	}
 	if s := w.scheduler(); s != nil {
 		out = append(out, s)
 	}

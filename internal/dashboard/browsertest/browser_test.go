@@ -166,6 +166,8 @@ func TestBrowser(t *testing.T) {
 	t.Run("example flows: every page", func(t *testing.T) { examplePages(t, browser) })
 	t.Run("test flows: token, errors, escaping, live", func(t *testing.T) { testFlows(t, browser) })
 	t.Run("actions: the Start run and Deprecate buttons", func(t *testing.T) { actionsFromThePage(t, browser) })
+	t.Run("actions: Cancel, Rerun, Drain and Undrain", func(t *testing.T) { operatorActions(t, browser) })
+	t.Run("failures grouped by their shape", func(t *testing.T) { failureShapes(t, browser) })
 	t.Run("a map's failed elements", func(t *testing.T) { failedElements(t, browser) })
 	t.Run("the database goes away and comes back", func(t *testing.T) { databaseOutage(t, browser) })
 	t.Run("mounted on /ops/ of another server", func(t *testing.T) { mountedOnAPath(t, browser) })
@@ -269,10 +271,9 @@ func statsPage(t *testing.T, browser context.Context) {
 	screenshot(t, ctx, "stats")
 
 	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`header nav a[href="/failures"]`)))
-	waitFor(t, ctx, `document.querySelector('table.failures tr[data-step="work"]')?.dataset.tasks === '100'`, 10*time.Second,
+	waitFor(t, ctx, `document.querySelector('table.failures tr[data-steps~="busy/work"]')?.dataset.tasks === '100'`, 10*time.Second,
 		"the failures page groups busy's 100 failed tasks")
-	screenshot(t, ctx, "failures")
-	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`table.failures tr[data-step="work"] a.latest`)))
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`table.failures tr[data-steps~="busy/work"] a.latest`)))
 	waitFor(t, ctx, `(() => { const r = document.querySelector('#task-work-0');
 		return location.pathname.startsWith('/runs/') && r && r.matches(':target') && r.innerText.includes('the input was refused'); })()`,
 		10*time.Second, "the latest run's failed task, in view")
@@ -599,6 +600,161 @@ func actionsFromThePage(t *testing.T, browser context.Context) {
 	if l := log.String(); !strings.Contains(l, "started a run") || !strings.Contains(l, "deprecated a worker") || strings.Contains(l, "refused") {
 		t.Errorf("the dashboard's log:\n%s", l)
 	}
+}
+
+// operatorActions clicks Cancel and Rerun on run pages and Drain and Undrain on the workers
+// page, and checks what each did in the database, its audit record, and the rerun links
+// shown both ways.
+func operatorActions(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	w := workertest.StartWorker(t, db.Pool, workertest.FlowsFile(t, `
+flows:
+  - slug: echo_out
+    steps:
+      - {slug: echo, module: {{root}}/modules/testdata/echo.wasm}
+  - slug: spinning
+    max_attempts: 1
+    timeout: 120
+    steps:
+      - {slug: spin, module: {{root}}/modules/testdata/spin.wasm}
+`, nil), worker.Config{Signal: pgflowtype.SignalNotify, HeartbeatInterval: 200 * time.Millisecond})
+	<-w.Started()
+	var log workertest.SyncBuffer
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: slog.New(slog.NewTextHandler(&log, nil)),
+		Actions: true, PollInterval: 200 * time.Millisecond})
+	base := strings.TrimSuffix(srv.URL(), "/")
+	ctx := tab(t, browser)
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening) // Cancel and Drain ask first: say yes
+	go func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	dbCtx := context.Background()
+	audit := func(action, id string) string {
+		t.Helper()
+		var actor string
+		if err := db.Pool.QueryRow(dbCtx, `select actor from pgflow_wasm.operator_actions
+			where action = $1 and (run_id = $2::uuid or process_id = $2::uuid) order by id desc limit 1`, action, id).Scan(&actor); err != nil {
+			t.Fatalf("no %s of %s in pgflow_wasm.operator_actions: %v", action, id, err)
+		}
+		if !strings.HasPrefix(actor, "dashboard 127.0.0.1:") {
+			t.Errorf("the %s is recorded as done by %q, want the dashboard and the browser's address", action, actor)
+		}
+		return actor
+	}
+
+	// Cancel: a handler that never ends stops, and the run fails.
+	spin := workertest.StartRun(t, db.Pool, "spinning", `{}`)
+	navigate(t, ctx, base+"/runs/"+spin)
+	waitFor(t, ctx, `document.querySelector('#task-spin-0')?.dataset.status === 'started'`, 30*time.Second, "the spinning task runs")
+	within(t, ctx, 30*time.Second, chromedp.SetValue(chromedp.CSS(`form.cancel-run input[name=reason]`), `stuck in a loop`))
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`form.cancel-run button`)))
+	waitFor(t, ctx, `document.querySelector('h1 .badge')?.textContent === 'failed' && !document.querySelector('form.cancel-run')`,
+		30*time.Second, "Cancel leads back to the run, failed, with no Cancel button")
+	if r := workertest.WaitRun(t, db.Pool, spin, 30*time.Second); r.Status != "failed" {
+		t.Fatalf("the cancelled run is %s", r.Status)
+	}
+	var taskErr string
+	if err := db.Pool.QueryRow(dbCtx, `select error_message from pgflow.step_tasks where run_id = $1::uuid`, spin).Scan(&taskErr); err != nil ||
+		!strings.Contains(taskErr, "stuck in a loop") {
+		t.Errorf("the cancelled task's error: %q (%v), want the reason typed in", taskErr, err)
+	}
+	audit("cancel", spin)
+
+	// Rerun: a new run with the same input, linked both ways.
+	orig := workertest.StartRun(t, db.Pool, "echo_out", `{"value": "again"}`)
+	workertest.WaitRun(t, db.Pool, orig, 30*time.Second)
+	navigate(t, ctx, base+"/runs/"+orig)
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`form.rerun-run button`)))
+	waitFor(t, ctx, fmt.Sprintf(`location.pathname.startsWith('/runs/') && location.pathname !== '/runs/%s' &&
+		document.querySelector('.rerun-of a')?.getAttribute('href') === '/runs/%s' && document.querySelector('h1 .badge')?.textContent === 'completed'`, orig, orig),
+		30*time.Second, "Rerun leads to the new run's page, which links its original and completes")
+	rerun := strings.TrimPrefix(eval[string](t, ctx, `location.pathname`), "/runs/")
+	var sameInput bool
+	if err := db.Pool.QueryRow(dbCtx, `select a.input = b.input from pgflow.runs a, pgflow.runs b where a.run_id = $1::uuid and b.run_id = $2::uuid`,
+		orig, rerun).Scan(&sameInput); err != nil || !sameInput {
+		t.Errorf("the rerun %s has the original's input: %v (%v)", rerun, sameInput, err)
+	}
+	navigate(t, ctx, base+"/runs/"+orig)
+	waitFor(t, ctx, fmt.Sprintf(`[...document.querySelectorAll('.reruns a')].map(a => a.getAttribute('href')).join() === '/runs/%s'`, rerun),
+		10*time.Second, "the original's page links its rerun")
+	audit("rerun", orig)
+
+	// Drain: the process takes no new task of any flow; Undrain: it takes them again.
+	proc := w.ProcessID()
+	row := fmt.Sprintf(`tr[data-process=%q]`, proc)
+	navigate(t, ctx, base+"/workers")
+	waitFor(t, ctx, fmt.Sprintf(`document.querySelector('%s .flows')?.innerText === 'echo_out, spinning'`, row), 10*time.Second,
+		"the workers page lists the process with its flows")
+	if host, _ := os.Hostname(); !strings.Contains(eval[string](t, ctx, fmt.Sprintf(`document.querySelector('%s').innerText`, row)), host) {
+		t.Errorf("the process's row does not name its host %s", host)
+	}
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(row+` form.drain button`)))
+	waitFor(t, ctx, fmt.Sprintf(`location.pathname === '/workers' && document.querySelector('%s .badge.st-drained') && document.querySelector('%s form.undrain')`, row, row),
+		30*time.Second, "Drain leads back to the workers page, which shows the process drained")
+	deadline := time.Now().Add(30 * time.Second)
+	for !w.Drained() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !w.Drained() {
+		t.Fatal("the worker did not see the drain within 30 s")
+	}
+	waiting := workertest.StartRun(t, db.Pool, "echo_out", `{"value": "waits"}`)
+	time.Sleep(time.Second)
+	var status string
+	if err := db.Pool.QueryRow(dbCtx, `select status from pgflow.runs where run_id = $1::uuid`, waiting).Scan(&status); err != nil || status != "started" {
+		t.Fatalf("a run started while drained: %s (%v), want it waiting", status, err)
+	}
+	audit("drain", proc)
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(row+` form.undrain button`)))
+	waitFor(t, ctx, fmt.Sprintf(`location.pathname === '/workers' && !document.querySelector('%s .badge.st-drained') && document.querySelector('%s form.drain')`, row, row),
+		30*time.Second, "Undrain leads back to the workers page, which shows the process serving")
+	if r := workertest.WaitRun(t, db.Pool, waiting, 30*time.Second); r.Status != "completed" {
+		t.Fatalf("the run that waited is %s after the undrain", r.Status)
+	}
+	audit("undrain", proc)
+	l := log.String()
+	for _, want := range []string{"cancelled a run", "reran a run", "drained a worker process", "undrained a worker process"} {
+		if !strings.Contains(l, want) {
+			t.Errorf("the dashboard's log has no %q:\n%s", want, l)
+		}
+	}
+	if strings.Contains(l, "refused") {
+		t.Errorf("an action was refused:\n%s", l)
+	}
+}
+
+// failureShapes shows 61 failures of three causes as three groups, each with its sparkline
+// drawn, and a click on a group's latest run opens that failure.
+func failureShapes(t *testing.T, browser context.Context) {
+	db := pgtest.NewDB(t)
+	causes := dashtest.StartShapedFailures(t, db)
+	srv := dashtest.Listen(t, "127.0.0.1:0", dashboard.Config{Pool: db.Pool, Log: quietLog()})
+	ctx := tab(t, browser)
+	navigate(t, ctx, srv.URL()+"failures")
+	waitFor(t, ctx, `document.querySelectorAll('table.failures tbody tr').length > 0`, 10*time.Second, "the failures page lists groups")
+	got := eval[[]string](t, ctx, `[...document.querySelectorAll('table.failures tbody tr')].map(r =>
+		r.dataset.tasks + ' ' + r.dataset.steps + ' | ' + r.querySelector('.shape').textContent)`)
+	var want []string
+	for _, c := range causes {
+		want = append(want, fmt.Sprintf("%d %s | %s", c.Tasks, strings.Join(c.Steps, " "), c.Shape))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the groups:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if n := eval[int](t, ctx, `[...document.querySelectorAll('table.failures svg.sparkline')].filter(svg =>
+		[...svg.querySelectorAll('rect')].some(b => b.getBBox().height > 0)).length`); n != 3 {
+		t.Errorf("%d of the 3 sparklines have a bar drawn", n)
+	}
+	screenshot(t, ctx, "failures")
+	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`table.failures tbody tr:nth-child(3) a.latest`)))
+	waitFor(t, ctx, `(() => { const r = document.querySelector('#task-decode-0');
+		return location.pathname.startsWith('/runs/') && r && r.innerText.includes('decoding invoice'); })()`,
+		10*time.Second, "the latest failure of the third group")
 }
 
 // examplePages serves the repository's flows.yaml, runs each example flow, and looks at

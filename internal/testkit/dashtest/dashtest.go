@@ -252,3 +252,80 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	frac := pos - float64(lo)
 	return sorted[lo] + time.Duration(frac*float64(sorted[lo+1]-sorted[lo]))
 }
+
+// ShapedFailuresFlows are the flows of StartShapedFailures: three one-step flows, one attempt.
+const ShapedFailuresFlows = `
+flows:
+  - slug: billing
+    max_attempts: 1
+    steps:
+      - {slug: charge, module: {{root}}/modules/testdata/echo.wasm}
+  - slug: refunds
+    max_attempts: 1
+    steps:
+      - {slug: lookup, module: {{root}}/modules/testdata/echo.wasm}
+  - slug: invoices
+    max_attempts: 1
+    steps:
+      - {slug: decode, module: {{root}}/modules/testdata/echo.wasm}
+`
+
+// ShapedCause is one underlying cause of StartShapedFailures: how many tasks failed of it,
+// in which flow/steps, and the shape its errors have.
+type ShapedCause struct {
+	Tasks int
+	Steps []string
+	Shape string
+}
+
+// StartShapedFailures fails 61 tasks, each in a run of its own, through pgflow's own
+// functions (read, start_tasks, fail_task) with errors of three causes whose every message
+// differs: customer ids, quoted values, timestamps, request uuids, HTTP ports and latencies,
+// hex offsets and ids, and second lines. The one cause that two flows share spans both. It
+// returns the causes, the largest first.
+func StartShapedFailures(t testing.TB, db *pgtest.DB) []ShapedCause {
+	t.Helper()
+	ctx := context.Background()
+	workertest.Compile(t, db.Pool, workertest.FlowsFile(t, ShapedFailuresFlows, nil))
+	worker := kit.NewUUID()
+	if _, err := db.Pool.Exec(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name) values ($1, 'billing', 'dashtest')`, worker); err != nil {
+		t.Fatal(err)
+	}
+	fail := func(flow, step, msg string) {
+		t.Helper()
+		var run string
+		if err := db.Pool.QueryRow(ctx, `select run_id::text from pgflow.start_flow($1, '{}'::jsonb)`, flow).Scan(&run); err != nil {
+			t.Fatal(err)
+		}
+		var started int
+		if err := db.Pool.QueryRow(ctx, `select count(*) from `+db.StartTasks(t, `$1::text`,
+			`array(select msg_id from pgmq.read($1::text, 60, 1))`, `$2::uuid`), flow, worker).Scan(&started); err != nil || started != 1 {
+			t.Fatalf("starting the task of run %s: %d started (%v)", run, started, err)
+		}
+		if _, err := db.Pool.Exec(ctx, `select pgflow.fail_task($1::uuid, $2, 0, $3)`, run, step, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := time.Date(2026, 11, 3, 9, 15, 0, 0, time.UTC)
+	for i := range 30 { // one cause in two flows: a customer the payment provider does not know
+		flow, step := "billing", "charge"
+		if i%3 == 0 {
+			flow, step = "refunds", "lookup"
+		}
+		fail(flow, step, fmt.Sprintf("customer cus_%d not found at %s (request %s, plan %q)\n  at provider.go:%d",
+			1000+i*37, at.Add(time.Duration(i)*time.Minute).Format(time.RFC3339Nano), kit.NewUUID(), fmt.Sprintf("plan-%c", 'a'+i%5), 40+i))
+	}
+	for i := range 20 { // the tax service is down
+		fail("billing", "charge", fmt.Sprintf("HTTP 503 from http://tax:%d/v2/rates after %d.%03ds, retry-after '%ds'",
+			8000+i, i%4, 17*i, 5+i))
+	}
+	for i := range 11 { // a corrupt document
+		fail("invoices", "decode", fmt.Sprintf("decoding invoice %x: unexpected byte 0x%02x at offset %d",
+			0xdeadbeef00+uint64(i)*0x1f, 0x80+i, 4096*i+3))
+	}
+	return []ShapedCause{
+		{30, []string{"billing/charge", "refunds/lookup"}, `customer cus_<n> not found at <time> (request <uuid>, plan "…")`},
+		{20, []string{"billing/charge"}, `HTTP <n> from http://tax:<n>/v<n>/rates after <n>s, retry-after '…'`},
+		{11, []string{"invoices/decode"}, `decoding invoice <hex>: unexpected byte <hex> at offset <n>`},
+	}
+}
