@@ -22,7 +22,8 @@ type Result struct {
 	Kind      string
 	Shape     string
 	Fsync     string
-	Round     int // 1.. (Config.Rounds)
+	Layer     string // the pgmq it ran on: LayerOurs or LayerReal
+	Round     int    // 1.. (Config.Rounds)
 	Tasks     int
 	// Seconds spans the first task started to the last completed (database clock).
 	Seconds      float64
@@ -48,7 +49,15 @@ type Result struct {
 // name is the contender's name in the report: with more than one round, and the round.
 func (r Result) name(rounds int) string {
 	if rounds > 1 {
-		return fmt.Sprintf("%s #%d", r.Contender, r.Round)
+		return fmt.Sprintf("%s #%d", r.label(), r.Round)
+	}
+	return r.label()
+}
+
+// label is the contender's name, after "real/" when it ran on the real pgmq.
+func (r Result) label() string {
+	if r.Layer == LayerReal {
+		return "real/" + r.Contender
 	}
 	return r.Contender
 }
@@ -112,10 +121,10 @@ func (rep *Report) fillRatios() {
 	}
 }
 
-// floorOf is the floor's result of r's shape, fsync setting and round.
+// floorOf is the floor's result of r's shape, fsync setting, round and pgmq layer.
 func (rep *Report) floorOf(r Result) (Result, bool) {
 	for _, f := range rep.Results {
-		if f.Kind == KindFloor && f.Err == "" && f.Shape == r.Shape && f.Fsync == r.Fsync && f.Round == r.Round {
+		if f.Kind == KindFloor && f.Err == "" && f.Shape == r.Shape && f.Fsync == r.Fsync && f.Round == r.Round && f.Layer == r.Layer {
 			return f, true
 		}
 	}
@@ -316,11 +325,11 @@ func (rep *Report) writeRounds(w io.Writer, fsync, shape string) {
 		if r.Fsync != fsync || r.Shape != shape || r.Err != "" {
 			continue
 		}
-		f := by[r.Contender]
+		f := by[r.label()]
 		if f == nil {
 			f = &figures{}
-			by[r.Contender] = f
-			names = append(names, r.Contender)
+			by[r.label()] = f
+			names = append(names, r.label())
 		}
 		f.tps, f.hop = append(f.tps, r.TasksPerSec), append(f.hop, r.Hop.P50)
 		if db := r.DBCPUPer1000(); db >= 0 {
