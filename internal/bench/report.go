@@ -312,13 +312,13 @@ func (rep *Report) writeWorkers(w io.Writer, fsync string) {
 }
 
 // writeRounds writes, after several rounds, each contender's median over the rounds: of its
-// throughput, hop and database CPU, and of each round's ratio of them to the floor's in the
-// same round (the figure to quote on a noisy machine).
+// throughput, latency p50 (a whole run's), hop and database CPU, and of each round's ratio of
+// them to the floor's in the same round (the figure to quote on a noisy machine).
 func (rep *Report) writeRounds(w io.Writer, fsync, shape string) {
 	if rep.Config.Rounds <= 1 {
 		return
 	}
-	type figures struct{ tps, tpsX, hop, hopX, db, dbX []float64 }
+	type figures struct{ tps, tpsX, p50, p50X, hop, hopX, db, dbX []float64 }
 	var names []string
 	by := map[string]*figures{}
 	for _, r := range rep.Results {
@@ -331,12 +331,15 @@ func (rep *Report) writeRounds(w io.Writer, fsync, shape string) {
 			by[r.label()] = f
 			names = append(names, r.label())
 		}
-		f.tps, f.hop = append(f.tps, r.TasksPerSec), append(f.hop, r.Hop.P50)
+		f.tps, f.p50, f.hop = append(f.tps, r.TasksPerSec), append(f.p50, r.Latency.P50), append(f.hop, r.Hop.P50)
 		if db := r.DBCPUPer1000(); db >= 0 {
 			f.db = append(f.db, db)
 		}
 		if fl, ok := rep.floorOf(r); ok {
 			f.tpsX = append(f.tpsX, r.TasksPerSec/fl.TasksPerSec)
+			if fl.Latency.P50 > 0 {
+				f.p50X = append(f.p50X, r.Latency.P50/fl.Latency.P50)
+			}
 			if fl.Hop.P50 > 0 {
 				f.hopX = append(f.hopX, r.Hop.P50/fl.Hop.P50)
 			}
@@ -353,15 +356,15 @@ func (rep *Report) writeRounds(w io.Writer, fsync, shape string) {
 	}
 	fmt.Fprintf(w, "\nmedians of %d rounds (fsync %s, %s); x floor: the median of each round's ratio to the floor's figure in that round:\n\n", rep.Config.Rounds, fsync, shape)
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', tabwriter.Debug)
-	fmt.Fprintf(tw, "| contender\t rounds\t tasks/s\t x floor\t hop p50 ms\t hop x floor\t db cpu s/1k tasks\t db cpu x floor\t\n|---%s\t\n", strings.Repeat("\t---", 7))
+	fmt.Fprintf(tw, "| contender\t rounds\t tasks/s\t x floor\t p50 ms\t p50 x floor\t hop p50 ms\t hop x floor\t db cpu s/1k tasks\t db cpu x floor\t\n|---%s\t\n", strings.Repeat("\t---", 9))
 	for _, n := range names {
 		f := by[n]
 		hop, hopX := "", ""
 		if shape == ShapeChain {
 			hop, hopX = med(f.hop, "%.1f"), med(f.hopX, "%.2f")
 		}
-		fmt.Fprintf(tw, "| %s\t %d\t %s\t %s\t %s\t %s\t %s\t %s\t\n", n, len(f.tps), med(f.tps, "%.0f"), med(f.tpsX, "%.2f"),
-			hop, hopX, med(f.db, "%.3f"), med(f.dbX, "%.2f"))
+		fmt.Fprintf(tw, "| %s\t %d\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t\n", n, len(f.tps), med(f.tps, "%.0f"), med(f.tpsX, "%.2f"),
+			med(f.p50, "%.1f"), med(f.p50X, "%.2f"), hop, hopX, med(f.db, "%.3f"), med(f.dbX, "%.2f"))
 	}
 	tw.Flush()
 }
