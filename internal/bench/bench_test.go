@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -199,21 +198,14 @@ func TestBenchStopsTheClusterItStarted(t *testing.T) {
 
 // With a real pgmq's files, the private cluster offers it, and every contender is measured on
 // both layers, each against its own floor, the database's CPU included. The real pgmq 1.5.1
-// is test data kept beside the repository (../shared, or PGFLOW_WASM_REAL_PGMQ).
+// is test data kept beside the repository (../shared, or pgtest.RealPgmqEnv).
 func TestBenchMeasuresOurLayerAndTheRealPgmq(t *testing.T) {
 	t.Parallel()
 	root, err := localpg.RepoRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pgmqDir := os.Getenv("PGFLOW_WASM_REAL_PGMQ")
-	if pgmqDir == "" {
-		pgmqDir = filepath.Join(root, "..", "shared", "pgmq", "1.5.1")
-	}
-	files, err := localpg.ExtensionFiles(pgmqDir)
-	if err != nil {
-		t.Skipf("no real pgmq to measure on (%v): make test-real-pgmq's data, ../shared/pgmq/1.5.1", err)
-	}
+	files := pgtest.RealPgmq(t) // skips the test where the files are absent
 	bin, err := testbin.Path()
 	if err != nil {
 		t.Fatal(err)
