@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/bench"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/localpg"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
@@ -37,12 +38,17 @@ func main() {
 			"Examples:\n   pgflow-wasm-bench                        # everything, ~15 minutes\n" +
 			"   pgflow-wasm-bench --quick                # small counts, a few minutes\n" +
 			"   pgflow-wasm-bench --only 'floor,reference,wazero/c/*' --fsync on --shapes one_step\n" +
-			"   pgflow-wasm-bench --migrations ../shared/pgflow/0.14.1/migrations   # on pgflow 0.14.1",
+			"   pgflow-wasm-bench --migrations ../shared/pgflow/0.14.1/migrations   # on pgflow 0.14.1\n" +
+			"   pgflow-wasm-bench --extensions ../shared/pgmq/1.5.1 --layers ours,real   # our pgmq layer and the real pgmq side by side",
 		Flags: []cli.Flag{
 			databaseURLFlag(),
 			&cli.StringFlag{Name: "binary", Usage: "the pgflow-wasm `BINARY` whose serve is measured (default: pgflow-wasm beside this command)"},
 			&cli.StringFlag{Name: "migrations", EnvVars: []string{schema.MigrationsDirEnv},
 				Usage: "pgflow's migrations folder the benchmark databases are built from (default: the pinned @pgflow/core 0.8.1 from npm)"},
+			&cli.StringFlag{Name: "extensions", Usage: "copy the extension files (*.control, *.sql) of `DIR` (a real pgmq's, e.g. ../shared/pgmq/1.5.1) into the\n" +
+				"\tprivate cluster's extension folder (its cluster is then .pgdata-bench-ext), so --layers can name real"},
+			&cli.StringFlag{Name: "layers", Usage: "the pgmq every contender runs on, each in turn: ours (pgflow-wasm's layer), real (the server's pgmq extension)",
+				DefaultText: "ours; ours,real with --extensions"},
 			&cli.BoolFlag{Name: "quick", Usage: "a tenth of the default counts and no idle measurement"},
 			&cli.StringFlag{Name: "only", Usage: "comma-separated contender names or patterns (floor, reference, wazero/c/notify, wazero/*/polling...)"},
 			&cli.StringFlag{Name: "shapes", Value: "one_step,map,chain", Usage: "which shapes to run (and workers: N worker processes on one database, --worker-counts)"},
@@ -88,6 +94,13 @@ func runBench(c *cli.Context) error {
 		}
 		counts = append(counts, n)
 	}
+	extFiles, err := localpg.ExtensionFiles(c.String("extensions"))
+	if err != nil {
+		return cli.Exit("--extensions: "+err.Error(), 2)
+	}
+	if extFiles != nil && c.String("database-url") != "" {
+		return cli.Exit("--extensions puts files into the private cluster: it cannot be used with --database-url", 2)
+	}
 	cfg := bench.Config{
 		DatabaseURL: c.String("database-url"),
 		Binary:      c.String("binary"),
@@ -95,10 +108,12 @@ func runBench(c *cli.Context) error {
 		OneStepRuns: c.Int("runs"), MapSize: c.Int("map-size"), ChainRuns: c.Int("chain-runs"), ChainInFlight: c.Int("chain-in-flight"),
 		FloorLoops: c.Int("floor-loops"), IdleSeconds: c.Int("idle-seconds"), Rounds: c.Int("rounds"),
 		Fsync: splitList(c.String("fsync")), Shapes: splitList(c.String("shapes")),
-		WorkerArgs:   c.StringSlice("worker-arg"),
-		WorkerCounts: counts,
-		Statements:   c.Bool("statements"),
-		Migrations:   c.String("migrations"),
+		WorkerArgs:     c.StringSlice("worker-arg"),
+		WorkerCounts:   counts,
+		Statements:     c.Bool("statements"),
+		Migrations:     c.String("migrations"),
+		Layers:         splitList(c.String("layers")),
+		ExtensionFiles: extFiles,
 	}
 	if c.Bool("quick") {
 		cfg.OneStepRuns = orDefault(cfg.OneStepRuns, 500)

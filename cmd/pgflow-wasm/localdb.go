@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -46,7 +45,7 @@ func localdbCommand() *cli.Command {
 
 // devCluster is the cluster of --dir, else of the checkout around the working directory.
 func devCluster(c *cli.Context) (*localpg.Cluster, error) {
-	files, err := extensionFiles(c.String("extensions"))
+	files, err := localpg.ExtensionFiles(c.String("extensions"))
 	if err != nil {
 		return nil, cli.Exit("--extensions: "+err.Error(), 2)
 	}
@@ -83,29 +82,6 @@ func userClusterDir() (string, error) {
 		base = filepath.Join(home, ".local", "share")
 	}
 	return filepath.Join(base, "pgflow-wasm", "pgdata"), nil
-}
-
-// extensionFiles reads the *.control and *.sql files of dir ("" reads nothing).
-func extensionFiles(dir string) (map[string][]byte, error) {
-	if dir == "" {
-		return nil, nil
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	files := map[string][]byte{}
-	for _, e := range entries {
-		if name := e.Name(); !e.IsDir() && (strings.HasSuffix(name, ".control") || strings.HasSuffix(name, ".sql")) {
-			if files[name], err = os.ReadFile(filepath.Join(dir, name)); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("%s holds no extension files (*.control, *.sql)", dir)
-	}
-	return files, nil
 }
 
 func localdbUp(c *cli.Context) error {

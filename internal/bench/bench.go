@@ -59,6 +59,14 @@ type Config struct {
 	Contenders []Contender // [DefaultContenders()]
 	Shapes     []string    // ["one_step", "map", "chain"]; "workers" too on request
 	WorkerArgs []string    // extra flags for `pgflow-wasm serve` (e.g. --concurrency 16)
+	// ExtensionFiles go into the private cluster's extension folder (a real pgmq's *.control
+	// and *.sql, so that Layers can name LayerReal). With them the private cluster is
+	// <repo>/.pgdata-bench-ext, so the plain one's extension folder keeps our layer alone.
+	ExtensionFiles map[string][]byte
+	// Layers are the pgmq implementations every contender is measured on, each in its own
+	// template: LayerOurs (pgflow-wasm's layer) and LayerReal (the server's pgmq extension)
+	// [LayerOurs; LayerOurs and LayerReal with ExtensionFiles].
+	Layers []string
 	// Statements lists each measurement's costliest statements from pg_stat_statements
 	// (track = all: the statements inside pgflow's functions too). The private cluster then
 	// preloads the extension; an outside server must have it loaded.
@@ -97,6 +105,17 @@ func (c *Config) defaults() error {
 	if len(c.Shapes) == 0 {
 		c.Shapes = []string{ShapeOneStep, ShapeMap, ShapeChain}
 	}
+	if len(c.Layers) == 0 {
+		c.Layers = []string{LayerOurs}
+		if len(c.ExtensionFiles) > 0 {
+			c.Layers = append(c.Layers, LayerReal)
+		}
+	}
+	for _, l := range c.Layers {
+		if l != LayerOurs && l != LayerReal {
+			return fmt.Errorf("unknown pgmq layer %q: use %s or %s", l, LayerOurs, LayerReal)
+		}
+	}
 	if c.Log == nil {
 		c.Log = os.Stderr
 	}
@@ -124,6 +143,9 @@ func (c *Config) defaults() error {
 	}
 	if c.ClusterDir == "" {
 		c.ClusterDir = filepath.Join(c.RepoRoot, ".pgdata-bench")
+		if len(c.ExtensionFiles) > 0 {
+			c.ClusterDir += "-ext"
+		}
 	}
 	return nil
 }
@@ -137,11 +159,14 @@ type runner struct {
 	postmaster int // 0 when the server is not local
 	// cluster is the private cluster, when the benchmark uses one; started tells whether
 	// this run started it (and so stops it at the end).
-	cluster  *localpg.Cluster
-	started  bool
-	template string
-	id       string // in the names of this run's databases
-	logf     func(format string, args ...any)
+	cluster *localpg.Cluster
+	started bool
+	// templates are the template databases of each layer; layer is the one the measurement
+	// under way clones.
+	templates map[string]string
+	layer     string
+	id        string // in the names of this run's databases
+	logf      func(format string, args ...any)
 }
 
 var runs atomic.Int64 // runs started by this process
@@ -167,10 +192,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer r.admin.Close(context.Background())
-	if err := r.buildTemplate(ctx); err != nil {
-		return nil, err
+	r.templates = map[string]string{}
+	defer func() {
+		for _, t := range r.templates {
+			r.dropDatabase(context.Background(), t)
+		}
+	}()
+	for _, layer := range cfg.Layers {
+		if err := r.buildTemplate(ctx, layer); err != nil {
+			return nil, fmt.Errorf("pgmq layer %s: %w", layer, err)
+		}
 	}
-	defer r.dropDatabase(context.Background(), r.template)
 
 	rep := &Report{Started: time.Now(), Config: cfg, Server: r.serverInfo(ctx), Pgflow: "unknown"}
 	if m, err := schema.LoadMigrations(cfg.Migrations); err == nil {
@@ -182,31 +214,35 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		for _, shape := range cfg.Shapes {
 			for round := 1; round <= cfg.Rounds; round++ {
-				for _, c := range cfg.Contenders {
-					if ctx.Err() != nil {
-						return rep, ctx.Err()
-					}
-					if shape == ShapeWorkers {
-						if c.Kind != KindWorker {
+				for _, layer := range cfg.Layers {
+					r.layer = layer
+					for _, c := range cfg.Contenders {
+						if ctx.Err() != nil {
+							return rep, ctx.Err()
+						}
+						if shape == ShapeWorkers {
+							if c.Kind != KindWorker {
+								continue
+							}
+							for _, n := range cfg.WorkerCounts {
+								res := r.measureWorkers(ctx, c, fsync, n)
+								res.Round, res.Layer = round, layer
+								rep.Results = append(rep.Results, res)
+								r.logf("%-6s fsync=%-3s %-26s %s", shape, fsync, res.name(cfg.Rounds), res.summary())
+							}
 							continue
 						}
-						for _, n := range cfg.WorkerCounts {
-							res := r.measureWorkers(ctx, c, fsync, n)
-							res.Round = round
-							rep.Results = append(rep.Results, res)
-							r.logf("%-6s fsync=%-3s %-26s %s", shape, fsync, res.name(cfg.Rounds), res.summary())
-						}
-						continue
+						res := r.measure(ctx, c, shape, fsync)
+						res.Round, res.Layer = round, layer
+						rep.Results = append(rep.Results, res)
+						r.logf("%-6s fsync=%-3s %-26s %s", shape, fsync, res.name(cfg.Rounds), res.summary())
 					}
-					res := r.measure(ctx, c, shape, fsync)
-					res.Round = round
-					rep.Results = append(rep.Results, res)
-					r.logf("%-6s fsync=%-3s %-26s %s", shape, fsync, res.name(cfg.Rounds), res.summary())
 				}
 			}
 		}
 	}
 	if cfg.IdleSeconds > 0 {
+		r.layer = cfg.Layers[0]
 		rep.Idle = r.measureIdle(ctx)
 	}
 	rep.Finished = time.Now()
@@ -246,7 +282,7 @@ func (r *runner) openServer(ctx context.Context) error {
 			settings["pg_stat_statements.track"] = "all"
 			settings["pg_stat_statements.max"] = "10000"
 		}
-		c, err := localpg.New(localpg.Config{Dir: r.cfg.ClusterDir, Settings: settings})
+		c, err := localpg.New(localpg.Config{Dir: r.cfg.ClusterDir, Settings: settings, ExtensionFiles: r.cfg.ExtensionFiles})
 		if err != nil {
 			return err
 		}
@@ -286,19 +322,50 @@ func passwordParam(pw string) string {
 	return "&password=" + pw
 }
 
-// buildTemplate installs pgmq, realtime.send and pgflow once into a template database.
-func (r *runner) buildTemplate(ctx context.Context) error {
-	r.template = "pgflow_bench_template_" + r.id
-	if err := r.createDatabase(ctx, r.template, ""); err != nil {
+// The pgmq layers a benchmark measures on.
+const (
+	LayerOurs = "ours" // pgflow-wasm's pgmq-compatible layer
+	LayerReal = "real" // the pgmq extension the server offers (Config.ExtensionFiles)
+)
+
+// buildTemplate installs pgmq (the layer asked for), realtime.send and pgflow once into a
+// template database of that layer.
+func (r *runner) buildTemplate(ctx context.Context, layer string) error {
+	name := "pgflow_bench_template_" + layer + "_" + r.id
+	if err := r.createDatabase(ctx, name, ""); err != nil {
 		return err
 	}
-	conn, err := pgx.Connect(ctx, r.serverURL(r.template))
+	r.templates[layer] = name
+	conn, err := pgx.Connect(ctx, r.serverURL(name))
 	if err != nil {
 		return err
 	}
 	defer conn.Close(ctx)
-	_, err = schema.Install(ctx, conn, schema.Options{MigrationsDir: r.cfg.Migrations})
-	return err
+	opts := schema.Options{MigrationsDir: r.cfg.Migrations}
+	if layer == LayerOurs {
+		// Auto mode would take a real pgmq the server offers; a plain schema never does.
+		var offered bool
+		if err := conn.QueryRow(ctx, `select exists (select from pg_available_extensions where name = 'pgmq'
+			and default_version not like '%+pgflow-wasm%')`).Scan(&offered); err != nil {
+			return err
+		}
+		if offered {
+			opts.Layer = schema.LayerSchema
+		}
+	}
+	rep, err := schema.Install(ctx, conn, opts)
+	if err != nil {
+		return err
+	}
+	if got := rep.Pgmq.Kind == schema.PgmqReal; got != (layer == LayerReal) {
+		hint := ""
+		if layer == LayerReal {
+			hint = ": the server offers no pgmq extension (give its files with --extensions DIR)"
+		}
+		return fmt.Errorf("installed %s, not the %s layer asked for%s", rep.Pgmq, layer, hint)
+	}
+	r.logf("template of the %s layer: %s", layer, rep.Pgmq)
+	return nil
 }
 
 func (r *runner) createDatabase(ctx context.Context, name, template string) error {
@@ -356,7 +423,7 @@ func (r *runner) setFsync(ctx context.Context, mode string) error {
 // newDatabase clones the template for one measurement and returns its URL and a pool.
 func (r *runner) newDatabase(ctx context.Context, name string) (string, *pgxpool.Pool, error) {
 	r.dropDatabase(ctx, name)
-	if err := r.createDatabase(ctx, name, r.template); err != nil {
+	if err := r.createDatabase(ctx, name, r.templates[r.layer]); err != nil {
 		return "", nil, err
 	}
 	url := r.serverURL(name)

@@ -196,6 +196,70 @@ func TestBenchStopsTheClusterItStarted(t *testing.T) {
 	}
 }
 
+// With a real pgmq's files, the private cluster offers it, and every contender is measured on
+// both layers, each against its own floor, the database's CPU included. The real pgmq 1.5.1
+// is test data kept beside the repository (../shared, or pgtest.RealPgmqEnv).
+func TestBenchMeasuresOurLayerAndTheRealPgmq(t *testing.T) {
+	t.Parallel()
+	root, err := localpg.RepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := pgtest.RealPgmq(t) // skips the test where the files are absent
+	bin, err := testbin.Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not t.TempDir(): its parents are closed to the postgres user when we run as root.
+	dir, err := os.MkdirTemp("", "pgflow-wasm-bench-layers-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	t.Cleanup(func() {
+		if c, err := localpg.New(localpg.Config{Dir: dir}); err == nil {
+			_ = c.Remove(context.Background())
+		}
+	})
+	var log bytes.Buffer
+	rep, err := bench.Run(context.Background(), bench.Config{
+		ClusterDir: dir, ExtensionFiles: files, Binary: bin, FloorBinary: benchBin(t), RepoRoot: root, CacheDir: t.TempDir(),
+		OneStepRuns: 40, LatencyRuns: 4, LatencyInFlight: 2, FloorLoops: 2, Fsync: []string{"asis"},
+		Shapes: []string{bench.ShapeOneStep},
+		Contenders: []bench.Contender{{Name: "floor", Kind: bench.KindFloor},
+			{Name: "wazero/c/notify", Kind: bench.KindWorker, Lang: "c", Engine: "wazero", Signal: "notify"}},
+		Log: &log,
+	})
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, log.String())
+	}
+	if !strings.Contains(log.String(), "template of the ours layer: pgmq 1.5.0+pgflow-wasm") ||
+		!strings.Contains(log.String(), "template of the real layer: pgmq 1.5.1 (real extension)") {
+		t.Errorf("the log does not say which pgmq each template has:\n%s", log.String())
+	}
+	layers := map[string]int{}
+	for _, r := range rep.Results {
+		layers[r.Layer]++
+		if r.Err != "" {
+			t.Errorf("%s (%s): %s", r.Contender, r.Layer, r.Err)
+			continue
+		}
+		if r.TasksPerSec <= 0 || r.DBCPU < 0 || (r.Kind != bench.KindFloor && r.RatioToFloor <= 0) {
+			t.Errorf("%s (%s): incomplete figures (the private cluster's CPU is read): %+v", r.Contender, r.Layer, r)
+		}
+	}
+	if layers[bench.LayerOurs] != 2 || layers[bench.LayerReal] != 2 {
+		t.Errorf("results by layer = %v, want both contenders on each", layers)
+	}
+	var text bytes.Buffer
+	rep.WriteText(&text)
+	for _, want := range []string{"| real/floor", "| real/wazero/c/notify", "| wazero/c/notify"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, text.String())
+		}
+	}
+}
+
 // benchBin is the pgflow-wasm-bench command, which runs the floor.
 func benchBin(t *testing.T) string {
 	t.Helper()

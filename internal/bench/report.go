@@ -22,7 +22,8 @@ type Result struct {
 	Kind      string
 	Shape     string
 	Fsync     string
-	Round     int // 1.. (Config.Rounds)
+	Layer     string // the pgmq it ran on: LayerOurs or LayerReal
+	Round     int    // 1.. (Config.Rounds)
 	Tasks     int
 	// Seconds spans the first task started to the last completed (database clock).
 	Seconds      float64
@@ -48,7 +49,15 @@ type Result struct {
 // name is the contender's name in the report: with more than one round, and the round.
 func (r Result) name(rounds int) string {
 	if rounds > 1 {
-		return fmt.Sprintf("%s #%d", r.Contender, r.Round)
+		return fmt.Sprintf("%s #%d", r.label(), r.Round)
+	}
+	return r.label()
+}
+
+// label is the contender's name, after "real/" when it ran on the real pgmq.
+func (r Result) label() string {
+	if r.Layer == LayerReal {
+		return "real/" + r.Contender
 	}
 	return r.Contender
 }
@@ -112,10 +121,10 @@ func (rep *Report) fillRatios() {
 	}
 }
 
-// floorOf is the floor's result of r's shape, fsync setting and round.
+// floorOf is the floor's result of r's shape, fsync setting, round and pgmq layer.
 func (rep *Report) floorOf(r Result) (Result, bool) {
 	for _, f := range rep.Results {
-		if f.Kind == KindFloor && f.Err == "" && f.Shape == r.Shape && f.Fsync == r.Fsync && f.Round == r.Round {
+		if f.Kind == KindFloor && f.Err == "" && f.Shape == r.Shape && f.Fsync == r.Fsync && f.Round == r.Round && f.Layer == r.Layer {
 			return f, true
 		}
 	}
@@ -303,31 +312,34 @@ func (rep *Report) writeWorkers(w io.Writer, fsync string) {
 }
 
 // writeRounds writes, after several rounds, each contender's median over the rounds: of its
-// throughput, hop and database CPU, and of each round's ratio of them to the floor's in the
-// same round (the figure to quote on a noisy machine).
+// throughput, latency p50 (a whole run's), hop and database CPU, and of each round's ratio of
+// them to the floor's in the same round (the figure to quote on a noisy machine).
 func (rep *Report) writeRounds(w io.Writer, fsync, shape string) {
 	if rep.Config.Rounds <= 1 {
 		return
 	}
-	type figures struct{ tps, tpsX, hop, hopX, db, dbX []float64 }
+	type figures struct{ tps, tpsX, p50, p50X, hop, hopX, db, dbX []float64 }
 	var names []string
 	by := map[string]*figures{}
 	for _, r := range rep.Results {
 		if r.Fsync != fsync || r.Shape != shape || r.Err != "" {
 			continue
 		}
-		f := by[r.Contender]
+		f := by[r.label()]
 		if f == nil {
 			f = &figures{}
-			by[r.Contender] = f
-			names = append(names, r.Contender)
+			by[r.label()] = f
+			names = append(names, r.label())
 		}
-		f.tps, f.hop = append(f.tps, r.TasksPerSec), append(f.hop, r.Hop.P50)
+		f.tps, f.p50, f.hop = append(f.tps, r.TasksPerSec), append(f.p50, r.Latency.P50), append(f.hop, r.Hop.P50)
 		if db := r.DBCPUPer1000(); db >= 0 {
 			f.db = append(f.db, db)
 		}
 		if fl, ok := rep.floorOf(r); ok {
 			f.tpsX = append(f.tpsX, r.TasksPerSec/fl.TasksPerSec)
+			if fl.Latency.P50 > 0 {
+				f.p50X = append(f.p50X, r.Latency.P50/fl.Latency.P50)
+			}
 			if fl.Hop.P50 > 0 {
 				f.hopX = append(f.hopX, r.Hop.P50/fl.Hop.P50)
 			}
@@ -344,15 +356,15 @@ func (rep *Report) writeRounds(w io.Writer, fsync, shape string) {
 	}
 	fmt.Fprintf(w, "\nmedians of %d rounds (fsync %s, %s); x floor: the median of each round's ratio to the floor's figure in that round:\n\n", rep.Config.Rounds, fsync, shape)
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', tabwriter.Debug)
-	fmt.Fprintf(tw, "| contender\t rounds\t tasks/s\t x floor\t hop p50 ms\t hop x floor\t db cpu s/1k tasks\t db cpu x floor\t\n|---%s\t\n", strings.Repeat("\t---", 7))
+	fmt.Fprintf(tw, "| contender\t rounds\t tasks/s\t x floor\t p50 ms\t p50 x floor\t hop p50 ms\t hop x floor\t db cpu s/1k tasks\t db cpu x floor\t\n|---%s\t\n", strings.Repeat("\t---", 9))
 	for _, n := range names {
 		f := by[n]
 		hop, hopX := "", ""
 		if shape == ShapeChain {
 			hop, hopX = med(f.hop, "%.1f"), med(f.hopX, "%.2f")
 		}
-		fmt.Fprintf(tw, "| %s\t %d\t %s\t %s\t %s\t %s\t %s\t %s\t\n", n, len(f.tps), med(f.tps, "%.0f"), med(f.tpsX, "%.2f"),
-			hop, hopX, med(f.db, "%.3f"), med(f.dbX, "%.2f"))
+		fmt.Fprintf(tw, "| %s\t %d\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t %s\t\n", n, len(f.tps), med(f.tps, "%.0f"), med(f.tpsX, "%.2f"),
+			med(f.p50, "%.1f"), med(f.p50X, "%.2f"), hop, hopX, med(f.db, "%.3f"), med(f.dbX, "%.2f"))
 	}
 	tw.Flush()
 }

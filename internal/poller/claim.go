@@ -24,7 +24,9 @@ type ClaimRead struct {
 	startSchema string
 	plan        readPlan
 	start       *started
-	err         error // the read's or the start's own failure
+	// left: a visible message the read was asked for was left behind (more than qty).
+	left bool
+	err  error // the read's or the start's own failure
 }
 
 // QueueClaim queues into b, after the statements that complete tasks of the given runs, the
@@ -44,26 +46,31 @@ func (f *Fetcher) QueueClaim(conn *pgxpool.Conn, b *pgx.Batch, runIDs, steps []s
 	// The completions' write took the upgrade lock: the newest migration holds for the claim.
 	f.queueWitness(b, &c.err)
 	table := schema.QueueTable(f.queue)
+	// One candidate more than asked for is locked (a message of this transaction's own,
+	// which nobody else can see yet): whether it exists tells whether the read left one.
 	b.Queue(`
-		with picked as (
+		with candidates as (
 		  select m.msg_id from `+table+` m
 		  where m.msg_id in (
 		      select st.message_id from pgflow.step_tasks st
 		      where st.flow_slug = $1 and st.run_id = any($2::text[]::uuid[]) and st.step_slug = any($3::text[])
 		        and st.status = 'queued' `+sameQueue(proto, "$6")+`)
 		    and m.vt <= clock_timestamp()
-		  order by m.msg_id limit $5 for update skip locked)
+		  order by m.msg_id limit $5 + 1 for update skip locked),
+		picked as (select msg_id from candidates order by msg_id limit $5)
 		update `+table+` m set vt = clock_timestamp() + make_interval(secs => $4), read_ct = m.read_ct + 1
 		from picked where m.msg_id = picked.msg_id
-		returning m.msg_id, m.message, `+waitedSQL, f.flow, runIDs, steps, f.readVT, qty, f.queue).Query(func(rows pgx.Rows) error {
+		returning m.msg_id, m.message, `+waitedSQL+`, (select count(*) from candidates) > $5`, f.flow, runIDs, steps, f.readVT, qty, f.queue).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id int64
 			var body []byte
 			var waited float64
-			if err := rows.Scan(&id, &body, &waited); err != nil {
+			var left bool
+			if err := rows.Scan(&id, &body, &waited, &left); err != nil {
 				c.err = fmt.Errorf("claiming successors in queue %s: %w", f.queue, err)
 				return c.err
 			}
+			c.left = c.left || left
 			if err := f.add(&c.plan, id, body, waited); err != nil {
 				c.err = err
 				return err
@@ -85,6 +92,11 @@ func (c *ClaimRead) QueueStart(b *pgx.Batch) {
 	}
 	c.start = c.f.queueStart(b, c.startSchema, c.plan)
 }
+
+// Read is how many messages the read took, and whether it left a visible one it was asked
+// for (it was asked for fewer than there are): where it left none, a read of the queue now
+// would find none of them.
+func (c *ClaimRead) Read() (n int, leftSome bool) { return len(c.plan.ids), c.left }
 
 // Err is the failure of the claim's own read or start, where one of them was the first
 // statement of its batch to fail; nil where they did not run or succeeded.

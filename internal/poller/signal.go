@@ -34,6 +34,7 @@ func (w Wake) Ring() {
 type Listener struct {
 	config   *pgx.ConnConfig
 	channels map[string]Wake // channel -> doorbell
+	own      *OwnNotices     // notifications not to ring for; nil: none
 	log      *slog.Logger
 
 	mu        sync.Mutex
@@ -44,6 +45,9 @@ type Listener struct {
 func NewListener(config *pgx.ConnConfig, channels map[string]Wake, log *slog.Logger) *Listener {
 	return &Listener{config: config, channels: channels, log: log}
 }
+
+// SkipOwn makes the listener drop the notifications own expects (call it before Run).
+func (l *Listener) SkipOwn(own *OwnNotices) { l.own = own }
 
 // Connected reports whether the listening connection is up.
 func (l *Listener) Connected() bool {
@@ -97,6 +101,9 @@ func (l *Listener) listenOnce(ctx context.Context, retry *kit.Backoff) error {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
+		}
+		if l.own != nil && l.own.take(n.PID, n.Channel) {
+			continue
 		}
 		if w, ok := l.channels[n.Channel]; ok {
 			w.Ring()

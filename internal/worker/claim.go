@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/completer"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 
 	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
@@ -39,10 +40,13 @@ type claim struct {
 
 // successorClaim is the completer.Claim of one batch of completions: a claim per flow.
 type successorClaim struct {
-	w       *Worker
-	claims  []*claim
-	began   time.Time // the completions' batch was sent with the reads
-	started time.Time // the starts were sent with the commit
+	w      *Worker
+	pid    uint32 // the backend of the connection the claim's transaction runs on
+	claims []*claim
+	// expected are the channels whose notification of this commit the listener drops.
+	expected []string
+	began    time.Time // the completions' batch was sent with the reads
+	started  time.Time // the starts were sent with the commit
 }
 
 // claimSuccessors is the completer's Config.Claim: it queues into b, behind the completions
@@ -88,7 +92,7 @@ func (w *Worker) claimSuccessors(conn *pgxpool.Conn, b *pgx.Batch, batch []compl
 			wt.successors[[2]string{t.RunID, s}] = true
 		}
 	}
-	sc := &successorClaim{w: w, began: time.Now()}
+	sc := &successorClaim{w: w, pid: conn.Conn().PgConn().PID(), began: time.Now()}
 	for _, fs := range order {
 		wt := wants[fs]
 		if len(wt.steps) == 0 || fs.deprecated.Load() || w.drained.Load() {
@@ -118,10 +122,18 @@ func (w *Worker) claimSuccessors(conn *pgxpool.Conn, b *pgx.Batch, batch []compl
 	return sc
 }
 
-// Start queues the start of every task the reads took.
+// Start queues the start of every task the reads took. A read that took messages took what
+// this transaction inserted: its commit notifies the queue's channel, and the read that
+// notification would wake finds nothing (where the claim left a successor, onWritten rings
+// the queue), so the listener is told to drop it.
 func (sc *successorClaim) Start(b *pgx.Batch) {
 	for _, c := range sc.claims {
 		c.read.QueueStart(b)
+		if n, _ := c.read.Read(); n > 0 && c.q.notified && sc.w.own != nil {
+			ch := schema.InsertChannel(c.q.name)
+			sc.w.own.Expect(sc.pid, ch)
+			sc.expected = append(sc.expected, ch)
+		}
 	}
 	sc.started = time.Now()
 }
@@ -141,6 +153,11 @@ func (sc *successorClaim) Err() error {
 func (sc *successorClaim) Done(committed bool, written []completer.Written) {
 	w := sc.w
 	defer w.claimGate.RUnlock()
+	if !committed {
+		for _, ch := range sc.expected {
+			w.own.Cancel(sc.pid, ch)
+		}
+	}
 	now := time.Now()
 	for _, c := range sc.claims {
 		if committed {
@@ -157,9 +174,9 @@ func (sc *successorClaim) Done(committed bool, written []completer.Written) {
 			if len(tasks) > 0 {
 				c.q.foundTasks.Store(true) // the queue is busy: its loop polls at its quickest
 			}
-			if len(tasks) < c.reserved {
-				// Slots were left: every visible successor was started, so the fetch loop
-				// need not look for them (onWritten).
+			if _, leftSome := c.read.Read(); !leftSome || len(tasks) < c.reserved {
+				// The read left no visible successor (or slots were left): every one was
+				// started, so the fetch loop need not look for them (onWritten).
 				for i := range written {
 					if w.byFlow[written[i].Task.FlowSlug] == c.fs {
 						written[i].SuccessorsClaimed = true

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
@@ -182,5 +184,76 @@ flows:
 	}
 	if successors != 3*runs || claimed != successors {
 		t.Errorf("%d of %d successors started in their predecessor's transaction; want all %d", claimed, successors, 3*runs)
+	}
+}
+
+// Under notify, a claim that starts every successor its commit inserted wakes no read: the
+// listener drops the notification of that commit, which would only find the messages gone.
+// The first step of each run is read (start_flow's notification); the other four are claimed.
+func TestAClaimThatStartsEverySuccessorWakesNoRead(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	f := flows(t, `
+flows:
+  - slug: quiet
+    steps:
+      - {slug: s1, module: "{{echo}}"}
+      - {slug: s2, depends_on: [s1], module: "{{echo}}"}
+      - {slug: s3, depends_on: [s2], module: "{{echo}}"}
+      - {slug: s4, depends_on: [s3], module: "{{echo}}"}
+      - {slug: s5, depends_on: [s4], module: "{{echo}}"}
+`)
+	w := startWorker(t, db.Pool, f, worker.Config{Signal: pgflowtype.SignalNotify, NotifyFallback: time.Hour})
+	polls := func(result string) float64 {
+		return testutil.ToFloat64(w.Metrics.Polls.WithLabelValues("quiet", result))
+	}
+	waitFor(t, time.Minute, func() (bool, string) { return polls("empty") >= 1, "the worker's first poll did not come back empty" })
+	const runs = 4
+	empty0 := polls("empty")
+	for range runs {
+		id := startRun(t, db.Pool, "quiet", `{"n": 1}`)
+		if r := waitRun(t, db.Pool, id, time.Minute); r.Status != "completed" {
+			t.Fatalf("run %s: %s (%s)", id, r.Status, r.Error)
+		}
+	}
+	var claimed int
+	if err := db.Pool.QueryRow(context.Background(), `
+		select count(*) from pgflow.step_tasks s join pgflow.step_tasks p
+		  on p.run_id = s.run_id and p.step_slug = 's' || (substr(s.step_slug, 2)::int - 1)
+		where s.flow_slug = 'quiet' and s.step_slug <> 's1' and s.started_at = p.completed_at`).Scan(&claimed); err != nil {
+		t.Fatal(err)
+	}
+	if claimed != runs*4 {
+		t.Fatalf("%d of %d successors started by their predecessor's transaction: this test is about claims", claimed, runs*4)
+	}
+	time.Sleep(500 * time.Millisecond) // a notification still on its way would wake a read now
+	// Every claimed hop woke an empty read before; a late notification (past its wait on a
+	// loaded machine) may still wake one.
+	if n := polls("empty") - empty0; n > runs {
+		t.Errorf("%.0f empty reads for %d claimed hops: the claims' own notifications woke reads", n, runs*4)
+	}
+}
+
+// A claim that leaves a successor behind (it may take only a batch: here one of two) still
+// has it read at once, although the listener drops its commit's notification: the worker
+// rings the queue itself. With an hour-long fallback poll, nothing else would read it.
+func TestAClaimThatLeavesASuccessorBehindWakesARead(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	f := flows(t, `
+flows:
+  - slug: fan
+    steps:
+      - {slug: a, module: "{{echo}}"}
+      - {slug: b, depends_on: [a], module: "{{echo}}"}
+      - {slug: c, depends_on: [a], module: "{{echo}}"}
+      - {slug: d, depends_on: [b, c], module: "{{echo}}"}
+`)
+	startWorker(t, db.Pool, f, worker.Config{Signal: pgflowtype.SignalNotify, NotifyFallback: time.Hour, BatchSize: 1})
+	for range 3 {
+		id := startRun(t, db.Pool, "fan", `{"n": 1}`)
+		if r := waitRun(t, db.Pool, id, time.Minute); r.Status != "completed" {
+			t.Fatalf("run %s: %s (%s): a successor the claim left behind was not read", id, r.Status, r.Error)
+		}
 	}
 }

@@ -184,5 +184,8 @@ func (w *Worker) prepareSignal(ctx context.Context) (*poller.Listener, error) {
 	if len(channels) == 0 {
 		return nil, nil
 	}
-	return poller.NewListener(w.cfg.Pool.Config().ConnConfig.Copy(), channels, w.log), nil
+	l := poller.NewListener(w.cfg.Pool.Config().ConnConfig.Copy(), channels, w.log)
+	w.own = poller.NewOwnNotices()
+	l.SkipOwn(w.own)
+	return l, nil
 }

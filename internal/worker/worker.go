@@ -233,9 +233,12 @@ type Worker struct {
 	// are launched; the drain takes it (write) to end claims, so none launches a task
 	// while it waits for the running ones (claim.go).
 	claimGate sync.RWMutex
-	noClaims  bool           // guarded by claimGate
-	known     taskSet        // tasks launched whose outcome is not written yet (orphans.go)
-	running   sync.WaitGroup // tasks in flight
+	noClaims  bool // guarded by claimGate
+	// own are the insert notifications of claiming commits, which the listener drops
+	// (claim.go); nil without a listener.
+	own     *poller.OwnNotices
+	known   taskSet        // tasks launched whose outcome is not written yet (orphans.go)
+	running sync.WaitGroup // tasks in flight
 	// proto is the pgflow the database speaks, read at Run and again whenever pgflow changes
 	// under the worker (pgflowwatch.go); upgrade is that watch's state.
 	proto   atomic.Pointer[schema.Protocol]
