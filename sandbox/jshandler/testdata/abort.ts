@@ -46,9 +46,10 @@ export default async function handler(input: { case: string; base: string }) {
       return { a, b, first: await first, second: await second, hanging: await hanging() };
     }
     case "leftRunning":
-      // The task ends with this request running: the host stops it.
+      // The task ends with this request running (given 500 ms to reach the server): the host
+      // stops it.
       fetch(hang).catch(() => {});
-      await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, 500));
       return { returned: true };
   }
   throw new Error(`no case ${input.case}`);
