@@ -42,6 +42,15 @@ const (
 	// (part, ptr, cap i32) -> i32: copies up to cap bytes of a part of the last response,
 	// returns the part's whole length.
 	ImportHTTPResponseRead = "http_response_read"
+	// (method_ptr, method_len, url_ptr, url_len, headers_ptr, headers_len, body_ptr, body_len,
+	// wait_ms i32) -> i32: sends one request as http_request does, but waits at most wait_ms
+	// for it (a negative wait_ms: until it ends): an HTTP status, an error code below zero, or
+	// HTTPPending while the request goes on (then http_wait). One request runs at a time.
+	ImportHTTPStart = "http_start"
+	// (wait_ms, cancel i32) -> i32: with cancel 0, waits at most wait_ms more for the request
+	// http_start left running: as http_start returns. With cancel 1, stops it, closes its
+	// connection and returns ErrCanceled.
+	ImportHTTPWait = "http_wait"
 	// (name_ptr, name_len, ptr, cap i32) -> i32: copies up to cap bytes of a named value,
 	// returns its whole length, or an error code below zero.
 	ImportConfigGet = "config_get"
@@ -76,6 +85,8 @@ var ImportParams = map[string]int{
 	ImportLog:               3,
 	ImportHTTPRequest:       8,
 	ImportHTTPResponseRead:  3,
+	ImportHTTPStart:         9,
+	ImportHTTPWait:          2,
 	ImportConfigGet:         4,
 	ImportLastError:         2,
 	ImportSQLQuery:          2,
@@ -88,6 +99,8 @@ var ImportParams = map[string]int{
 var ImportResults = map[string]int{
 	ImportHTTPRequest:       1,
 	ImportHTTPResponseRead:  1,
+	ImportHTTPStart:         1,
+	ImportHTTPWait:          1,
 	ImportConfigGet:         1,
 	ImportLastError:         1,
 	ImportSQLQuery:          1,
@@ -102,7 +115,10 @@ const (
 	HTTPPartBody    = 1
 )
 
-// Error codes: http_request, config_get and sql_query return them (below zero) instead of a status or
+// HTTPPending is what http_start and http_wait return while the request still runs.
+const HTTPPending = 0
+
+// Error codes: http_request, http_start, http_wait, config_get and sql_query return them (below zero) instead of a status or
 // a length; last_error then holds a message that says what happened and what to change.
 // A call never traps for want of permission.
 const (
@@ -118,6 +134,7 @@ const (
 	ErrNotSet           = -10 // config_get: the name is in the step's env list but not set in the worker's environment
 	ErrSQLRefused       = -11 // sql_query: the statement filter refused the statement (not a row statement, a second statement, a refused function)
 	ErrSQLFailed        = -12 // sql_query: PostgreSQL raised an error (last_error names its SQLSTATE), or could not be reached
+	ErrCanceled         = -13 // http_wait with cancel: the guest stopped its request (an AbortSignal in JavaScript)
 )
 
 // MaxRedirects is how many redirects one http_request follows.

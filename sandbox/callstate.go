@@ -68,7 +68,8 @@ type callState struct {
 
 	// Capabilities, per task.
 	ctx           context.Context  // the task's: its deadline ends HTTP requests
-	http          *httpcap.Session // created by the first http_request
+	http          *httpcap.Session // created by the first http_request or http_start
+	httpCall      *httpcap.Call    // the request http_start left running, until it ends
 	respHeader    []byte           // the last response, for http_response_read
 	respBody      []byte
 	lastErr       string         // the message of the last error code, for last_error
@@ -108,9 +109,10 @@ func (s *callState) beginTask(ctx context.Context, input, context []byte, timeou
 // endTask releases what the task held outside the guest: its HTTP connections.
 func (s *callState) endTask() {
 	if s.http != nil {
-		s.http.Close()
+		s.http.Close() // cancels a request still running, and waits for it
 		s.http = nil
 	}
+	s.httpCall = nil
 	s.ctx, s.respHeader, s.respBody = nil, nil, nil
 	s.sql, s.sqlResult, s.computeResult = nil, nil, nil // the session is the worker's to end
 }

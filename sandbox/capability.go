@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/compute"
@@ -107,6 +108,8 @@ func capabilityFuncs() []hostFunc {
 	}
 	return []hostFunc{
 		f(abi.ImportHTTPRequest, (*callState).httpRequest),
+		f(abi.ImportHTTPStart, (*callState).httpStart),
+		f(abi.ImportHTTPWait, (*callState).httpWait),
 		f(abi.ImportHTTPResponseRead, func(s *callState, mem []byte, a []uint64) (uint64, error) {
 			var part []byte
 			switch int32(uint32(a[0])) {
@@ -209,13 +212,15 @@ func (s *callState) refuse(code int32, msg string) (uint64, error) {
 	return result(code), nil
 }
 
-func (s *callState) httpRequest(mem []byte, a []uint64) (uint64, error) {
+// httpSession reads a request's four parts (method, URL, headers, body) from guest memory
+// and returns the task's session, or what the call returns when the step has no grant.
+func (s *callState) httpSession(mem []byte, name string, a []uint64) (*httpcap.Session, httpcap.Request, uint64, error) {
 	var parts [4][]byte
 	for i := range parts {
 		ptr, n := uint64(uint32(a[2*i])), uint64(uint32(a[2*i+1]))
 		b, ok := span(mem, ptr, n)
 		if !ok {
-			return 0, s.badPointer(mem, abi.ImportHTTPRequest, ptr, n)
+			return nil, httpcap.Request{}, 0, s.badPointer(mem, name, ptr, n)
 		}
 		parts[i] = b
 	}
@@ -226,30 +231,111 @@ func (s *callState) httpRequest(mem []byte, a []uint64) (uint64, error) {
 		if caps != nil && caps.Observer != nil {
 			caps.Observer.Denied(e.Reason)
 		}
-		return s.refuse(e.Code, e.Message)
+		rc, err := s.refuse(e.Code, e.Message)
+		return nil, httpcap.Request{}, rc, err
 	}
 	if s.http == nil {
 		s.http = caps.HTTP.NewSession(caps.step(), caps.Observer)
 	}
-	ctx := s.ctx
-	if ctx == nil {
-		ctx = context.Background()
+	// Method, URL and headers become Go strings (copies); the session copies the body.
+	return s.http, httpcap.Request{Method: string(parts[0]), URL: string(parts[1]), Header: parts[2], Body: parts[3]}, 0, nil
+}
+
+func (s *callState) taskContext() context.Context {
+	if s.ctx == nil {
+		return context.Background()
 	}
-	// Method, URL and headers become Go strings (copies); Do copies the body.
-	resp, err := s.http.Do(ctx, httpcap.Request{Method: string(parts[0]), URL: string(parts[1]), Header: parts[2], Body: parts[3]})
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		// The task is over: stop the guest here rather than hand it an error it could
-		// mistake for a failed request.
-		if errors.Is(ctxErr, context.Canceled) {
-			return 0, s.fail(&hostAbort{kind: KindCanceled, message: "the call was canceled during an HTTP request"})
-		}
-		return 0, s.fail(&hostAbort{kind: KindTimeout, message: timeoutMessage(s.timeout) + " while waiting for an HTTP response"})
+	return s.ctx
+}
+
+// httpEnded stops the guest when the task is over: rather than hand it an error it could
+// mistake for a failed request.
+func (s *callState) httpEnded(ctx context.Context) error {
+	ctxErr := ctx.Err()
+	if ctxErr == nil {
+		return nil
 	}
+	if errors.Is(ctxErr, context.Canceled) {
+		return s.fail(&hostAbort{kind: KindCanceled, message: "the call was canceled during an HTTP request"})
+	}
+	return s.fail(&hostAbort{kind: KindTimeout, message: timeoutMessage(s.timeout) + " while waiting for an HTTP response"})
+}
+
+// httpResult is what a request's call returns: its status, with the response kept for
+// http_response_read, or its error code.
+func (s *callState) httpResult(resp *httpcap.Response, err *httpcap.Error) (uint64, error) {
 	if err != nil {
 		return s.refuse(err.Code, err.Message)
 	}
 	s.respHeader, s.respBody = resp.Header, resp.Body
 	return uint64(resp.Status), nil
+}
+
+func (s *callState) httpRequest(mem []byte, a []uint64) (uint64, error) {
+	session, req, rc, err := s.httpSession(mem, abi.ImportHTTPRequest, a)
+	if session == nil {
+		return rc, err
+	}
+	ctx := s.taskContext()
+	resp, e := session.Do(ctx, req)
+	if err := s.httpEnded(ctx); err != nil {
+		return 0, err
+	}
+	return s.httpResult(resp, e)
+}
+
+// httpStart sends a request in the background and waits for it up to its last argument's
+// milliseconds: the JavaScript engine fires its timers meanwhile, so an AbortSignal can stop
+// a request that hangs.
+func (s *callState) httpStart(mem []byte, a []uint64) (uint64, error) {
+	session, req, rc, err := s.httpSession(mem, abi.ImportHTTPStart, a)
+	if session == nil {
+		return rc, err
+	}
+	call, e := session.Start(s.taskContext(), req)
+	if e != nil {
+		return s.refuse(e.Code, e.Message)
+	}
+	s.httpCall = call
+	return s.httpAwait(int32(uint32(a[8])))
+}
+
+func (s *callState) httpWait(_ []byte, a []uint64) (uint64, error) {
+	s.respHeader, s.respBody = nil, nil
+	if s.httpCall == nil {
+		return s.refuse(abi.ErrBadRequest, "http: "+abi.ImportHTTPWait+": no request is running in this task (http_start sends one)")
+	}
+	if uint32(a[1]) != 0 {
+		s.httpCall.Cancel()
+		s.httpCall = nil
+		return s.refuse(abi.ErrCanceled, "http: the handler canceled its request")
+	}
+	return s.httpAwait(int32(uint32(a[0])))
+}
+
+// httpAwait waits up to ms milliseconds (ms < 0: until it ends) for the running request.
+func (s *callState) httpAwait(ms int32) (uint64, error) {
+	ctx := s.taskContext()
+	d := time.Duration(-1)
+	if ms >= 0 {
+		d = time.Duration(ms) * time.Millisecond
+	}
+	done := s.httpCall.Wait(ctx, d)
+	if err := s.httpEnded(ctx); err != nil {
+		s.httpCall.Cancel()
+		s.httpCall = nil
+		return 0, err
+	}
+	if !done {
+		if s.fixedClock {
+			// The fixed clock moves only when the guest waits: it waited d.
+			s.clockNanos += uint64(d)
+		}
+		return result(abi.HTTPPending), nil
+	}
+	call := s.httpCall
+	s.httpCall = nil
+	return s.httpResult(call.Result())
 }
 
 func (s *callState) configGet(mem []byte, a []uint64) (uint64, error) {

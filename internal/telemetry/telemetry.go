@@ -56,7 +56,7 @@ type Metrics struct {
 
 	// Outbound HTTP of handlers (capabilities). host is the http.allow entry a request
 	// matched, so the series are bounded by flows.yaml whatever URLs handlers make up.
-	HTTPRequests *prometheus.CounterVec   // flow, step, host, result: 2xx..5xx, network, timeout
+	HTTPRequests *prometheus.CounterVec   // flow, step, host, result: 2xx..5xx, network, timeout, canceled
 	HTTPDenials  *prometheus.CounterVec   // flow, step, reason
 	HTTPBytes    *prometheus.CounterVec   // flow, step, host, direction: sent | received (bodies)
 	HTTPLatency  *prometheus.HistogramVec // flow, step, host: time to the response headers

@@ -46,7 +46,8 @@ type Resolver interface {
 // entry that matched (bounded by flows.yaml, whatever URLs a handler makes up).
 type Observer interface {
 	// Request reports one request sent (each redirect hop is one): result is the status
-	// class ("2xx".."5xx") or why it got no response ("network", "timeout"), took the time
+	// class ("2xx".."5xx") or why it got no response ("network", "timeout", or "canceled" by
+	// the handler), took the time
 	// to the response headers.
 	Request(host, result string, took time.Duration)
 	// Bytes reports the body bytes of one request sent and of its response read.
@@ -77,6 +78,7 @@ var reasons = map[int32]string{
 	abi.ErrBadRequest:       "bad_request",
 	abi.ErrNetwork:          "network",
 	abi.ErrTooManyRedirects: "too_many_redirects",
+	abi.ErrCanceled:         "canceled",
 }
 
 func newError(code int32, format string, args ...any) *Error {

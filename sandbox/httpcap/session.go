@@ -37,15 +37,17 @@ type Response struct {
 }
 
 // Session is one task's use of a Policy: it counts the task's requests and owns its
-// connections. Not safe for concurrent use (a guest makes one call at a time); Close it
-// when the task ends.
+// connections. Not safe for concurrent use (a guest makes one call at a time), and one
+// request at a time: Do and Start refuse while a started Call runs. Close it when the task
+// ends: that also cancels a running Call.
 type Session struct {
-	p      *Policy
-	where  string // names the step in messages
-	obs    Observer
-	sent   int // requests sent in this task, redirect hops included
-	tr     *http.Transport
-	client *http.Client
+	p       *Policy
+	where   string // names the step in messages
+	obs     Observer
+	sent    int // requests sent in this task, redirect hops included
+	tr      *http.Transport
+	client  *http.Client
+	running *Call // the last Call started; it owns the session's counters until it is done
 }
 
 // NewSession starts one task's use of the policy. where names the step in messages
@@ -67,18 +69,48 @@ func (p *Policy) NewSession(where string, obs Observer) *Session {
 	return s
 }
 
-// Close drops the task's connections.
-func (s *Session) Close() { s.tr.CloseIdleConnections() }
+// Close cancels a Call still running, waits for its goroutine, and drops the task's
+// connections.
+func (s *Session) Close() {
+	if s.running != nil {
+		s.running.Cancel()
+		s.running = nil
+	}
+	s.tr.CloseIdleConnections()
+}
 
-// Do sends one request under the policy. The context's deadline (the task's) ends it.
-// Every failure is an *Error: refused by the policy, or failed on the network (Reason
-// "timeout" when ctx ended first).
+// Do sends one request under the policy and waits for its response. The context's
+// deadline (the task's) ends it. Every failure is an *Error: refused by the policy, or
+// failed on the network (Reason "timeout" when ctx ended first).
 func (s *Session) Do(ctx context.Context, r Request) (*Response, *Error) {
+	req, err := s.prepare(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return s.send(ctx, req)
+}
+
+// prepare checks a request before anything is sent, counting a refusal as a denial, and
+// refuses it while a started Call runs.
+func (s *Session) prepare(ctx context.Context, r Request) (*http.Request, *Error) {
+	if s.running != nil {
+		select {
+		case <-s.running.done:
+			s.running = nil
+		default:
+			return nil, newError(abi.ErrBadRequest, "a request is already running in this task: wait for it to end, or cancel it, before sending another")
+		}
+	}
 	req, err := s.build(ctx, r)
 	if err != nil {
 		s.obs.Denied(err.Reason)
 		return nil, err
 	}
+	return req, nil
+}
+
+// send sends a checked request and reads its response.
+func (s *Session) send(ctx context.Context, req *http.Request) (*Response, *Error) {
 	resp, doErr := s.client.Do(req)
 	if doErr != nil {
 		return nil, s.failure(ctx, req, doErr)
@@ -188,6 +220,9 @@ func (s *Session) failure(ctx context.Context, req *http.Request, err error) *Er
 		return e
 	}
 	t, _ := parseTarget(req.URL)
+	if context.Cause(ctx) == errCanceled {
+		return newError(abi.ErrCanceled, "%s %s was canceled by the handler", req.Method, t)
+	}
 	if ctx.Err() != nil {
 		e = newError(abi.ErrNetwork, "%s %s: the task's deadline passed while waiting for the response", req.Method, t)
 		e.Reason = "timeout"
@@ -295,7 +330,9 @@ func (c countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		var e *Error
 		if !errors.As(err, &e) {
 			result := "network"
-			if req.Context().Err() != nil {
+			if context.Cause(req.Context()) == errCanceled {
+				result = "canceled"
+			} else if req.Context().Err() != nil {
 				result = "timeout"
 			}
 			s.obs.Request(label, result, took)

@@ -214,6 +214,11 @@ func stubHost(ctx context.Context, rt wazero.Runtime, hs *hostState) error {
 		refusal = "fetch is " + topLevelRefusal
 		s[0] = api.EncodeI32(abi.ErrDenied)
 	})
+	def(abi.ImportHTTPStart, func(_ context.Context, _ api.Module, s []uint64) {
+		refusal = "fetch is " + topLevelRefusal
+		s[0] = api.EncodeI32(abi.ErrDenied)
+	})
+	def(abi.ImportHTTPWait, func(_ context.Context, _ api.Module, s []uint64) { s[0] = api.EncodeI32(abi.ErrBadRequest) })
 	def(abi.ImportHTTPResponseRead, func(_ context.Context, _ api.Module, s []uint64) { s[0] = 0 })
 	def(abi.ImportConfigGet, func(_ context.Context, _ api.Module, s []uint64) {
 		refusal = "ctx.env is " + topLevelRefusal

@@ -18,7 +18,7 @@ import pgflowSQL from "./sql.js";
 import pgflowSupabase from "./supabase.js";
 
 export function install(natives) {
-  const { log, random, http, config, sql, utf8_decode, utf8_encode, flow_input, compute_call } = natives;
+  const { log, random, http, http_wait, config, sql, utf8_decode, utf8_encode, flow_input, compute_call } = natives;
   const g = globalThis;
   const define = (obj, name, value) =>
     Object.defineProperty(obj, name, { value, writable: true, configurable: true, enumerable: false });
@@ -251,19 +251,25 @@ export function install(natives) {
   define(g, "setInterval", (fn, delay, ...args) => addTimer(fn, delay, args, true));
   define(g, "clearTimeout", clearTimer);
   define(g, "clearInterval", clearTimer);
-  // Runs the next timer if it is due and returns true; when it is not, returns how many
-  // milliseconds remain (the engine sleeps that long and asks again); false when there is none
-  // (the engine then gives up on the promise).
+  // Runs the next timer if it is due and returns true. When it is not and a fetch's request
+  // runs, waits for the request until the timer is due (or, with no timer, until it ends) and
+  // returns true. Otherwise returns how many milliseconds remain (the engine sleeps that long
+  // and asks again), or false when there is no timer (the engine then gives up on the promise).
   function fireTimer() {
-    if (timers.length === 0) return false;
-    let next = timers[0];
-    for (const t of timers) if (t.at < next.at || (t.at === next.at && t.id < next.id)) next = t;
-    const wait = next.at - monoNow();
-    if (wait > 0) return wait;
-    if (next.repeat) next.at += Math.max(1, next.ms);
-    else clearTimer(next.id);
-    next.fn(...next.args);
-    return true;
+    let wait = false;
+    if (timers.length > 0) {
+      let next = timers[0];
+      for (const t of timers) if (t.at < next.at || (t.at === next.at && t.id < next.id)) next = t;
+      wait = next.at - monoNow();
+      if (wait <= 0) {
+        if (next.repeat) next.at += Math.max(1, next.ms);
+        else clearTimer(next.id);
+        next.fn(...next.args);
+        return true;
+      }
+    }
+    if (web.waitRequest(wait === false ? -1 : Math.min(Math.ceil(wait), 2147483647))) return true;
+    return wait;
   }
 
   // performance.timeOrigin is the wall-clock time performance.now() counts from; the engine's
@@ -276,7 +282,7 @@ export function install(natives) {
 
   // ---- the web platform: fetch and its family (web.js), crypto, Deno, Node built-ins, Intl ----
 
-  const web = installWeb(g, define, { http, utf8_decode, utf8_encode, monoNow, random, setTimeout: g.setTimeout, URLSearchParams, toBytes });
+  const web = installWeb(g, define, { http, http_wait, utf8_decode, utf8_encode, monoNow, random, setTimeout: g.setTimeout, URLSearchParams, toBytes });
   const { subtle, CryptoKey, call: computeCall, b64: toB64, unb64 } = makeSubtle({ compute_call, toBytes, DOMException: web.DOMException });
   define(g, "CryptoKey", CryptoKey);
   const cryptoObj = { getRandomValues, randomUUID, subtle };

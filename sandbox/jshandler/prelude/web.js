@@ -7,7 +7,7 @@ import * as streams from "web-streams-polyfill";
 
 // installWeb puts the globals on g; natives are the engine's (pgflow_js.c), monoNow the
 // sandbox's monotonic clock, random(n) n random bytes, setTimeout the prelude's.
-export function installWeb(g, define, { http, utf8_decode, utf8_encode, monoNow, random, setTimeout, URLSearchParams, toBytes }) {
+export function installWeb(g, define, { http, http_wait, utf8_decode, utf8_encode, monoNow, random, setTimeout, URLSearchParams, toBytes }) {
   // ---- DOMException (QuickJS-NG has none) -------------------------------------------------
   const legacyCodes = {
     IndexSizeError: 1, HierarchyRequestError: 3, WrongDocumentError: 4, InvalidCharacterError: 5, NoModificationAllowedError: 7,
@@ -44,9 +44,9 @@ export function installWeb(g, define, { http, utf8_decode, utf8_encode, monoNow,
   define(g, "CustomEvent", CustomEvent);
 
   // ---- AbortController and AbortSignal --------------------------------------------------------
-  // A request is sent by one synchronous host call, so a signal cannot cut it short: fetch
-  // checks the signal before it sends and once the response is in (a timeout that has passed
-  // by then aborts), and the step's own http timeout bounds the call itself.
+  // A fetch's signal stops its request wherever it is: queued, or running on the host (fetch,
+  // below). Timers fire while a request runs, so AbortSignal.timeout and a setTimeout that
+  // calls abort() cut a request that hangs short.
   const internal = Symbol("internal");
   let signalAbort, signalExpire;
   class AbortSignal extends EventTarget {
@@ -576,15 +576,77 @@ export function installWeb(g, define, { http, utf8_decode, utf8_encode, monoNow,
   // that sets its own Content-Length (stripe's) works.
   const workerSet = new Set(["host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade"]);
   const setByWorker = (name) => workerSet.has(name.toLowerCase()) || name.toLowerCase().startsWith("proxy-");
+
+  // One request runs on the host at a time (http starts it and returns at once); the others
+  // wait their turn in the queue. While one runs, the engine's loop drains the job queue and
+  // then waits for it until the next timer is due (waitRequest, from fireTimer). A signal that
+  // aborts takes its request out of the queue, or has the host stop it and close its
+  // connection (http_wait with cancel).
+  const queue = [];
+  let running = null;
+  function settleRequest(job, r) {
+    if (running === job) running = null;
+    job.signal.removeEventListener("abort", job.onAbort);
+    if (r.code !== undefined) job.reject(new FetchError(r));
+    else job.resolve(r);
+  }
+  function startNext() {
+    while (running === null && queue.length > 0) {
+      const job = queue.shift();
+      running = job;
+      let r;
+      try {
+        r = http(...job.args, 0);
+      } catch (e) {
+        running = null;
+        job.signal.removeEventListener("abort", job.onAbort);
+        job.reject(e);
+        continue;
+      }
+      if (r !== null) settleRequest(job, r);
+    }
+  }
+  function abortRequest(job) {
+    if (running === job) {
+      http_wait(0, true);
+      running = null;
+    } else {
+      const i = queue.indexOf(job);
+      if (i < 0) return;
+      queue.splice(i, 1);
+    }
+    job.signal.removeEventListener("abort", job.onAbort);
+    job.reject(job.signal.reason);
+    startNext();
+  }
+  function send(args, signal) {
+    return new Promise((resolve, reject) => {
+      const job = { args, signal, resolve, reject, onAbort: null };
+      job.onAbort = () => abortRequest(job);
+      signal.addEventListener("abort", job.onAbort);
+      queue.push(job);
+      startNext();
+    });
+  }
+  // waitRequest waits for the running request at most ms milliseconds (negative: until it
+  // ends); it returns false when none runs.
+  function waitRequest(ms) {
+    if (running === null) return false;
+    const r = http_wait(ms, false);
+    if (r !== null) {
+      settleRequest(running, r);
+      startNext();
+    }
+    return true;
+  }
+
   async function fetch(input, init = undefined) {
     const req = new Request(input, init);
     const signal = req.signal;
     signal.throwIfAborted();
     const body = req.body === null ? null : await req.bytes();
     signal.throwIfAborted();
-    const r = http(req.method, req.url, headerLines(req.headers, setByWorker), body);
-    if (r.code !== undefined) throw new FetchError(r);
-    signal.throwIfAborted();
+    const r = await send([req.method, req.url, headerLines(req.headers, setByWorker), body], signal);
     const headers = new Headers();
     for (const line of r.headers.split("\n")) {
       const i = line.indexOf(":");
@@ -610,5 +672,5 @@ export function installWeb(g, define, { http, utf8_decode, utf8_encode, monoNow,
     }
   }
   define(g, "WebSocket", WebSocket);
-  return { DOMException, Blob, File, FormData, AbortSignal, blobBytes };
+  return { DOMException, Blob, File, FormData, AbortSignal, blobBytes, waitRequest };
 }

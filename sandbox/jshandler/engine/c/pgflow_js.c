@@ -43,8 +43,8 @@ static int is_bytecode[2];
 static JSRuntime *rt;
 static JSContext *ctx;
 /* From the prelude: run(input, context) calls the handler; describe(error) formats a thrown
- * value for error_write; fireTimer() runs the next timer if it is due (true), else returns the
- * milliseconds until it is, false when none is left. */
+ * value for error_write; fireTimer() runs the next timer if it is due, or waits for a running
+ * fetch until then (true), else returns the milliseconds until it is, false when none is left. */
 static JSValue run_fn, describe_fn, timer_fn;
 static int ready;
 /* The context's flow_input value during a task, parsed only when the handler reads
@@ -152,12 +152,43 @@ static JSValue host_refusal(JSContext *c, int rc) {
 	return r;
 }
 
-/* http(method, url, headerLines, body) -> {status, headers, body: Uint8Array}, or
- * {code, message} when the host refused or the request failed (the prelude throws). body
- * is a string or a Uint8Array. */
+/* A request runs in the background on the host (http_start), so the prelude can fire its
+ * timers while it waits and stop it when an AbortSignal fires (http_wait with cancel). */
+PGFLOW_IMPORT_("http_start") int pgflow_host_http_start(const void *method, size_t method_len, const void *url, size_t url_len,
+                                                        const void *headers, size_t headers_len, const void *body, size_t body_len,
+                                                        int wait_ms);
+PGFLOW_IMPORT_("http_wait") int pgflow_host_http_wait(int wait_ms, int cancel);
+
+/* What http_start or http_wait answered: null while the request runs, {status, headers, body:
+ * Uint8Array} once its response is in, or {code, message} when the host refused it or it
+ * failed (the prelude throws). */
+static JSValue http_answer(JSContext *c, int rc) {
+	if (rc == 0) return JS_NULL;
+	if (rc < 0) return host_refusal(c, rc);
+	size_t hlen, blen;
+	char *headers = pgflow_response_part_(0, &hlen);
+	char *body = headers ? pgflow_response_part_(1, &blen) : NULL;
+	JSValue ret;
+	if (body == NULL) {
+		ret = JS_ThrowOutOfMemory(c);
+	} else {
+		ret = JS_NewObject(c);
+		JS_SetPropertyStr(c, ret, "status", JS_NewInt32(c, rc));
+		JS_SetPropertyStr(c, ret, "headers", JS_NewStringLen(c, headers, hlen));
+		JS_SetPropertyStr(c, ret, "body", JS_NewUint8ArrayCopy(c, (const uint8_t *)body, blen));
+	}
+	free(headers);
+	free(body);
+	return ret;
+}
+
+/* http(method, url, headerLines, body, waitMs) starts a request and waits at most waitMs for
+ * it (negative: until it ends); body is a string or a Uint8Array. Answers as http_answer. */
 static JSValue js_http(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
 	(void)this_val;
-	if (argc < 4) return JS_ThrowTypeError(c, "http needs 4 arguments");
+	if (argc < 5) return JS_ThrowTypeError(c, "http needs 5 arguments");
+	int32_t wait_ms;
+	if (JS_ToInt32(c, &wait_ms, argv[4])) return JS_EXCEPTION;
 	const char *method = JS_ToCString(c, argv[0]);
 	const char *url = JS_ToCString(c, argv[1]);
 	const char *headers = JS_ToCString(c, argv[2]);
@@ -172,23 +203,23 @@ static JSValue js_http(JSContext *c, JSValueConst this_val, int argc, JSValueCon
 	}
 	JSValue ret = JS_EXCEPTION;
 	if (method && url && headers && (body || body_len == 0) && !JS_HasException(c)) {
-		pgflow_http_response resp;
-		int rc = pgflow_http(method, url, headers, body, body_len, &resp);
-		if (rc < 0) {
-			ret = host_refusal(c, rc);
-		} else {
-			ret = JS_NewObject(c);
-			JS_SetPropertyStr(c, ret, "status", JS_NewInt32(c, resp.status));
-			JS_SetPropertyStr(c, ret, "headers", JS_NewStringLen(c, resp.headers, resp.headers_len));
-			JS_SetPropertyStr(c, ret, "body", JS_NewUint8ArrayCopy(c, (const uint8_t *)resp.body, resp.body_len));
-			pgflow_http_free(&resp);
-		}
+		int rc = pgflow_host_http_start(method, strlen(method), url, strlen(url), headers, strlen(headers), body, body_len, wait_ms);
+		ret = http_answer(c, rc);
 	}
 	JS_FreeCString(c, method);
 	JS_FreeCString(c, url);
 	JS_FreeCString(c, headers);
 	JS_FreeCString(c, body_str);
 	return ret;
+}
+
+/* http_wait(waitMs, cancel) waits at most waitMs more for the running request, or, when
+ * cancel is true, stops it (its answer is then {code: canceled}). Answers as http_answer. */
+static JSValue js_http_wait(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
+	(void)this_val;
+	int32_t wait_ms;
+	if (argc < 2 || JS_ToInt32(c, &wait_ms, argv[0])) return JS_ThrowTypeError(c, "http_wait needs 2 arguments");
+	return http_answer(c, pgflow_host_http_wait(wait_ms, JS_ToBool(c, argv[1])));
 }
 
 /* config(name) -> the value, or {code, message} when refused or not set. */
@@ -392,7 +423,8 @@ static int init(void) {
 	JSValue natives = JS_NewObject(ctx);
 	JS_SetPropertyStr(ctx, natives, "log", JS_NewCFunction(ctx, js_log, "log", 2));
 	JS_SetPropertyStr(ctx, natives, "random", JS_NewCFunction(ctx, js_random, "random", 1));
-	JS_SetPropertyStr(ctx, natives, "http", JS_NewCFunction(ctx, js_http, "http", 4));
+	JS_SetPropertyStr(ctx, natives, "http", JS_NewCFunction(ctx, js_http, "http", 5));
+	JS_SetPropertyStr(ctx, natives, "http_wait", JS_NewCFunction(ctx, js_http_wait, "http_wait", 2));
 	JS_SetPropertyStr(ctx, natives, "config", JS_NewCFunction(ctx, js_config, "config", 1));
 	JS_SetPropertyStr(ctx, natives, "sql", JS_NewCFunction(ctx, js_sql, "sql", 1));
 	JS_SetPropertyStr(ctx, natives, "utf8_decode", JS_NewCFunction(ctx, js_utf8_decode, "utf8_decode", 1));
@@ -589,8 +621,8 @@ static int run_task(pgflow_bytes input, pgflow_bytes context) {
 	JS_FreeValue(ctx, args[1]);
 	if (JS_IsException(ret)) return fail_exception(ctx, "");
 
-	/* run returns a promise of the output's JSON text. Host calls (fetch) are synchronous
-	 * underneath, so the job queue never waits for the outside world. */
+	/* run returns a promise of the output's JSON text. A fetch's request runs on the host
+	 * while the job queue drains; the prelude's fireTimer then waits for it (settle). */
 	if (settle(ret) != PGFLOW_OK) {
 		JS_FreeValue(ctx, ret);
 		return PGFLOW_ERROR;
