@@ -8,16 +8,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/retention"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
-
-// PruneOptions says which finished runs Prune deletes: those that completed or failed at
-// least OlderThan ago; BatchSize runs per transaction (default 1000); Progress is told the
-// totals after each batch.
-type PruneOptions = retention.Options
-
-// Pruned counts what Prune deleted (or PruneCount would): runs, their step states and
-// tasks, their tasks' archived queue messages and pgflow-wasm's own rows about them.
-type Pruned = retention.Counts
 
 // ErrPruneBusy is returned by Prune when another process is pruning the database now.
 var ErrPruneBusy = errors.New("pgflowwasm: another process is pruning this database now")
@@ -25,7 +17,7 @@ var ErrPruneBusy = errors.New("pgflowwasm: another process is pruning this datab
 // Prune deletes finished runs older than opts.OlderThan with everything kept about them
 // (docs/operations.md, "Retention"), in short transactions that leave running runs and the
 // workers serving them alone. One process prunes a database at a time.
-func Prune(ctx context.Context, pool *pgxpool.Pool, opts PruneOptions) (Pruned, error) {
+func Prune(ctx context.Context, pool *pgxpool.Pool, opts pgflowtype.PruneOptions) (pgflowtype.Pruned, error) {
 	c, ran, err := retention.PruneOnce(ctx, pool, opts)
 	if err == nil && !ran {
 		err = ErrPruneBusy
@@ -34,9 +26,9 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, opts PruneOptions) (Pruned, 
 }
 
 // PruneCount says what Prune would delete now, deleting nothing.
-func PruneCount(ctx context.Context, pool *pgxpool.Pool, olderThan time.Duration) (Pruned, error) {
+func PruneCount(ctx context.Context, pool *pgxpool.Pool, olderThan time.Duration) (pgflowtype.Pruned, error) {
 	return retention.Count(ctx, pool, olderThan)
 }
 
-// ParseAge reads an age such as 30d, 12h or 90m (PruneOptions.OlderThan).
+// ParseAge reads an age such as 30d, 12h or 90m (pgflowtype.PruneOptions.OlderThan).
 func ParseAge(s string) (time.Duration, error) { return retention.ParseAge(s) }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 )
@@ -216,4 +217,35 @@ func (e *ShapeError) Error() string {
 	return fmt.Sprintf("flow %q in the database has another shape than in the flows file:\n  - %s\n"+
 		"pgflow flows are immutable: give the changed flow a new slug (e.g. %s_v2) and start new runs on it",
 		e.Flow, strings.Join(e.Differences, "\n  - "), e.Flow)
+}
+
+// PruneOptions says which finished runs a prune deletes: those that completed or failed at
+// least OlderThan ago (by the database's clock; must be positive), BatchSize runs per
+// transaction [1000]; Progress, when set, is told the totals so far after each batch.
+type PruneOptions struct {
+	OlderThan time.Duration
+	BatchSize int
+	Progress  func(Pruned)
+}
+
+// Pruned counts what a prune deleted (or a dry run would): runs, their step states and
+// tasks, their tasks' archived queue messages, and pgflow-wasm's own rows about them by
+// table (e.g. "pgflow_wasm.task_attempts").
+type Pruned struct {
+	Runs             int64
+	StepStates       int64
+	StepTasks        int64
+	ArchivedMessages int64
+	Own              map[string]int64
+	Batches          int
+}
+
+// OwnTables lists Own's tables in a stable order, for printing.
+func (p Pruned) OwnTables() []string {
+	out := make([]string, 0, len(p.Own))
+	for t := range p.Own {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	pgflowwasm "github.com/pgflow-wasm/pgflow-wasm"
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 func dbPruneCommand() *cli.Command {
@@ -53,7 +54,7 @@ func dbPrune(c *cli.Context) error {
 		return nil
 	}
 	start := time.Now()
-	n, err := pgflowwasm.Prune(c.Context, pool, pgflowwasm.PruneOptions{OlderThan: age, BatchSize: c.Int("batch-size")})
+	n, err := pgflowwasm.Prune(c.Context, pool, pgflowtype.PruneOptions{OlderThan: age, BatchSize: c.Int("batch-size")})
 	if errors.Is(err, pgflowwasm.ErrPruneBusy) {
 		return cli.Exit(err.Error()+": nothing was deleted; try again once it is done", 1)
 	}
@@ -66,7 +67,7 @@ func dbPrune(c *cli.Context) error {
 	return nil
 }
 
-func printPruned(w io.Writer, n pgflowwasm.Pruned) {
+func printPruned(w io.Writer, n pgflowtype.Pruned) {
 	fmt.Fprintf(w, "  runs               %d\n", n.Runs)
 	fmt.Fprintf(w, "  step states        %d\n", n.StepStates)
 	fmt.Fprintf(w, "  step tasks         %d\n", n.StepTasks)

@@ -8,22 +8,23 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/urfave/cli/v2"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/procctl"
+	pgflowwasm "github.com/pgflow-wasm/pgflow-wasm"
 )
 
 func workerCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "worker",
-		Usage: "drain or undrain a pgflow-wasm worker process (every flow it serves at once)",
+		Name:            "worker",
+		Usage:           "drain or undrain a pgflow-wasm worker process (every flow it serves at once)",
+		HideHelpCommand: true,
 		Subcommands: []*cli.Command{
-			processCommand("drain", procctl.Drain,
+			processCommand("drain", pgflowwasm.DrainWorkerProcess,
 				"stop a worker process taking new tasks of every flow it serves; its running tasks finish and it stays up",
 				"The process reads the flag within its --heartbeat-interval (5s by default) and keeps\n"+
 					"it across reloads; `worker undrain` undoes it. ID is the process id the dashboard's\n"+
 					"workers page shows, or the id of any of its pgflow.workers rows. The action is recorded\n"+
 					"in pgflow_wasm.operator_actions with --actor.\n\n"+
 					"Example:\n   pgflow-wasm worker drain 7c9e6679-7425-40de-944b-e07fc1f90ae7"),
-			processCommand("undrain", procctl.Undrain,
+			processCommand("undrain", pgflowwasm.UndrainWorkerProcess,
 				"let a drained worker process take tasks again",
 				"The process takes tasks again within its --heartbeat-interval. Recorded in\n"+
 					"pgflow_wasm.operator_actions with --actor.\n\n"+
@@ -32,7 +33,7 @@ func workerCommand() *cli.Command {
 	}
 }
 
-type processAction func(ctx context.Context, pool *pgxpool.Pool, id, actor string) (procctl.Changed, error)
+type processAction func(ctx context.Context, pool *pgxpool.Pool, id, actor string) (pgflowwasm.WorkerProcessChange, error)
 
 func processCommand(name string, act processAction, usage, description string) *cli.Command {
 	return &cli.Command{
@@ -51,7 +52,7 @@ func processCommand(name string, act processAction, usage, description string) *
 			}
 			defer pool.Close()
 			res, err := act(c.Context, pool, c.Args().First(), actor(c))
-			if errors.Is(err, procctl.ErrNotFound) {
+			if errors.Is(err, pgflowwasm.ErrNoWorkerProcess) {
 				return cli.Exit(err.Error(), 1)
 			}
 			if err != nil {

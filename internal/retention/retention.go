@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -22,34 +21,22 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
+
+	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 )
 
 // DefaultBatchSize is how many runs one transaction deletes unless told otherwise.
 const DefaultBatchSize = 1000
 
-// Options says which runs go and how.
-type Options struct {
-	// OlderThan: runs that completed or failed at least this long ago (by the database's
-	// clock) go. Must be positive.
-	OlderThan time.Duration
-	// BatchSize is how many runs one transaction deletes [DefaultBatchSize].
-	BatchSize int
-	// Progress, when set, is told the totals so far after each batch.
-	Progress func(Counts)
-}
+// Options says which runs go and how; Counts is what went (or would go). Both are the
+// public leaf's, which the root package hands to its users.
+type (
+	Options = pgflowtype.PruneOptions
+	Counts  = pgflowtype.Pruned
+)
 
-// Counts is what a prune deleted, or what a dry run would delete.
-type Counts struct {
-	Runs             int64
-	StepStates       int64
-	StepTasks        int64
-	ArchivedMessages int64
-	// Own is pgflow-wasm's rows about the runs, by table (e.g. "pgflow_wasm.task_attempts").
-	Own     map[string]int64
-	Batches int
-}
-
-func (c *Counts) add(o Counts) {
+// add sums o into c.
+func add(c *Counts, o Counts) {
 	c.Runs += o.Runs
 	c.StepStates += o.StepStates
 	c.StepTasks += o.StepTasks
@@ -60,16 +47,6 @@ func (c *Counts) add(o Counts) {
 	for t, n := range o.Own {
 		c.Own[t] += n
 	}
-}
-
-// OwnTables lists Own's tables in a stable order, for printing.
-func (c Counts) OwnTables() []string {
-	out := make([]string, 0, len(c.Own))
-	for t := range c.Own {
-		out = append(out, t)
-	}
-	sort.Strings(out)
-	return out
 }
 
 var ageRE = regexp.MustCompile(`^(?:(\d+)d)?(.*)$`)
@@ -212,7 +189,7 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, opts Options) (Counts, error
 		if n == 0 {
 			return total, nil
 		}
-		total.add(batch)
+		add(&total, batch)
 		total.Batches++
 		if opts.Progress != nil {
 			opts.Progress(total)
