@@ -28,7 +28,9 @@ JS_ENGINE_LDFLAGS := -mexec-model=reactor -Wl,--stack-first -Wl,-z,stack-size=10
 # esbuild into one script the Go build embeds beside the engine. Generated, never committed.
 JS_PRELUDE_DIR  := sandbox/jshandler/prelude
 JS_PRELUDE      := $(JS_ENGINE_DIR)/wasm/prelude.js
-JS_PRELUDE_SRC  := $(wildcard $(JS_PRELUDE_DIR)/*.js) $(JS_PRELUDE_DIR)/build.go
+# Both are bundled the one way of scriptbuild (the shared esbuild settings).
+JS_SCRIPTBUILD  := sandbox/jshandler/internal/scriptbuild/scriptbuild.go
+JS_PRELUDE_SRC  := $(wildcard $(JS_PRELUDE_DIR)/*.js) $(JS_PRELUDE_DIR)/build.go $(JS_SCRIPTBUILD)
 # The @supabase/supabase-js behind ctx.supabase (sandbox/jshandler/supabasejs), pinned by its own
 # package-lock.json and bundled apart from the prelude: only steps granted Supabase carry it.
 JS_SUPABASE_DIR := sandbox/jshandler/supabasejs
@@ -52,7 +54,7 @@ $(JS_SUPABASE_DIR)/node_modules: $(JS_SUPABASE_DIR)/package-lock.json $(JS_SUPAB
 	cd $(JS_SUPABASE_DIR) && $(NPM) ci --no-audit --no-fund
 	@touch $@
 
-$(JS_SUPABASE): $(JS_SUPABASE_DIR)/entry.js $(JS_SUPABASE_DIR)/build.go $(JS_SUPABASE_DIR)/node_modules
+$(JS_SUPABASE): $(JS_SUPABASE_DIR)/entry.js $(JS_SUPABASE_DIR)/build.go $(JS_SCRIPTBUILD) $(JS_SUPABASE_DIR)/node_modules
 	$(GO) run ./$(JS_SUPABASE_DIR)/build.go $@
 
 # Real npm SDKs the tests bundle into handlers unchanged (sandbox/jshandler/sdk_test.go),
