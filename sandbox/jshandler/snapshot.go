@@ -210,14 +210,13 @@ func stubHost(ctx context.Context, rt wazero.Runtime, hs *hostState) error {
 	def(abi.ImportOutputWrite, func(context.Context, api.Module, []uint64) {})
 	def(abi.ImportErrorWrite, func(_ context.Context, m api.Module, s []uint64) { hs.errMsg = read(m, s[0], s[1]) })
 	def(abi.ImportLog, func(_ context.Context, m api.Module, s []uint64) { hs.logs = append(hs.logs, read(m, s[1], s[2])) })
-	def(abi.ImportHTTPRequest, func(_ context.Context, _ api.Module, s []uint64) {
+	// A request is refused at top level whichever way it is sent (blocking or in the background).
+	refuseFetch := func(_ context.Context, _ api.Module, s []uint64) {
 		refusal = "fetch is " + topLevelRefusal
 		s[0] = api.EncodeI32(abi.ErrDenied)
-	})
-	def(abi.ImportHTTPStart, func(_ context.Context, _ api.Module, s []uint64) {
-		refusal = "fetch is " + topLevelRefusal
-		s[0] = api.EncodeI32(abi.ErrDenied)
-	})
+	}
+	def(abi.ImportHTTPRequest, refuseFetch)
+	def(abi.ImportHTTPStart, refuseFetch)
 	def(abi.ImportHTTPWait, func(_ context.Context, _ api.Module, s []uint64) { s[0] = api.EncodeI32(abi.ErrBadRequest) })
 	def(abi.ImportHTTPResponseRead, func(_ context.Context, _ api.Module, s []uint64) { s[0] = 0 })
 	def(abi.ImportConfigGet, func(_ context.Context, _ api.Module, s []uint64) {
