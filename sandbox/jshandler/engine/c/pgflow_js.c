@@ -222,6 +222,14 @@ static JSValue js_http_wait(JSContext *c, JSValueConst this_val, int argc, JSVal
 	return http_answer(c, pgflow_host_http_wait(wait_ms, JS_ToBool(c, argv[1])));
 }
 
+/* take_string makes a JS string of text, an answer of the host read into memory of malloc,
+ * and frees it. */
+static JSValue take_string(JSContext *c, char *text, size_t len) {
+	JSValue s = JS_NewStringLen(c, text, len);
+	free(text);
+	return s;
+}
+
 /* config(name) -> the value, or {code, message} when refused or not set. */
 static JSValue js_config(JSContext *c, JSValueConst this_val, int argc, JSValueConst *argv) {
 	(void)this_val;
@@ -233,9 +241,7 @@ static JSValue js_config(JSContext *c, JSValueConst this_val, int argc, JSValueC
 	int rc = pgflow_config(name, &value, &len);
 	JS_FreeCString(c, name);
 	if (rc < 0) return host_refusal(c, rc);
-	JSValue s = JS_NewStringLen(c, value, len);
-	free(value);
-	return s;
+	return take_string(c, value, len);
 }
 
 /* sql(request JSON) -> the result JSON text, or {code, message} when the host refused the
@@ -251,9 +257,7 @@ static JSValue js_sql(JSContext *c, JSValueConst this_val, int argc, JSValueCons
 	int rc = pgflow_sql(req, len, &result, &rlen);
 	JS_FreeCString(c, req);
 	if (rc < 0) return host_refusal(c, rc);
-	JSValue s = JS_NewStringLen(c, result, rlen);
-	free(result);
-	return s;
+	return take_string(c, result, rlen);
 }
 
 /* utf8_decode(Uint8Array) -> string; utf8_encode(string) -> Uint8Array. */
@@ -307,9 +311,7 @@ static JSValue js_compute_call(JSContext *c, JSValueConst this_val, int argc, JS
 	char *buf = malloc((size_t)n + 1);
 	if (buf == NULL) return JS_ThrowOutOfMemory(c);
 	if (n > 0) pgflow_host_compute_result_read(buf, (size_t)n);
-	JSValue s = JS_NewStringLen(c, buf, (size_t)n);
-	free(buf);
-	return s;
+	return take_string(c, buf, (size_t)n);
 }
 
 /* ---- initialisation ------------------------------------------------------------------- */
