@@ -23,12 +23,13 @@ type Service interface {
 	Stop()
 }
 
-// State records a service's start and end for its Started and Stopped channels; a service
-// embeds it and calls SetStarted at the end of a successful Start, SetStopped once it ended.
-// The zero value is ready to use.
+// State records a service's start and end for its Started and Stopped channels, and why it
+// ended; a service embeds it and calls SetStarted at the end of a successful Start,
+// SetStopped (or EndWith) once it ended. The zero value is ready to use.
 type State struct {
 	mu               sync.Mutex
 	started, stopped chan struct{}
+	err              error // set by EndWith, read once stopped is closed
 }
 
 func (s *State) channels() (started, stopped chan struct{}) {
@@ -51,6 +52,33 @@ func (s *State) SetStarted() { started, _ := s.channels(); closeOnce(started) }
 
 // SetStopped closes Stopped (once).
 func (s *State) SetStopped() { _, stopped := s.channels(); closeOnce(stopped) }
+
+// EndWith records why the service ended, then closes Stopped (the first end counts).
+func (s *State) EndWith(err error) {
+	_, stopped := s.channels()
+	s.mu.Lock()
+	select {
+	case <-stopped:
+	default:
+		s.err = err
+	}
+	s.mu.Unlock()
+	closeOnce(stopped)
+}
+
+// Err is why the service ended, once Stopped is closed (nil before, and after an end
+// without an error).
+func (s *State) Err() error {
+	_, stopped := s.channels()
+	select {
+	case <-stopped:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.err
+	default:
+		return nil
+	}
+}
 
 func closeOnce(c chan struct{}) {
 	select {

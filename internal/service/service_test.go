@@ -109,3 +109,20 @@ func TestStartedAndStoppedFollowTheLifecycle(t *testing.T) {
 	default:
 	}
 }
+
+// EndWith records why a part ended, readable once it has: the first end counts, and Err
+// says nothing before Stopped is closed.
+func TestEndWithKeepsTheFirstReason(t *testing.T) {
+	t.Parallel()
+	var s service.State
+	if err := s.Err(); err != nil {
+		t.Fatalf("Err before the end = %v", err)
+	}
+	first := errors.New("first")
+	s.EndWith(first)
+	s.EndWith(errors.New("second"))
+	<-s.Stopped()
+	if err := s.Err(); err != first {
+		t.Fatalf("Err = %v, want the first reason", err)
+	}
+}

@@ -42,7 +42,6 @@ type Supervisor struct {
 	running  bool          // the supervising goroutine was launched
 	stop     chan struct{} // closed by Stop
 	stopOnce sync.Once
-	err      error // why it ended, once Stopped is closed
 }
 
 // DefaultWatchInterval is how often the supervisor looks at the flows file and its modules.
@@ -103,24 +102,19 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	}
 	cur, err := startGeneration(ctx, s.cfg, nil)
 	if err != nil {
-		s.err = err
-		s.SetStopped()
+		s.EndWith(err)
 		return err
 	}
 	s.running = true
 	s.SetStarted()
-	go func() {
-		err := s.supervise(cur)
-		s.mu.Lock()
-		s.err = err
-		s.mu.Unlock()
-		s.SetStopped()
-	}()
+	go func() { s.EndWith(s.supervise(cur)) }()
 	return nil
 }
 
 // Stop drains the serving worker (and any still draining after a reload) and returns once
-// they have ended.
+// they have ended. Err (service.State) is then why the supervisor ended: nil after Stop,
+// ErrRestart when abandoned calls piled up and no Restart was given, or the error that
+// ended serving.
 func (s *Supervisor) Stop() {
 	s.stopOnce.Do(func() { close(s.stop) })
 	s.mu.Lock()
@@ -130,19 +124,6 @@ func (s *Supervisor) Stop() {
 		s.SetStopped()
 	}
 	<-s.Stopped()
-}
-
-// Err is why the supervisor ended, once Stopped is closed: nil after Stop, ErrRestart when
-// abandoned calls piled up and no Restart was given, or the error that ended serving.
-func (s *Supervisor) Err() error {
-	select {
-	case <-s.Stopped():
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.err
-	default:
-		return nil
-	}
 }
 
 // Serve runs a Supervisor until ctx is done (then the current worker drains and Serve

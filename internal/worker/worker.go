@@ -258,7 +258,6 @@ type Worker struct {
 	service.State // Started: registered, its queues fetching; Stopped: Run returned
 	stopOnce      sync.Once
 	stop          chan struct{} // closed by Drain: the worker drains and ends
-	err           error         // what run returned, once Stopped is closed
 	restart       atomic.Bool
 	launched      atomic.Bool // Start ran: a worker serves once
 	// history: pgflow_wasm.task_attempts exists and failures are kept in it (set in Run).
@@ -434,15 +433,12 @@ func (w *Worker) Start(ctx context.Context) error {
 	if w.launched.Swap(true) {
 		return errors.New("the worker was started already")
 	}
-	go func() {
-		w.err = w.run(context.WithoutCancel(ctx))
-		w.SetStopped()
-	}()
+	go func() { w.EndWith(w.run(context.WithoutCancel(ctx))) }()
 	select {
 	case <-w.Started():
 		return nil
 	case <-w.Stopped():
-		return w.err
+		return w.Err()
 	case <-ctx.Done():
 		w.Drain()
 		<-w.Stopped()
@@ -455,21 +451,12 @@ func (w *Worker) Start(ctx context.Context) error {
 // once it has ended.
 func (w *Worker) Drain() { w.stopOnce.Do(func() { close(w.stop) }) }
 
-// Stop drains the worker and returns once it has ended.
+// Stop drains the worker and returns once it has ended. Err (service.State) is then why it
+// ended: nil after Stop or Drain, ErrRestart when abandoned calls piled up, or the error
+// that kept it from serving.
 func (w *Worker) Stop() {
 	w.Drain()
 	<-w.Stopped()
-}
-
-// Err is why the worker ended, once Stopped is closed: nil after Stop or Drain, ErrRestart
-// when abandoned calls piled up, or the error that kept it from serving.
-func (w *Worker) Err() error {
-	select {
-	case <-w.Stopped():
-		return w.err
-	default:
-		return nil
-	}
 }
 
 // run serves until Drain (or every flow is deprecated), then shuts down gracefully and
