@@ -1,6 +1,7 @@
 // Package retention deletes finished runs once they are old: the run, its step states and
 // tasks, pgflow-wasm's own rows about it (every table of schema pgflow_wasm with a run_id)
 // and its tasks' archived queue messages. Runs that have not finished are never touched.
+// Worker processes' registrations silent as long go too (processes.go).
 //
 // The work goes in batches of runs, each its own short transaction that locks only the
 // runs it deletes (FOR UPDATE SKIP LOCKED), so the workers serving other runs never wait
@@ -187,7 +188,8 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, opts Options) (Counts, error
 			return total, err
 		}
 		if n == 0 {
-			return total, nil
+			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return pruneProcesses(ctx, tx, cutoff, &total) })
+			return total, err
 		}
 		add(&total, batch)
 		total.Batches++
@@ -330,7 +332,7 @@ func Count(ctx context.Context, pool *pgxpool.Pool, olderThan time.Duration) (Co
 			}
 			c.ArchivedMessages += n
 		}
-		return nil
+		return countProcesses(ctx, tx, cutoff, &c)
 	})
 	return c, err
 }

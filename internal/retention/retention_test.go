@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/procctl"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/retention"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/runctl"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/schedule"
@@ -307,5 +308,70 @@ func TestAWorkerLoginPrunes(t *testing.T) {
 	}
 	if left := keyed(t, db.Pool, old); left["pgflow.runs"] != 0 || left["pgflow_wasm.schedule_ticks"] != 0 {
 		t.Fatalf("left: %v", left)
+	}
+}
+
+// The registrations of worker rows silent for the prune's age go, and a process goes with
+// its last one; a process that still heartbeats keeps its live rows however old it is.
+func TestPruneForgetsWorkerProcessesSilentForItsAge(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	old, fresh := 40*24*time.Hour, time.Minute
+	worker := func(age time.Duration) string {
+		t.Helper()
+		var id string
+		if err := db.Pool.QueryRow(ctx, `insert into pgflow.workers (worker_id, queue_name, function_name, started_at, last_heartbeat_at)
+			values (gen_random_uuid(), 'pr_ok', 'pgflow-wasm', now() - make_interval(secs => $1), now() - make_interval(secs => $1))
+			returning worker_id::text`, age.Seconds()).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	register := func(p procctl.Process, started time.Duration, workers ...string) {
+		t.Helper()
+		if err := procctl.Register(ctx, db.Pool, p, workers); err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, db.Pool, `update pgflow_wasm.worker_processes set started_at = now() - make_interval(secs => $2)
+			where process_id = $1::uuid`, p.ID, started.Seconds())
+	}
+	alive := procctl.Process{ID: "11111111-1111-4111-8111-111111111111", Host: "a", PID: 1, Version: "t"}
+	gone := procctl.Process{ID: "22222222-2222-4222-8222-222222222222", Host: "b", PID: 2, Version: "t"}
+	// alive reloaded long ago (its first worker row is silent) and still heartbeats; gone
+	// stopped long ago, one of its rows deleted from pgflow.workers since.
+	register(alive, old, worker(old), worker(fresh))
+	register(gone, old, worker(old), "33333333-3333-4333-8333-333333333333")
+
+	opts := retention.Options{OlderThan: 30 * 24 * time.Hour}
+	want := map[string]int64{"pgflow_wasm.process_workers": 3, "pgflow_wasm.worker_processes": 1}
+	counted, err := retention.Count(ctx, db.Pool, opts.OlderThan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pruned, err := retention.Prune(ctx, db.Pool, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for table, n := range want {
+		if counted.Own[table] != n || pruned.Own[table] != n {
+			t.Errorf("%s: counted %d, pruned %d; want %d", table, counted.Own[table], pruned.Own[table], n)
+		}
+	}
+	if n := count(t, db.Pool, `select count(*) from pgflow_wasm.process_workers where process_id = $1::uuid`, alive.ID); n != 1 {
+		t.Errorf("the live process kept %d worker rows, want its 1 live one", n)
+	}
+	if n := count(t, db.Pool, `select count(*) from pgflow_wasm.worker_processes`); n != 1 {
+		t.Errorf("%d processes left, want the live one", n)
+	}
+	if again, err := retention.Prune(ctx, db.Pool, opts); err != nil || again.Own["pgflow_wasm.process_workers"] != 0 || again.Own["pgflow_wasm.worker_processes"] != 0 {
+		t.Errorf("a second prune: %+v, %v; want nothing more", again.Own, err)
+	}
+}
+
+func mustExec(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
 	}
 }
