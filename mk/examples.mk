@@ -14,9 +14,12 @@ EXAMPLE_WASM := $(foreach lang,$(EXAMPLE_LANGS),$(EXAMPLES:%=modules/examples/$(
 	$(FETCH_LANGS:%=modules/examples/%/fetch.wasm) modules/examples/tinygo/charge.wasm \
 	$(LEDGER_LANGS:%=modules/examples/%/ledger.wasm)
 TESTMODULE_WASM := $(TESTMODULES:%=modules/testdata/%.wasm)
+# The TypeScript examples are bundled by the worker itself; their flow file imports the
+# @pgflow/dsl pinned in their package-lock.json.
+TS_EXAMPLES_DIR := modules/examples/typescript
 
 .PHONY: examples testmodules examples-test examples-clean
-examples: toolchains $(EXAMPLE_WASM) testmodules
+examples: toolchains $(EXAMPLE_WASM) testmodules $(TS_EXAMPLES_DIR)/node_modules
 testmodules: $(TESTMODULE_WASM)
 
 # --- C (clang + wasi-libc, reactor) -----------------------------------------------------
@@ -91,3 +94,7 @@ examples-clean:
 	rm -rf $(RUST_DIR)/target abi/rust/target
 
 clean: examples-clean
+
+$(TS_EXAMPLES_DIR)/node_modules: $(TS_EXAMPLES_DIR)/package-lock.json $(TS_EXAMPLES_DIR)/package.json
+	cd $(TS_EXAMPLES_DIR) && $(NPM) ci --no-audit --no-fund
+	@touch $@

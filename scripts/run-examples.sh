@@ -72,7 +72,7 @@ step "worker: pgflow-wasm serve (log in bin/serve.log)"
 "$BIN" serve --database-url "$WORKER_URL" --flows flows.yaml --signal notify --log-format text --log-level warn >bin/serve.log 2>&1 &
 worker=$!
 # Runs are started once the worker serves every flow (its rows in pgflow.workers).
-flows=$(grep -c '^  - slug:' flows.yaml)
+flows=$(grep -cE '^  - (slug|flow):' flows.yaml) # each flow file here exports one flow
 for _ in $(seq 300); do
 	live=$(psql "$DATABASE_URL" -Atqc "select count(*) from pgflow.workers where deprecated_at is null and last_heartbeat_at > now() - interval '1 minute'" 2>/dev/null || echo 0)
 	[ "${live:-0}" -ge "$flows" ] && break
@@ -100,6 +100,18 @@ run_refused() {
 		echo "$out"; echo "the run failed without the expected message: $want"; status=1
 	fi
 }
+# A run that must complete with an output holding want.
+run_expect() {
+	local flow=$1 input=$2 want=$3 out
+	step "run $flow $input"
+	if ! out=$("$BIN" start "$flow" --input "$input" --wait --timeout 2m 2>&1); then
+		echo "$out"; status=1
+	elif grep -qF "$want" <<<"$out"; then
+		echo "$out"
+	else
+		echo "$out"; echo "the run's output does not hold $want"; status=1
+	fi
+}
 run hello '{"name": "Ada"}'
 run word_totals '["the quick brown fox", "jumps over the lazy dog"]'
 run fetch_demo "{\"url\": \"http://$DEMOAPI_ADDR/hello.json\"}"
@@ -108,6 +120,10 @@ run_refused fetch_demo '{"url": "https://example.com/"}' 'host example.com:443 i
 run checkout '{"amount": 1200, "currency": "eur", "customer": "cus_42"}'
 run ledger '{"amount": 5}'
 run ts_book "{\"url\": \"http://$DEMOAPI_ADDR/hello.json\", \"amount\": 7}"
+# A flow file served as it is; its fingerprint step hashes the text with crypto.subtle, and
+# the run's output must carry the same SHA-256 as sha256sum's.
+text='the quick brown fox\njumps over the lazy dog'
+run_expect text_stats "{\"text\": \"$text\"}" "$(printf "$text" | sha256sum | cut -d' ' -f1)"
 
 step "stopping the worker (SIGTERM: drain, deregister, exit 0)"
 kill -TERM "$worker"

@@ -373,7 +373,8 @@ func restartSelf(log *slog.Logger) error {
 
 // compileFlows runs compile with --update-options; a changed shape is a usage error (exit 2).
 func compileFlows(ctx context.Context, c *cli.Context, pool *pgxpool.Pool, file *flowfile.File) ([]compile.FlowReport, error) {
-	reports, err := compile.Compile(ctx, pool, file, compile.Options{UpdateOptions: c.Bool("update-options"), DryRun: c.Bool("dry-run")})
+	reports, err := compile.Compile(ctx, pool, file, compile.Options{UpdateOptions: c.Bool("update-options"), DryRun: c.Bool("dry-run"),
+		NotifyInserts: true})
 	var shape *pgflowtype.ShapeError
 	switch {
 	case errors.As(err, &shape):
@@ -445,7 +446,10 @@ func compileCommand() *cli.Command {
 		Description: "pgflow flows are immutable: a flow whose steps, dependencies, step types or conditions\n" +
 			"differ from the database is refused (give it a new slug, or, while developing, remove the\n" +
 			"old one with `pgflow-wasm flow drop SLUG`). Differing options are reported, and written\n" +
-			"only with --update-options. --dry-run shows what would change and changes nothing.",
+			"only with --update-options. --dry-run shows what would change and changes nothing.\n" +
+			"It also turns on insert notifications for the flows' queues, which takes the queue tables'\n" +
+			"owner: compile as the owner, and a worker login that owns nothing listens (--signal notify)\n" +
+			"instead of polling.",
 		Flags: []cli.Flag{flowsFlag(), dbFlag(),
 			altsrc.NewBoolFlag(&cli.BoolFlag{Name: "update-options", EnvVars: env("update-options"),
 				Usage: "write changed flow and step options (attempts, delays, timeouts) to the database"}),
@@ -471,6 +475,9 @@ func compileCommand() *cli.Command {
 				}
 				for _, d := range r.Options {
 					fmt.Fprintf(c.App.Writer, "  %s\n", d)
+				}
+				if r.NotifyErr != nil {
+					fmt.Fprintf(c.App.Writer, "  its queue does not notify on inserts (workers under --signal notify poll it unless they own it): %v\n", r.NotifyErr)
 				}
 			}
 			if c.Bool("dry-run") {

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
@@ -34,6 +35,10 @@ type Options struct {
 	// DryRun does everything in a transaction that is rolled back: the reports say what
 	// would change, nothing does.
 	DryRun bool
+	// NotifyInserts turns on insert notifications for the flows' queues (as a worker under
+	// the notify signal does at start, which takes the queue table's owner): run by the
+	// owner, it lets a worker login that owns nothing listen instead of polling.
+	NotifyInserts bool
 }
 
 // errDryRun rolls a dry run's transaction back.
@@ -65,6 +70,9 @@ type FlowReport struct {
 	Options []string // option differences, "step x: timeout 30 in the database, 5 in the file"
 	// External are the steps another worker serves (flows.yaml `external: true`).
 	External []string
+	// NotifyErr says why a queue of the flow could not be made to notify on inserts
+	// (Options.NotifyInserts); a worker polls such a queue.
+	NotifyErr error
 }
 
 // lockKey serialises concurrent compiles (several workers starting at once).
@@ -109,8 +117,33 @@ func Compile(ctx context.Context, pool *pgxpool.Pool, file *flowfile.File, opts 
 		for i := range reports {
 			reports[i].Action = wouldBe[reports[i].Action]
 		}
+		return reports, nil
+	}
+	if opts.NotifyInserts {
+		for i := range reports {
+			reports[i].NotifyErr = notifyInserts(ctx, pool, reports[i].Slug)
+		}
 	}
 	return reports, nil
+}
+
+// notifyInserts turns on insert notifications for every queue of a compiled flow.
+func notifyInserts(ctx context.Context, pool *pgxpool.Pool, slug string) error {
+	// A step's queue: steps.queue_name from pgflow 0.17, the flow's slug before.
+	rows, err := pool.Query(ctx, `select distinct coalesce(to_jsonb(s)->>'queue_name', s.flow_slug) from pgflow.steps s where s.flow_slug = $1`, slug)
+	if err != nil {
+		return err
+	}
+	queues, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, q := range queues {
+		if _, err := poller.EnableInsertNotify(ctx, pool, q); err != nil {
+			return fmt.Errorf("queue %s: %w", q, err)
+		}
+	}
+	return nil
 }
 
 func compileFlow(ctx context.Context, tx pgx.Tx, fl *flowfile.Flow, opts Options, proto schema.Protocol) (FlowReport, error) {

@@ -11,8 +11,10 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/compile"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/poller"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/pgflowtype"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // load parses a flows file; module paths point at /dev/null, which exists: compile never
@@ -181,5 +183,38 @@ func TestChangedOptionsAreReportedAndWrittenOnlyWhenAsked(t *testing.T) {
 	}
 	if f, s := timeout(); f != 45 || s != 7 {
 		t.Errorf("after --update-options: %d, %d; want 45, 7", f, s)
+	}
+}
+
+// A worker login of `db grant-worker` may add a queue's notify trigger (its TRIGGER grant)
+// but not drop one (that takes the owner), and pgmq.enable_notify_insert drops the old one
+// first: a queue that already notifies is left alone, or every worker restart after the
+// first would fall back to polling. Compiled by the owner with NotifyInserts, a queue
+// notifies before any worker starts.
+func TestAWorkerLoginListensAgainAfterARestartAndAfterTheOwnersCompile(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	login := db.Role(t, "notify_worker", "LOGIN")
+	if _, err := schema.GrantWorker(ctx, db.Conn(t), login, ""); err != nil {
+		t.Fatal(err)
+	}
+	worker := db.PoolAs(t, login)
+	restarted := strings.ReplaceAll(shop, "slug: shop", "slug: shop_restarted")
+	if _, err := compile.Compile(ctx, db.Pool, load(t, restarted), compile.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for start := 1; start <= 2; start++ {
+		if _, err := poller.EnableInsertNotify(ctx, worker, "shop_restarted"); err != nil {
+			t.Fatalf("the worker login's start %d: %v", start, err)
+		}
+	}
+	reports, err := compile.Compile(ctx, db.Pool, load(t, shop), compile.Options{NotifyInserts: true})
+	if err != nil || len(reports) != 1 || reports[0].NotifyErr != nil {
+		t.Fatalf("compile: %+v, %v", reports, err)
+	}
+	how, err := poller.EnableInsertNotify(ctx, worker, "shop")
+	if err != nil || how != "already on" {
+		t.Fatalf("the login after the owner's compile: %q, %v; want already on", how, err)
 	}
 }

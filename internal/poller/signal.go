@@ -111,26 +111,40 @@ func (l *Listener) listenOnce(ctx context.Context, retry *kit.Backoff) error {
 	}
 }
 
+// nativeNotifyTriggers are the names pgmq.enable_notify_insert gives its trigger: the
+// pgflow-wasm layer's and the real pgmq's (1.8 and later).
+var nativeNotifyTriggers = []string{"pgmq_notify_insert", "trigger_notify_queue_insert_listeners"}
+
 // EnableInsertNotify makes inserts into a queue NOTIFY on schema.InsertChannel(queue) and says how.
 // pgmq 1.8 and the pgflow-wasm layer have pgmq.enable_notify_insert. An older real pgmq
 // (1.5 to 1.7) has not: a statement-level trigger of our own on the queue table does the same
 // (one NOTIFY per inserting statement). It lives in schema pgflow_wasm, goes away with the
 // queue or with `drop schema pgflow_wasm cascade`, and is dropped again as soon as pgmq itself
-// can notify (after ALTER EXTENSION pgmq UPDATE), so a queue never notifies twice.
+// can notify (after ALTER EXTENSION pgmq UPDATE), so a queue never notifies twice. A queue
+// that already notifies is left as it is: turning it on takes the queue table's owner.
 func EnableInsertNotify(ctx context.Context, pool *pgxpool.Pool, queue string) (how string, err error) {
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		// Workers starting together would race on CREATE OR REPLACE.
 		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock(hashtext('pgflow-wasm:notify-insert'))`); err != nil {
 			return err
 		}
-		var native bool
+		var native, nativeOn, ownOn bool
 		var table *string
 		if err := tx.QueryRow(ctx, `select to_regproc('pgmq.enable_notify_insert') is not null,
-			to_regclass(format('pgmq.%I', $1::text))::text`, schema.QueueTableName(queue)).Scan(&native, &table); err != nil {
+			to_regclass(format('pgmq.%I', $1::text))::text,
+			exists (select 1 from pg_trigger where tgrelid = to_regclass(format('pgmq.%I', $1::text)) and tgname = any($2)),
+			exists (select 1 from pg_trigger where tgrelid = to_regclass(format('pgmq.%I', $1::text)) and tgname = 'pgflow_wasm_notify_insert')`,
+			schema.QueueTableName(queue), nativeNotifyTriggers).Scan(&native, &table, &nativeOn, &ownOn); err != nil {
 			return err
 		}
 		if table == nil {
 			return fmt.Errorf("queue %s has no table pgmq.%s", queue, schema.QueueTableName(queue))
+		}
+		// Already on (the queue's owner turned it on, e.g. `pgflow-wasm compile`): nothing to
+		// change, so a worker login that does not own the queue table listens all the same.
+		if native && nativeOn && !ownOn || !native && ownOn {
+			how = "already on"
+			return nil
 		}
 		if native {
 			how = "pgmq.enable_notify_insert"
