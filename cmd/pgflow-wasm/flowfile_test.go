@@ -131,3 +131,28 @@ func TestModuleTestRunsAFlowFilesInlineHandlers(t *testing.T) {
 		}
 	}
 }
+
+// An inline handler's error names its file and line, and only frames the user wrote: not the
+// entry pgflow-wasm bundles a flow file behind.
+func TestAnInlineHandlersErrorNamesItsLineAndNoFrameOfOurs(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp(dslProjectDir(t), "thrower-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	file := filepath.Join(dir, "thrower.ts")
+	if err := os.WriteFile(file, []byte("import { Flow } from '@pgflow/dsl';\n\nexport default new Flow({ slug: 'thrower' })\n"+
+		"  .step({ slug: 'boom' }, () => {\n    throw new Error('boom on purpose');\n  });\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCLI(t, "exec", file, "--step", "boom", "--input", `{"run": {}}`)
+	msg := out
+	if err != nil {
+		msg += err.Error()
+	}
+	if err == nil || !strings.Contains(msg, "boom on purpose") || !strings.Contains(msg, "(thrower.ts:5:") || strings.Contains(msg, "flow-entry") {
+		t.Errorf("exec of a throwing inline handler (%v):\n%s", err, msg)
+	}
+}
+

@@ -117,7 +117,8 @@ var bundlePos = regexp.MustCompile(regexp.QuoteMeta(bundleName) + `:(\d+):(\d+)`
 
 // MapStack rewrites every handler.js:LINE:COL in text to the source file, line and column it
 // came from. Stack frames the user did not write are dropped: the prelude's (fetch, the
-// handler's caller) and the bundle's own wrapper, which maps to no source.
+// handler's caller), the bundle's own wrapper, which maps to no source, and a flow file's
+// entry (which calls the step's inline handler).
 func (sm *SourceMap) MapStack(text string) string {
 	if !strings.Contains(text, bundleName+":") && !strings.Contains(text, "pgflow:prelude") {
 		return text
@@ -140,7 +141,7 @@ func (sm *SourceMap) MapStack(text string) string {
 			unmapped = true
 			return m
 		})
-		if frame && unmapped {
+		if frame && (unmapped || strings.Contains(line, flowEntryName+":")) {
 			continue
 		}
 		out = append(out, line)
