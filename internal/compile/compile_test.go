@@ -186,11 +186,11 @@ func TestChangedOptionsAreReportedAndWrittenOnlyWhenAsked(t *testing.T) {
 	}
 }
 
-// A worker login of `db grant-worker` may add a queue's notify trigger (its TRIGGER grant)
-// but not drop one (that takes the owner), and pgmq.enable_notify_insert drops the old one
-// first: a queue that already notifies is left alone, or every worker restart after the
-// first would fall back to polling. Compiled by the owner with NotifyInserts, a queue
-// notifies before any worker starts.
+// A worker login of `db grant-worker` may add pgmq's notify trigger to a queue (its TRIGGER
+// grant) but not drop one (that takes the owner), and pgmq.enable_notify_insert drops the
+// old one first: a queue that already notifies is left alone, or every worker restart after
+// the first would fall back to polling. Compiled by the owner with NotifyInserts, a queue
+// notifies before any worker starts, on every pgmq.
 func TestAWorkerLoginListensAgainAfterARestartAndAfterTheOwnersCompile(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
@@ -204,7 +204,13 @@ func TestAWorkerLoginListensAgainAfterARestartAndAfterTheOwnersCompile(t *testin
 	if _, err := compile.Compile(ctx, db.Pool, load(t, restarted), compile.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	for start := 1; start <= 2; start++ {
+	// On a pgmq without enable_notify_insert (the real 1.5 to 1.7) the worker's own trigger
+	// takes rights in schema pgflow_wasm the login lacks: only the owner's compile helps there.
+	var native bool
+	if err := db.Pool.QueryRow(ctx, `select to_regproc('pgmq.enable_notify_insert') is not null`).Scan(&native); err != nil {
+		t.Fatal(err)
+	}
+	for start := 1; native && start <= 2; start++ {
 		if _, err := poller.EnableInsertNotify(ctx, worker, "shop_restarted"); err != nil {
 			t.Fatalf("the worker login's start %d: %v", start, err)
 		}
