@@ -310,7 +310,9 @@ flows:
 	}
 	reads := 0
 	for _, b := range batches.all() {
-		if !slices.ContainsFunc(b, func(sql string) bool { return strings.Contains(sql, "for update skip locked") && strings.Contains(sql, "candidates") }) {
+		if !slices.ContainsFunc(b, func(sql string) bool {
+			return strings.Contains(sql, "for update skip locked") && strings.Contains(sql, "candidates")
+		}) {
 			continue
 		}
 		reads++
