@@ -105,8 +105,11 @@ type Config struct {
 // (Config.Claim). The completer sends the batch with the commit, then calls Done exactly
 // once.
 type Claim interface {
-	// Err is the failure of one of the claim's own statements: the transaction is then rolled
-	// back, the batch written without a claim, and claims stop until the worker restarts.
+	// Err, after a batch that failed, is the failure of one of the claim's own statements:
+	// the transaction is then rolled back, the batch written without a claim, and claims stop
+	// until the worker restarts (or, for pgflow changed under the worker, go on once it is
+	// prepared). After a batch that committed, it is a refusal of the claim's own (it
+	// started nothing; the completions stand).
 	Err() error
 	// Done is told whether the commit landed, before OnWritten, with what was written (nil
 	// when it did not): it may mark the outcomes whose successors it started.
@@ -616,17 +619,7 @@ func (c *Completer) writeClaiming(ctx context.Context, b *pgx.Batch, batch []Out
 		if cerr == nil || dberr.Transient(err) || ctx.Err() != nil {
 			return err // the connection or the completions, not the claim: written later
 		}
-		if dberr.SchemaChanged(cerr) {
-			// pgflow changed under the worker, whose watch prepares for the new one: this
-			// batch is written the plain way, and claims go on afterwards.
-			if c.cfg.OnError != nil {
-				c.cfg.OnError(cerr)
-			}
-			return nil
-		}
-		c.claimBroken.Store(true)
-		c.cfg.Log.Warn("starting successor tasks in their predecessors' transaction failed; completions are written without it from now on",
-			"error", cerr)
+		c.claimRefused(cerr) // this batch is written the plain way
 		return nil
 	}
 	b.Queue(`commit`)
@@ -640,7 +633,26 @@ func (c *Completer) writeClaiming(ctx context.Context, b *pgx.Batch, batch []Out
 	}
 	written = made(batch, results)
 	claim.Done(true, written)
+	if cerr := claim.Err(); cerr != nil {
+		// The claim refused in the database and started nothing; the completions committed.
+		c.claimRefused(cerr)
+	}
 	return written, began, committed, nil
+}
+
+// claimRefused handles a failure of a claim's own: pgflow changed under the worker, whose
+// watch prepares for the new one, and claims go on afterwards; anything else stops claims
+// until the worker restarts.
+func (c *Completer) claimRefused(cerr error) {
+	if dberr.SchemaChanged(cerr) {
+		if c.cfg.OnError != nil {
+			c.cfg.OnError(cerr)
+		}
+		return
+	}
+	c.claimBroken.Store(true)
+	c.cfg.Log.Warn("starting successor tasks in their predecessors' transaction failed; completions are written without it from now on",
+		"error", cerr)
 }
 
 // readFailedStates reads the step's and the run's status for tasks that ended failed, so the

@@ -55,55 +55,66 @@ func (f *Fetcher) QueueClaim(conn *pgxpool.Conn, b *pgx.Batch, runIDs, steps []s
 		startSchema = plans.TwinMade(conn.Conn()) // making one would end the caller's transaction
 	}
 	c := &ClaimRead{f: f, plan: readPlan{proto: proto, waited: map[int64]float64{}}}
-	// The completions' write took the upgrade lock: the newest migration holds for the claim.
-	f.queueWitness(b, &c.err)
 	table := schema.QueueTable(f.queue)
 	setting := claimedSetting(b)
+	// The batch commits whatever its reader makes of the replies, so what refuses the claim
+	// must be decided in the database: the read takes nothing unless the newest migration is
+	// the one the worker prepared for (the completions' write took the upgrade lock, so it
+	// holds until the commit), and the start then starts nothing. "" checks none (pgflow
+	// installed by other tools, without pgflow_wasm.schema_migrations).
+	newest, gate, want := `''::text`, "", ""
+	if w := f.witness.Load(); w != nil && *w != "" {
+		want = *w
+		newest, gate = "(select name from newest)", "and (select name from newest) = $8"
+	}
 	// One candidate more than asked for is locked (a message of this transaction's own,
 	// which nobody else can see yet): whether it exists tells whether the read left one.
 	// The aggregate is one row whatever the read took, so the setting is always set: a
 	// statement behind it never reads an earlier claim's ids.
 	b.Queue(`
-		with candidates as (
+		with newest as (`+newestSQL(want)+`),
+		candidates as (
 		  select m.msg_id from `+table+` m
 		  where m.msg_id in (
 		      select st.message_id from pgflow.step_tasks st
 		      where st.flow_slug = $1 and st.run_id = any($2::text[]::uuid[]) and st.step_slug = any($3::text[])
 		        and st.status = 'queued' `+sameQueue(proto, "$6")+`)
-		    and m.vt <= clock_timestamp()
+		    and m.vt <= clock_timestamp() `+gate+`
 		  order by m.msg_id limit $5 + 1 for update skip locked),
 		picked as (select msg_id from candidates order by msg_id limit $5),
 		taken as (
 		  update `+table+` m set vt = clock_timestamp() + make_interval(secs => $4), read_ct = m.read_ct + 1
 		  from picked where m.msg_id = picked.msg_id
-		  returning m.msg_id, m.message, `+waitedSQL+` as waited),
+		  returning m.msg_id, `+waitedSQL+` as waited),
 		handed as (
 		  select set_config($7, coalesce(array_agg(msg_id order by msg_id), '{}')::text, true) as ids from taken)
-		select t.msg_id, t.message, t.waited, (select count(*) from candidates) > $5, handed.ids
-		from handed left join taken t on true`, f.flow, runIDs, steps, f.readVT, qty, f.queue, setting).Query(func(rows pgx.Rows) error {
+		select t.msg_id, t.waited, (select count(*) from candidates) > $5, handed.ids, `+newest+`, $8::text
+		from handed left join taken t on true`, f.flow, runIDs, steps, f.readVT, qty, f.queue, setting, want).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id *int64
-			var body []byte
 			var waited *float64
 			var left *bool
-			var handed string
-			if err := rows.Scan(&id, &body, &waited, &left, &handed); err != nil {
+			var handed, got, want string
+			if err := rows.Scan(&id, &waited, &left, &handed, &got, &want); err != nil {
 				c.err = fmt.Errorf("claiming successors in queue %s: %w", f.queue, err)
 				return c.err
+			}
+			if got != want {
+				// Not returned: the rest of the batch, the completions' commit, is kept.
+				c.err = f.witnessError(want, got)
 			}
 			if id == nil {
 				continue // the read took nothing
 			}
 			c.left = c.left || *left
-			if err := f.add(&c.plan, *id, body, *waited); err != nil {
-				c.err = err
-				return err
-			}
+			c.plan.ids = append(c.plan.ids, *id)
+			c.plan.waited[*id] = *waited
 		}
 		if err := rows.Err(); err != nil {
 			c.err = fmt.Errorf("claiming successors in queue %s: %w", f.queue, err)
+			return c.err
 		}
-		return c.err
+		return nil
 	})
 	// The start's lookups are the fetch's, on the ids the read handed over; the inputs of the
 	// runs not cached are known before the read: the successors are tasks of these runs.
@@ -116,6 +127,14 @@ func (f *Fetcher) QueueClaim(conn *pgxpool.Conn, b *pgx.Batch, runIDs, steps []s
 	}
 	c.start = f.queueStart(b, startSchema, p, claimedIDs{setting: setting, steps: f.shorterSteps(proto, steps)})
 	return c
+}
+
+// newestSQL is the claim read's CTE of the newest migration: read where the worker checks one.
+func newestSQL(want string) string {
+	if want == "" {
+		return `select ''::text as name`
+	}
+	return `select coalesce(max(name), '') as name from pgflow_wasm.schema_migrations`
 }
 
 // shorterSteps are the steps, of those given, whose messages need a visibility other than
@@ -142,7 +161,9 @@ func (f *Fetcher) shorterSteps(proto *claimProtocol, steps []string) map[string]
 func (c *ClaimRead) Read() (n int, leftSome bool) { return len(c.plan.ids), c.left }
 
 // Err is the failure of the claim's own read or start, where one of them was the first
-// statement of its batch to fail; nil where they did not run or succeeded.
+// statement of its batch to fail, or the claim's refusal (a migration the worker did not
+// prepare for, wrapping dberr.ErrSchemaChanged) in a batch that ran: it then started
+// nothing, and the batch's other statements stand. nil where they did not run or succeeded.
 func (c *ClaimRead) Err() error {
 	if c.err != nil {
 		return c.err

@@ -2,12 +2,14 @@ package poller_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/taskwrite"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
@@ -105,5 +107,68 @@ func TestAClaimReadsAndStartsSuccessorsInTheCompletionsRoundTrip(t *testing.T) {
 				t.Errorf("s's message is hidden for %.1f s, want about 62 (its step's timeout + 2, not the read's 30)", hidden)
 			}
 		})
+	}
+}
+
+// A claim on a pgflow whose newest migration is not the one its worker prepared for starts
+// nothing, although its batch commits (the batch's reader cannot stop the database midway):
+// the database refuses the read, the claim's Err wraps dberr.ErrSchemaChanged, and the
+// completion in the same batch stands. The successor stays queued, its message visible.
+func TestAClaimOnAMigrationItWasNotPreparedForStartsNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	worker := setup(t, db)
+	newest, _ := schema.NewestMigration(ctx, db.Pool)
+	if newest == "" {
+		t.Skip("this database's pgflow was not installed by db install: no migration to compare")
+	}
+	f := fetcher(t, db, worker)
+	f.SetWitness(newest)
+	var run string
+	if err := db.Pool.QueryRow(ctx, `select run_id::text from pgflow.start_flow('f', '[5]')`).Scan(&run); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := f.Fetch(ctx, 1)
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("fetch = %v, %v; want m's one task", tasks, err)
+	}
+	if _, err := db.Pool.Exec(ctx, `insert into pgflow_wasm.schema_migrations (name, sha256, pgflow_version)
+		values ('99999999999999_later.sql', 'x', 'later')`); err != nil {
+		t.Fatal(err)
+	}
+	m := tasks[0]
+	conn, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue(`begin`)
+	results := make([]taskwrite.Result, 1)
+	taskwrite.Queue(b, taskwrite.Complete, []taskwrite.Call{{RunID: m.RunID, StepSlug: m.StepSlug, TaskIndex: m.TaskIndex,
+		Attempt: m.Attempt, Arg: `10`, WorkerID: m.WorkerID}}, results, taskwrite.Options{})
+	claim := f.QueueClaim(conn, b, []string{run}, []string{"s"}, 1)
+	b.Queue(`commit`)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := claim.Err(); !errors.Is(err, dberr.ErrSchemaChanged) || !strings.Contains(err.Error(), "99999999999999_later.sql") {
+		t.Fatalf("claim.Err() = %v, want dberr.ErrSchemaChanged naming the later migration", err)
+	}
+	if n, _ := claim.Read(); n != 0 || len(claim.Tasks(time.Now())) != 0 {
+		t.Fatalf("the refused claim read %d and started %d", n, len(claim.Tasks(time.Now())))
+	}
+	var mStatus, sStatus string
+	var visible bool
+	if err := db.Pool.QueryRow(ctx, `select
+		(select status from pgflow.step_tasks where run_id = $1::uuid and step_slug = 'm'),
+		(select status from pgflow.step_tasks where run_id = $1::uuid and step_slug = 's'),
+		(select q.vt <= now() from pgflow.step_tasks st join pgmq.q_f q on q.msg_id = st.message_id
+		  where st.run_id = $1::uuid and st.step_slug = 's')`, run).Scan(&mStatus, &sStatus, &visible); err != nil {
+		t.Fatal(err)
+	}
+	if mStatus != "completed" || sStatus != "queued" || !visible {
+		t.Fatalf("after the refused claim: m %s, s %s (message visible: %v); want m completed, s queued and visible", mStatus, sStatus, visible)
 	}
 }

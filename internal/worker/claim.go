@@ -174,9 +174,10 @@ func (sc *successorClaim) Done(committed bool, written []completer.Written) {
 			if len(tasks) > 0 {
 				c.q.foundTasks.Store(true) // the queue is busy: its loop polls at its quickest
 			}
-			if !leftSome || len(tasks) < c.reserved {
+			if c.read.Err() == nil && (!leftSome || len(tasks) < c.reserved) {
 				// The read left no visible successor (or slots were left): every one was
-				// started, so the fetch loop need not look for them (onWritten).
+				// started, so the fetch loop need not look for them (onWritten). A claim
+				// that refused (a migration the worker did not prepare for) started none.
 				for i := range written {
 					if w.byFlow[written[i].Task.FlowSlug] == c.fs {
 						written[i].SuccessorsClaimed = true
