@@ -96,18 +96,20 @@ type Config struct {
 	// Claim, when set, is called before a batch of completions with an awaited one is sent,
 	// on the connection that sends it, to join the successor tasks those completions make
 	// ready to their transaction (the worker's claim.go): it may queue statements into b,
-	// which runs begin and the completions first. It returns nil where it queued nothing.
+	// which runs begin and the completions first, and which the completer ends with the
+	// commit. It returns nil where it queued nothing.
 	Claim func(conn *pgxpool.Conn, b *pgx.Batch, batch []Outcome) Claim
 }
 
 // Claim is a start of successor tasks joined to the transaction of a batch of completions
-// (Config.Claim). The completer calls Start once the completions ran, sends what it queued
-// with the commit, then calls Done exactly once.
+// (Config.Claim). The completer sends the batch with the commit, then calls Done exactly
+// once.
 type Claim interface {
-	// Start queues into b, which the completer ends with the commit, what starts the tasks.
-	Start(b *pgx.Batch)
-	// Err is the failure of one of the claim's own statements: the transaction is then rolled
-	// back, the batch written without a claim, and claims stop until the worker restarts.
+	// Err, after a batch that failed, is the failure of one of the claim's own statements:
+	// the transaction is then rolled back, the batch written without a claim, and claims stop
+	// until the worker restarts (or, for pgflow changed under the worker, go on once it is
+	// prepared). After a batch that committed, it is a refusal of the claim's own (it
+	// started nothing; the completions stand).
 	Err() error
 	// Done is told whether the commit landed, before OnWritten, with what was written (nil
 	// when it did not): it may mark the outcomes whose successors it started.
@@ -587,11 +589,10 @@ func made(batch []Outcome, results []taskwrite.Result) []Written {
 }
 
 // writeClaiming writes a batch of completions (b: begin, then their statements) in an explicit
-// transaction that Config.Claim joins, in two round trips: the completions with the claim's
-// read of their successors' messages, then the successors' start with the commit. Where the
-// claim has nothing to do, the completions commit alone, in one round trip. It returns no
-// outcomes, and no error, where the claim failed: the transaction is rolled back and the
-// caller writes the batch the plain way.
+// transaction that Config.Claim joins, in one round trip: the completions, the claim's read
+// of their successors' messages and their start, and the commit. Where the claim has nothing
+// to do, the completions commit alone. It returns no outcomes, and no error, where the claim
+// failed: the transaction is rolled back and the caller writes the batch the plain way.
 func (c *Completer) writeClaiming(ctx context.Context, b *pgx.Batch, batch []Outcome, results []taskwrite.Result) (written []Written, began, committed time.Time, err error) {
 	conn, err := c.pool.Acquire(ctx)
 	if err != nil {
@@ -618,36 +619,40 @@ func (c *Completer) writeClaiming(ctx context.Context, b *pgx.Batch, batch []Out
 		if cerr == nil || dberr.Transient(err) || ctx.Err() != nil {
 			return err // the connection or the completions, not the claim: written later
 		}
-		if dberr.SchemaChanged(cerr) {
-			// pgflow changed under the worker, whose watch prepares for the new one: this
-			// batch is written the plain way, and claims go on afterwards.
-			if c.cfg.OnError != nil {
-				c.cfg.OnError(cerr)
-			}
-			return nil
-		}
-		c.claimBroken.Store(true)
-		c.cfg.Log.Warn("starting successor tasks in their predecessors' transaction failed; completions are written without it from now on",
-			"error", cerr)
+		c.claimRefused(cerr) // this batch is written the plain way
 		return nil
 	}
+	b.Queue(`commit`)
 	began = time.Now()
-	if err := conn.SendBatch(ctx, b).Close(); err != nil { // begin, the completions, the claim's read
-		return nil, began, committed, failed(err)
-	}
-	written = made(batch, results)
-	next := &pgx.Batch{}
-	claim.Start(next)
-	next.Queue(`commit`)
-	err = conn.SendBatch(ctx, next).Close()
+	err = conn.SendBatch(ctx, b).Close() // begin, the completions, the claim's read and start, commit
 	committed = time.Now()
 	if err != nil {
 		// A lost reply to the commit may hide a landed one: the started tasks are then the
 		// orphan sweep's, and the rewrite of the completions is found stale.
 		return nil, began, committed, failed(err)
 	}
+	written = made(batch, results)
 	claim.Done(true, written)
+	if cerr := claim.Err(); cerr != nil {
+		// The claim refused in the database and started nothing; the completions committed.
+		c.claimRefused(cerr)
+	}
 	return written, began, committed, nil
+}
+
+// claimRefused handles a failure of a claim's own: pgflow changed under the worker, whose
+// watch prepares for the new one, and claims go on afterwards; anything else stops claims
+// until the worker restarts.
+func (c *Completer) claimRefused(cerr error) {
+	if dberr.SchemaChanged(cerr) {
+		if c.cfg.OnError != nil {
+			c.cfg.OnError(cerr)
+		}
+		return
+	}
+	c.claimBroken.Store(true)
+	c.cfg.Log.Warn("starting successor tasks in their predecessors' transaction failed; completions are written without it from now on",
+		"error", cerr)
 }
 
 // readFailedStates reads the step's and the run's status for tasks that ended failed, so the

@@ -383,7 +383,7 @@ func (f *Fetcher) start(ctx context.Context, conn *pgxpool.Conn, startSchema str
 	// The read, sent before, kept its custom plan; start_tasks and the lookups reuse theirs.
 	// (A claim's start needs no switch of its own: the completions' write made it.)
 	plans.QueueGeneric(b)
-	s := f.queueStart(b, startSchema, p)
+	s := f.queueStart(b, startSchema, p, claimedIDs{})
 	// The commit, with the read's: both are kept or both are lost.
 	b.Queue(`commit`).Exec(func(pgconn.CommandTag) error { return nil })
 	sent := time.Now()
@@ -405,23 +405,37 @@ type started struct {
 	err       error             // start_tasks' own failure, when it is the batch's first
 }
 
+// claimedIDs, for a claim's start, names the transaction's setting that holds the ids its
+// read took (queued in the same batch, before anyone knows them), with the steps whose
+// messages need a visibility other than the read's; zero for a fetch, whose ids are known.
+type claimedIDs struct {
+	setting string
+	steps   map[string]int
+}
+
 // queueStart queues into b the start of p's tasks through startSchema's start_tasks: pgflow's,
 // or its twin in pg_temp (package plans), then the visibility of shorter steps' messages,
 // the attempt counts and the inputs of runs not cached. It leaves the commit to the caller.
-func (f *Fetcher) queueStart(b *pgx.Batch, startSchema string, p readPlan) *started {
+// For a claim, the ids are read from claimed.setting rather than p.
+func (f *Fetcher) queueStart(b *pgx.Batch, startSchema string, p readPlan, claimed claimedIDs) *started {
 	proto := p.proto
 	s := &started{f: f, attempts: map[int64]int{}, runInputs: map[string][]byte{}, waited: p.waited}
-	ids, vtIDs, offsets, missingRuns := p.ids, p.vtIDs, p.offsets, p.missing
+	vtIDs, offsets, missingRuns := p.vtIDs, p.offsets, p.missing
+	var ids any = p.ids
+	idsSQL := "$2::bigint[]"
+	if claimed.setting != "" {
+		ids, idsSQL = claimed.setting, "current_setting($2)::bigint[]"
+	}
 	flowInput := "null::jsonb"
 	if proto.flowInput {
 		flowInput = "flow_input"
 	}
-	claim, args := startSchema+`.start_tasks($1, $2::bigint[], $3::text::uuid)`, []any{f.flow, ids, f.workerID}
+	claim, args := startSchema+`.start_tasks($1, `+idsSQL+`, $3::text::uuid)`, []any{f.flow, ids, f.workerID}
 	switch {
 	case proto.queueNames && f.step != "":
-		claim, args = `pgflow.start_tasks($1, $2::bigint[], $3::text::uuid, $4, $5)`, append(args, f.queue, f.step)
+		claim, args = `pgflow.start_tasks($1, `+idsSQL+`, $3::text::uuid, $4, $5)`, append(args, f.queue, f.step)
 	case proto.queueNames:
-		claim, args = `pgflow.start_tasks($1, $2::bigint[], $3::text::uuid, $4)`, append(args, f.queue)
+		claim, args = `pgflow.start_tasks($1, `+idsSQL+`, $3::text::uuid, $4)`, append(args, f.queue)
 	}
 	// hasRun: whether the input carries "run" is read off the input itself, not the protocol
 	// the fetcher expects, so a fetch that met a pgflow upgraded under it (0.12 dropped "run")
@@ -449,12 +463,26 @@ func (f *Fetcher) queueStart(b *pgx.Batch, startSchema string, p readPlan) *star
 	// pgflow 0.8's start_tasks means to set each message's visibility to its step's timeout
 	// + 2 s, but its set_vt_batch CTE is never evaluated. pgmq.read already gave every message
 	// the longest step's visibility; messages of shorter steps get theirs here.
-	if len(vtIDs) > 0 && !proto.setsVisibility {
+	switch {
+	case claimed.setting != "" && len(claimed.steps) > 0:
+		// The claimed messages of those steps and their visibilities, decided in a query that
+		// calls nothing, then one call.
+		steps, vts := make([]string, 0, len(claimed.steps)), make([]int32, 0, len(claimed.steps))
+		for step, vt := range claimed.steps {
+			steps, vts = append(steps, step), append(vts, int32(vt))
+		}
+		b.Queue(`select count(*) from (
+		    select coalesce(array_agg(m.msg_id order by m.msg_id), '{}') as ids, coalesce(array_agg(v.vt order by m.msg_id), '{}') as vts
+		    from `+schema.QueueTable(f.queue)+` m join unnest($2::text[], $3::int[]) as v(step, vt) on v.step = m.message->>'step_slug'
+		    where m.msg_id = any(current_setting($4)::bigint[])) s,
+		  lateral pgflow.set_vt_batch($1, s.ids, s.vts)`, f.flow, steps, vts, claimed.setting).
+			Exec(func(pgconn.CommandTag) error { return nil })
+	case len(vtIDs) > 0 && !proto.setsVisibility:
 		b.Queue(`select count(*) from pgflow.set_vt_batch($1, $2::bigint[], $3::int[])`, f.flow, vtIDs, offsets).
 			Exec(func(pgconn.CommandTag) error { return nil })
 	}
 	b.Queue(`select st.message_id, st.attempts_count from pgflow.step_tasks st
-	          where st.flow_slug = $1 and st.message_id = any($2::bigint[]) and st.status = 'started' and st.last_worker_id = $3::text::uuid `+
+	          where st.flow_slug = $1 and st.message_id = any(`+idsSQL+`) and st.status = 'started' and st.last_worker_id = $3::text::uuid `+
 		sameQueue(proto, "$4"), f.flow, ids, f.workerID, f.queue).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id int64

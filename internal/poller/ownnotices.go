@@ -48,19 +48,25 @@ func (o *OwnNotices) Expect(pid uint32, channel string) {
 	o.m[k] = e
 }
 
-// Cancel takes back an Expect whose commit did not land.
-func (o *OwnNotices) Cancel(pid uint32, channel string) {
+// Cancel takes back an Expect whose commit did not land, or did not insert what the
+// expectation was for. It reports whether the expectation was still there: false where a
+// notification met it already (and was dropped) or it lapsed.
+func (o *OwnNotices) Cancel(pid uint32, channel string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	k := ownKey{pid, channel}
-	if e, ok := o.m[k]; ok {
-		if e.n <= 1 {
-			delete(o.m, k)
-		} else {
-			e.n--
-			o.m[k] = e
-		}
+	e, ok := o.m[k]
+	if !ok || time.Now().After(e.until) {
+		delete(o.m, k)
+		return false
 	}
+	if e.n <= 1 {
+		delete(o.m, k)
+	} else {
+		e.n--
+		o.m[k] = e
+	}
+	return true
 }
 
 // take consumes an expectation of a notification from pid on channel, if there is one.

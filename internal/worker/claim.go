@@ -16,8 +16,8 @@ import (
 // A completion whose step has dependents makes their tasks ready in its own transaction:
 // pgflow queues them and sends their messages there. Nobody else can see those messages
 // before the commit, so the completer lets claimSuccessors join that transaction: the read of
-// the messages of the successors this worker serves rides in the completions' round trip,
-// their start in the commit's, with free slots. They run as soon as the commit returns,
+// the messages of the successors this worker serves and their start ride in the completions'
+// round trip, with free slots. They run as soon as the commit returns,
 // without waiting for a wake-up, a read and a fetch transaction of their own
 // (docs/RATIONALE.md "Successors start in their predecessor's transaction").
 
@@ -43,10 +43,10 @@ type successorClaim struct {
 	w      *Worker
 	pid    uint32 // the backend of the connection the claim's transaction runs on
 	claims []*claim
-	// expected are the channels whose notification of this commit the listener drops.
-	expected []string
-	began    time.Time // the completions' batch was sent with the reads
-	started  time.Time // the starts were sent with the commit
+	// expected are the channels whose notification of this commit the listener drops, by
+	// claim (an index of claims).
+	expected map[int]string
+	began    time.Time // the completions' batch was sent with the reads, the starts and the commit
 }
 
 // claimSuccessors is the completer's Config.Claim: it queues into b, behind the completions
@@ -113,6 +113,19 @@ func (w *Worker) claimSuccessors(conn *pgxpool.Conn, b *pgx.Batch, batch []compl
 			continue
 		}
 		fs.fetching.Add(1)
+		// A read that takes messages takes what this transaction inserted: its commit
+		// notifies the queue's channel, and the read that notification would wake finds
+		// nothing (where the claim left a successor, onWritten rings the queue), so the
+		// listener is told to drop it. Whether the read takes any is known only with the
+		// commit's reply: Done takes back the expectation of one that took none.
+		if c.q.notified && w.own != nil {
+			ch := schema.InsertChannel(c.q.name)
+			w.own.Expect(sc.pid, ch)
+			if sc.expected == nil {
+				sc.expected = map[int]string{}
+			}
+			sc.expected[len(sc.claims)] = ch
+		}
 		sc.claims = append(sc.claims, c)
 	}
 	if len(sc.claims) == 0 {
@@ -120,22 +133,6 @@ func (w *Worker) claimSuccessors(conn *pgxpool.Conn, b *pgx.Batch, batch []compl
 		return nil
 	}
 	return sc
-}
-
-// Start queues the start of every task the reads took. A read that took messages took what
-// this transaction inserted: its commit notifies the queue's channel, and the read that
-// notification would wake finds nothing (where the claim left a successor, onWritten rings
-// the queue), so the listener is told to drop it.
-func (sc *successorClaim) Start(b *pgx.Batch) {
-	for _, c := range sc.claims {
-		c.read.QueueStart(b)
-		if n, _ := c.read.Read(); n > 0 && c.q.notified && sc.w.own != nil {
-			ch := schema.InsertChannel(c.q.name)
-			sc.w.own.Expect(sc.pid, ch)
-			sc.expected = append(sc.expected, ch)
-		}
-	}
-	sc.started = time.Now()
 }
 
 // Err is the first failure of a claim's own statements.
@@ -153,15 +150,18 @@ func (sc *successorClaim) Err() error {
 func (sc *successorClaim) Done(committed bool, written []completer.Written) {
 	w := sc.w
 	defer w.claimGate.RUnlock()
-	if !committed {
-		for _, ch := range sc.expected {
-			w.own.Cancel(sc.pid, ch)
-		}
-	}
 	now := time.Now()
-	for _, c := range sc.claims {
+	for i, c := range sc.claims {
+		n, leftSome := c.read.Read()
+		if ch, ok := sc.expected[i]; ok && (!committed || n == 0) {
+			if stillExpected := w.own.Cancel(sc.pid, ch); !stillExpected && committed {
+				// The listener dropped a notification of a commit whose claim read nothing:
+				// the fetch loop looks in its place.
+				c.fs.ring()
+			}
+		}
 		if committed {
-			tasks := c.read.Tasks(sc.started)
+			tasks := c.read.Tasks(sc.began)
 			if w.cfg.Hooks.TaskWritten != nil {
 				for i := range tasks {
 					tasks[i].Moments = &pgflowtype.TaskMoments{Cause: "claimed", Woke: sc.began, FetchBegan: sc.began, ClaimSent: tasks[i].ClaimSent, Fetched: now}
@@ -174,9 +174,10 @@ func (sc *successorClaim) Done(committed bool, written []completer.Written) {
 			if len(tasks) > 0 {
 				c.q.foundTasks.Store(true) // the queue is busy: its loop polls at its quickest
 			}
-			if _, leftSome := c.read.Read(); !leftSome || len(tasks) < c.reserved {
+			if c.read.Err() == nil && (!leftSome || len(tasks) < c.reserved) {
 				// The read left no visible successor (or slots were left): every one was
-				// started, so the fetch loop need not look for them (onWritten).
+				// started, so the fetch loop need not look for them (onWritten). A claim
+				// that refused (a migration the worker did not prepare for) started none.
 				for i := range written {
 					if w.byFlow[written[i].Task.FlowSlug] == c.fs {
 						written[i].SuccessorsClaimed = true

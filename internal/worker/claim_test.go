@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
@@ -256,4 +260,100 @@ flows:
 			t.Fatalf("run %s: %s (%s): a successor the claim left behind was not read", id, r.Status, r.Error)
 		}
 	}
+}
+
+// A claiming write is one round trip: the batch that completes a step and reads its
+// successor's message also starts that successor's task and commits, so the transaction
+// holding the run's lock waits for no second round trip. Every round trip of the worker's
+// connections is seen through a pgx tracer: each batch that reads successors must start
+// them and end with the commit.
+func TestAClaimingWriteIsOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches := &batchLog{}
+	cfg.ConnConfig.Tracer = batches
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	f := flows(t, `
+flows:
+  - slug: hops
+    steps:
+      - {slug: s1, module: "{{echo}}"}
+      - {slug: s2, depends_on: [s1], module: "{{echo}}"}
+      - {slug: s3, depends_on: [s2], module: "{{echo}}"}
+      - {slug: s4, depends_on: [s3], module: "{{echo}}"}
+`)
+	startWorker(t, pool, f, worker.Config{})
+	const runs = 3
+	for range runs {
+		id := startRun(t, db.Pool, "hops", `{"n": 1}`)
+		if r := waitRun(t, db.Pool, id, time.Minute); r.Status != "completed" {
+			t.Fatalf("run %s: %s (%s)", id, r.Status, r.Error)
+		}
+	}
+	var claimed int
+	if err := db.Pool.QueryRow(context.Background(), `
+		select count(*) from pgflow.step_tasks s join pgflow.step_tasks p
+		  on p.run_id = s.run_id and p.step_slug = 's' || (substr(s.step_slug, 2)::int - 1)
+		where s.flow_slug = 'hops' and s.step_slug <> 's1' and s.started_at = p.completed_at`).Scan(&claimed); err != nil {
+		t.Fatal(err)
+	}
+	if claimed != runs*3 {
+		t.Fatalf("%d of %d successors started by their predecessor's transaction: this test is about claims", claimed, runs*3)
+	}
+	reads := 0
+	for _, b := range batches.all() {
+		if !slices.ContainsFunc(b, func(sql string) bool {
+			return strings.Contains(sql, "for update skip locked") && strings.Contains(sql, "candidates")
+		}) {
+			continue
+		}
+		reads++
+		if !slices.ContainsFunc(b, func(sql string) bool { return strings.Contains(sql, "start_tasks(") }) || strings.TrimSpace(b[len(b)-1]) != "commit" {
+			t.Errorf("a round trip reads successors but does not start them and commit:\n%s", strings.Join(b, "\n---\n"))
+		}
+	}
+	if reads < runs*3 {
+		t.Errorf("%d round trips read successors, want at least %d", reads, runs*3)
+	}
+}
+
+// batchLog keeps the statements of every batch its connections send.
+type batchLog struct {
+	mu      sync.Mutex
+	batches [][]string
+}
+
+func (l *batchLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+func (l *batchLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (l *batchLog) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	var sqls []string
+	for _, q := range data.Batch.QueuedQueries {
+		sqls = append(sqls, q.SQL)
+	}
+	l.mu.Lock()
+	l.batches = append(l.batches, sqls)
+	l.mu.Unlock()
+	return ctx
+}
+
+func (l *batchLog) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (l *batchLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+func (l *batchLog) all() [][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.batches)
 }
