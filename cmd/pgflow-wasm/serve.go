@@ -95,6 +95,10 @@ func serveCommand() *cli.Command {
 			Usage: "prune finished runs older than this `AGE` (e.g. 30d, 12h) every --prune-interval, as `db prune` does;\n" +
 				"\tof the workers on one database one prunes at a time (docs/operations.md \"Retention\"); default: never"}),
 		durationFlag("prune-interval", time.Hour, "with --prune-older-than: how often to prune"),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "soft-memory-limit", Value: "auto", EnvVars: env("soft-memory-limit"),
+			Usage: "the Go runtime's soft memory limit: past it the garbage collector runs sooner than GOGC's 400% would.\n" +
+				"\tauto: 16MiB plus 1MiB per --concurrency (48MiB at 32); a size such as 96MiB; 0 for none. Handlers' linear\n" +
+				"\tmemories of 1MiB and more are outside it; GOMEMLIMIT, when set, wins (docs/RATIONALE.md)"}),
 		durationFlag("watch-interval", d.WatchInterval, "how often flows.yaml and its modules are checked for changes (a changed file\n"+
 			"\tis reloaded: new tasks use it, running ones finish on the old); 0 turns watching off (SIGHUP still reloads)"),
 	)
@@ -155,6 +159,15 @@ func serve(c *cli.Context) error {
 		// dominates: collecting at 5x the live heap instead of 2x cut its CPU per task from
 		// about 90 to 50 us in the benchmark, for about 10 MB more memory (docs/RATIONALE.md).
 		debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		limit, err := softMemoryLimit(c.String("soft-memory-limit"), c.Int("concurrency"))
+		if err != nil {
+			return cli.Exit(err.Error(), 2)
+		}
+		if limit > 0 {
+			debug.SetMemoryLimit(limit)
+		}
 	}
 	if p := c.String("cpu-profile"); p != "" {
 		stopProfile, err := startCPUProfile(p)
