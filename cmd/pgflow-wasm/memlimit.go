@@ -9,12 +9,12 @@ import (
 // Go's soft memory limit for serve (docs/RATIONALE.md "Defaults: 32 handlers at once, batches
 // of 32, GOGC 400"). GOGC 400 lets the heap grow to five times its live size, and the live heap
 // grows with the handlers running: each holds its instance's structures and call stack in the
-// Go heap (about 0.35 MB for a TypeScript task). The limit caps that growth where the worker's
-// garbage collector would otherwise let a busy TypeScript worker reach twice the memory of a C
-// one; it leaves each running handler twice what it holds, so a larger --concurrency raises it.
+// Go heap (about 0.35 MB for a TypeScript task, mostly wazero's call stack). The limit caps that
+// growth, which let a busy TypeScript worker reach twice the resident memory of a C one; it
+// leaves each running handler twice what it holds, so a larger --concurrency raises it.
 const (
 	memoryLimitBase       = 16 << 20
-	memoryLimitPerHandler = 1 << 20
+	memoryLimitPerHandler = 768 << 10
 )
 
 // softMemoryLimit reads --soft-memory-limit: "auto", a size such as 96MiB, or 0 for none.

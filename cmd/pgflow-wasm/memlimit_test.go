@@ -8,9 +8,9 @@ func TestSoftMemoryLimitGrowsWithConcurrency(t *testing.T) {
 		concurrency int
 		want        int64
 	}{
-		{"auto", 32, 48 << 20},
-		{"auto", 256, 272 << 20},
-		{"auto", 0, 17 << 20},
+		{"auto", 32, 40 << 20},
+		{"auto", 256, 208 << 20},
+		{"auto", 0, 16<<20 + 768<<10},
 		{"96MiB", 32, 96 << 20},
 		{"0", 32, 0},
 	} {

@@ -97,7 +97,7 @@ func serveCommand() *cli.Command {
 		durationFlag("prune-interval", time.Hour, "with --prune-older-than: how often to prune"),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "soft-memory-limit", Value: "auto", EnvVars: env("soft-memory-limit"),
 			Usage: "the Go runtime's soft memory limit: past it the garbage collector runs sooner than GOGC's 400% would.\n" +
-				"\tauto: 16MiB plus 1MiB per --concurrency (48MiB at 32); a size such as 96MiB; 0 for none. Handlers' linear\n" +
+				"\tauto: 16MiB plus 768KiB per --concurrency (40MiB at 32); a size such as 96MiB; 0 for none. Handlers' linear\n" +
 				"\tmemories of 1MiB and more are outside it; GOMEMLIMIT, when set, wins (docs/RATIONALE.md)"}),
 		durationFlag("watch-interval", d.WatchInterval, "how often flows.yaml and its modules are checked for changes (a changed file\n"+
 			"\tis reloaded: new tasks use it, running ones finish on the old); 0 turns watching off (SIGHUP still reloads)"),
