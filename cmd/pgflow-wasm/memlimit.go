@@ -7,7 +7,7 @@ import (
 )
 
 // Go's soft memory limit for serve (docs/RATIONALE.md "Defaults: 32 handlers at once, batches
-// of 32, GOGC 400"). GOGC 400 lets the heap grow to five times its live size, and the live heap
+// of 32, GOGC 400 and a soft memory limit"). GOGC 400 lets the heap grow to five times its live size, and the live heap
 // grows with the handlers running: each holds its instance's structures and call stack in the
 // Go heap (about 0.35 MB for a TypeScript task, mostly wazero's call stack). The limit caps that
 // growth, which let a busy TypeScript worker reach twice the resident memory of a C one; it
