@@ -97,8 +97,9 @@ func serveCommand() *cli.Command {
 		durationFlag("prune-interval", time.Hour, "with --prune-older-than: how often to prune"),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "soft-memory-limit", Value: "auto", EnvVars: env("soft-memory-limit"),
 			Usage: "the Go runtime's soft memory limit: past it the garbage collector runs sooner than GOGC's 400% would.\n" +
-				"\tauto: 16MiB plus 768KiB per --concurrency (40MiB at 32); a size such as 96MiB; 0 for none. Handlers' linear\n" +
-				"\tmemories of 1MiB and more are outside it; GOMEMLIMIT, when set, wins (docs/RATIONALE.md)"}),
+				"\tauto: 16MiB plus 768KiB per --concurrency handler (40MiB at 32), or the live heap plus 8MiB and 256KiB per\n" +
+				"\thandler if that is more (re-read every second); a size such as 96MiB; 0 for none. Handlers' linear memories of\n" +
+				"\t1MiB and more are outside it; GOMEMLIMIT, when set, wins (docs/RATIONALE.md)"}),
 		durationFlag("watch-interval", d.WatchInterval, "how often flows.yaml and its modules are checked for changes (a changed file\n"+
 			"\tis reloaded: new tasks use it, running ones finish on the old); 0 turns watching off (SIGHUP still reloads)"),
 	)
@@ -161,13 +162,18 @@ func serve(c *cli.Context) error {
 		debug.SetGCPercent(400)
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
-		limit, err := softMemoryLimit(c.String("soft-memory-limit"), c.Int("concurrency"))
+		limit, err := parseMemoryLimit(c.String("soft-memory-limit"), c.Int("concurrency"))
 		if err != nil {
 			return cli.Exit(err.Error(), 2)
 		}
-		if limit > 0 {
-			debug.SetMemoryLimit(limit)
-		}
+		held := make(chan struct{})
+		defer func() { <-held }()
+		limitCtx, stopLimit := context.WithCancel(ctx)
+		defer stopLimit()
+		go func() {
+			defer close(held)
+			limit.hold(limitCtx)
+		}()
 	}
 	if p := c.String("cpu-profile"); p != "" {
 		stopProfile, err := startCPUProfile(p)
