@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/sandbox/bytesize"
@@ -46,14 +47,33 @@ func parseMemoryLimit(value string, concurrency int) (memoryLimit, error) {
 	return memoryLimit{floor: int64(n)}, nil
 }
 
+// holders counts the serves holding a limit in this process (tests run several): the last to
+// end puts back the limit from before the first.
+var holders struct {
+	sync.Mutex
+	n      int
+	before int64
+}
+
 // hold sets the limit until ctx ends (with headroom: the live heap the last collection found
 // is read again every liveHeapEvery), then puts back the one before.
 func (l memoryLimit) hold(ctx context.Context) {
 	if l.floor <= 0 && l.headroom <= 0 {
 		return
 	}
-	before := debug.SetMemoryLimit(-1)
-	defer debug.SetMemoryLimit(before)
+	holders.Lock()
+	if holders.n == 0 {
+		holders.before = debug.SetMemoryLimit(-1)
+	}
+	holders.n++
+	holders.Unlock()
+	defer func() {
+		holders.Lock()
+		if holders.n--; holders.n == 0 {
+			debug.SetMemoryLimit(holders.before)
+		}
+		holders.Unlock()
+	}()
 	debug.SetMemoryLimit(l.floor)
 	if l.headroom <= 0 {
 		<-ctx.Done()
