@@ -8,7 +8,8 @@ import (
 
 // Linear memories of wazero guests come from two places (docs/sandbox.md, "Memory"):
 //
-//   - Small ones (up to pooledMax) from linearMemories, a pool of zeroed buffers. Every
+//   - Small ones (up to pooledMax) from linearMemories, a pool of buffers zeroed but for
+//     what the next instance's instantiation writes (overwritten, below). Every
 //     fresh instance needs one (128 KiB for a small C guest, 1 MiB and more for Rust, 2.3
 //     MiB for a JavaScript handler's snapshot); allocating each from the Go heap made
 //     allocation, zeroing, sweeping and returning pages the largest cost of a task. Buffers
