@@ -9,4 +9,4 @@ func unmapMemory([]byte) {}
 
 func mapPages(uint64) ([]byte, bool) { return nil, false }
 
-func clearTouched(b []byte) { clear(b) }
+func clearTouched(b []byte, o *overwritten) { clearExcept(b, o) }

@@ -56,11 +56,12 @@ func mapPages(n uint64) ([]byte, bool) {
 	return unsafe.Slice((*byte)(p), n), true
 }
 
-// clearTouched zeroes b, a mapping of mapPages, writing only the pages that are resident
-// and dropping the rest (MADV_DONTNEED: they read as zero again, even one that was swapped
-// out). A JavaScript engine's instance touches the top of its 1 MiB stack and its heap, not
-// the rest: clearing only what was touched keeps the rest from becoming resident.
-func clearTouched(b []byte) {
+// clearTouched zeroes b, a mapping of mapPages, but for o's ranges (o nil: all of it),
+// writing only the pages that are resident and dropping the rest (MADV_DONTNEED: they read
+// as zero again, even one that was swapped out). A JavaScript engine's instance touches the
+// top of its 1 MiB stack and its heap, not the rest: clearing only what was touched keeps
+// the rest from becoming resident.
+func clearTouched(b []byte, o *overwritten) {
 	const page = 4096
 	if len(b) == 0 {
 		return
@@ -71,7 +72,7 @@ func clearTouched(b []byte) {
 	// golang.org/x/sys/unix has no Mincore on Linux.
 	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(base)), uintptr(n*page),
 		uintptr(unsafe.Pointer(unsafe.SliceData(vec)))); errno != 0 {
-		clear(b)
+		clearExcept(b, o)
 		return
 	}
 	for i := 0; i < n; {
@@ -81,11 +82,33 @@ func clearTouched(b []byte) {
 			j++
 		}
 		run := b[:cap(b)][i*page : j*page]
-		if resident {
-			clear(run[:min(len(run), len(b)-i*page)])
-		} else if unix.Madvise(run, unix.MADV_DONTNEED) != nil {
-			clear(run[:min(len(run), len(b)-i*page)])
+		if resident || unix.Madvise(run, unix.MADV_DONTNEED) != nil {
+			clearRange(b, uint64(i*page), uint64(min(j*page, len(b))), o)
 		}
 		i = j
+	}
+}
+
+// clearRange zeroes b[from:to] but for o's ranges.
+func clearRange(b []byte, from, to uint64, o *overwritten) {
+	if o != nil {
+		for _, r := range o.ranges {
+			if r[1] <= from {
+				continue
+			}
+			if r[0] >= to {
+				break
+			}
+			if r[0] > from {
+				clear(b[from:r[0]])
+			}
+			from = r[1]
+			if from >= to {
+				return
+			}
+		}
+	}
+	if from < to {
+		clear(b[from:to])
 	}
 }

@@ -8,7 +8,8 @@ import (
 
 // Linear memories of wazero guests come from two places (docs/sandbox.md, "Memory"):
 //
-//   - Small ones (up to pooledMax) from linearMemories, a pool of zeroed buffers. Every
+//   - Small ones (up to pooledMax) from linearMemories, a pool of buffers zeroed but for
+//     what the next instance's instantiation writes (overwritten, below). Every
 //     fresh instance needs one (128 KiB for a small C guest, 1 MiB and more for Rust, 2.3
 //     MiB for a JavaScript handler's snapshot); allocating each from the Go heap made
 //     allocation, zeroing, sweeping and returning pages the largest cost of a task. Buffers
@@ -40,10 +41,24 @@ const (
 	memClasses  = 7  // 64 KiB .. 4 MiB
 )
 
+// overwritten are the byte ranges of a linear memory that instantiating a module writes
+// (its active data segments), sorted and apart: a buffer an instance of the module gave
+// back need not be cleared there if an instance of the same module takes it next, since
+// instantiation writes every byte of them before any of its code runs. For a JavaScript
+// handler's snapshot that is most of what a task touches (docs/sandbox.md, "Memory").
+type overwritten struct{ ranges [][2]uint64 }
+
+// pooledBuffer is a buffer in the pool: zero everywhere but in dirty's ranges, where it
+// holds whatever the last instance of dirty's module left (dirty nil: all zero).
+type pooledBuffer struct {
+	b     []byte // len 0
+	dirty *overwritten
+}
+
 type memoryPool struct {
 	mu    sync.Mutex
-	free  [memClasses][][]byte // len 0, cap 64 KiB << class, all zero
-	bytes uint64               // capacity of the Go buffers held in free
+	free  [memClasses][]pooledBuffer // cap 64 KiB << class
+	bytes uint64                     // capacity of the Go buffers held in free
 	max   uint64
 	// Mappings, by address: handed out (0) or held in free (the length last handed out,
 	// which bounds the pages it keeps resident); mappedBytes sums the latter.
@@ -64,8 +79,10 @@ func classOf(n uint64) int {
 	return c
 }
 
-// get returns a zeroed buffer of length size with at least capacity capHint (and size).
-func (p *memoryPool) get(size, capHint uint64) []byte {
+// get returns a buffer of length size with at least capacity capHint (and size), zeroed
+// but for what the caller overwrites (nil: zeroed everywhere): a buffer that module's
+// instances gave back is preferred, and another one's dirty ranges are cleared.
+func (p *memoryPool) get(size, capHint uint64, overwrites *overwritten) []byte {
 	want := max(size, capHint)
 	c := classOf(want)
 	if c < 0 {
@@ -73,8 +90,17 @@ func (p *memoryPool) get(size, capHint uint64) []byte {
 	}
 	p.mu.Lock()
 	if n := len(p.free[c]); n > 0 {
-		b := p.free[c][n-1]
+		i := n - 1
+		for j := i; j >= 0 && overwrites != nil; j-- {
+			if p.free[c][j].dirty == overwrites {
+				i = j
+				break
+			}
+		}
+		pb := p.free[c][i]
+		p.free[c][i] = p.free[c][n-1]
 		p.free[c] = p.free[c][:n-1]
+		b := pb.b
 		if used, ok := p.mapped[unsafe.SliceData(b)]; ok {
 			p.mappedBytes -= used
 			p.mapped[unsafe.SliceData(b)] = 0
@@ -82,6 +108,12 @@ func (p *memoryPool) get(size, capHint uint64) []byte {
 			p.bytes -= uint64(cap(b))
 		}
 		p.mu.Unlock()
+		if pb.dirty != nil && pb.dirty != overwrites {
+			full := b[:cap(b)]
+			for _, r := range pb.dirty.ranges {
+				clear(full[r[0]:r[1]])
+			}
+		}
 		return b[:size]
 	}
 	p.mu.Unlock()
@@ -100,9 +132,10 @@ func (p *memoryPool) get(size, capHint uint64) []byte {
 	return make([]byte, size, n)
 }
 
-// put clears the part of b that was handed out and keeps it for another instance, unless
-// the pool is full.
-func (p *memoryPool) put(b []byte) {
+// put clears the part of b that was handed out, but for the ranges an instance of the
+// module that used it overwrites (nil: all of it), and keeps it for another instance,
+// unless the pool is full.
+func (p *memoryPool) put(b []byte, overwrites *overwritten) {
 	c := cap(b)
 	if c == 0 || c&(c-1) != 0 || c < 1<<memClassMin {
 		return // not one of ours (odd capacity): let the collector have it
@@ -126,9 +159,10 @@ func (p *memoryPool) put(b []byte) {
 			unmapMemory(b)
 			return
 		}
-		clearTouched(b)
+		overwrites = within(overwrites, b)
+		clearTouched(b, overwrites)
 		p.mu.Lock()
-		p.free[class] = append(p.free[class], b[:0])
+		p.free[class] = append(p.free[class], pooledBuffer{b[:0], overwrites})
 		p.mu.Unlock()
 		return
 	}
@@ -140,10 +174,32 @@ func (p *memoryPool) put(b []byte) {
 	if full {
 		return
 	}
-	clear(b)
+	overwrites = within(overwrites, b)
+	clearExcept(b, overwrites)
 	p.mu.Lock()
-	p.free[class] = append(p.free[class], b[:0])
+	p.free[class] = append(p.free[class], pooledBuffer{b[:0], overwrites})
 	p.mu.Unlock()
+}
+
+// within returns o if all its ranges lie within b's length, else nil: a module's instances
+// overwrite its ranges only in a memory of at least its initial size.
+func within(o *overwritten, b []byte) *overwritten {
+	if o == nil || len(o.ranges) == 0 || o.ranges[len(o.ranges)-1][1] > uint64(len(b)) {
+		return nil
+	}
+	return o
+}
+
+// clearExcept zeroes b but for o's ranges.
+func clearExcept(b []byte, o *overwritten) {
+	var at uint64
+	if o != nil {
+		for _, r := range o.ranges {
+			clear(b[at:r[0]])
+			at = r[1]
+		}
+	}
+	clear(b[at:])
 }
 
 // pooled is how many bytes the pool holds: the capacity of its Go buffers and the used

@@ -103,6 +103,25 @@ func TestInstanceIsolationAndReuse(t *testing.T) {
 	})
 }
 
+// A fresh instance sees its module's data as built and zero everywhere else, whichever
+// module's task left the memory dirty before it (the sandbox reuses linear memories and
+// leaves a module's data ranges to its next instance to write again).
+func TestFreshMemoryHoldsOnlyItsData(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, engine string) {
+		t.Parallel()
+		e := newEngine(t, engine, sandbox.Config{})
+		withData := load(t, e, testModule(t, "data_dirty"), sandbox.ModuleConfig{})
+		without := load(t, e, testModule(t, "zero_dirty"), sandbox.ModuleConfig{})
+		for i, m := range []sandbox.Module{withData, withData, without, withData, without, without, withData} {
+			res, err := m.Run(context.Background(), task(`{}`, 5*time.Second))
+			if err != nil || string(res.Output) != `"ok"` {
+				t.Fatalf("task %d: %q, %v: its memory held another task's bytes", i, res.Output, err)
+			}
+		}
+	})
+}
+
 // Concurrent tasks on one module each get their own output.
 func TestConcurrentRuns(t *testing.T) {
 	t.Parallel()

@@ -1,12 +1,14 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/tetratelabs/wazero"
@@ -154,7 +156,40 @@ func (b *wazeroBackend) compile(ctx context.Context, wasm []byte, sum string, _ 
 	if err != nil {
 		return nil, err
 	}
-	return &wazeroCompiled{b: b, cm: cm}, nil
+	return &wazeroCompiled{b: b, cm: cm, overwrites: dataRanges(wasm)}, nil
+}
+
+// dataRanges returns the ranges of its memory that instantiating wasm writes, nil when it
+// writes none or its memory is imported (then no allocator of ours holds it).
+func dataRanges(wasm []byte) *overwritten {
+	m, err := wasmfile.Parse(wasm)
+	if err != nil || len(m.Memories) != 1 || m.ImportedMemories() != 0 || len(m.Data) == 0 {
+		return nil
+	}
+	size := m.Memories[0].Min * wasmfile.PageSize
+	var rs [][2]uint64
+	for _, d := range m.Data {
+		r := [2]uint64{uint64(d.Offset), uint64(d.Offset) + uint64(d.Size)}
+		if r[1] > size {
+			return nil // instantiation fails
+		}
+		if r[1] > r[0] {
+			rs = append(rs, r)
+		}
+	}
+	slices.SortFunc(rs, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+	merged := rs[:0]
+	for _, r := range rs {
+		if n := len(merged); n > 0 && r[0] <= merged[n-1][1] {
+			merged[n-1][1] = max(merged[n-1][1], r[1])
+			continue
+		}
+		merged = append(merged, r)
+	}
+	if len(merged) == 0 {
+		return nil
+	}
+	return &overwritten{ranges: merged}
 }
 
 // instrument rewrites the module, through a copy in the cache folder when there is one (a
@@ -193,14 +228,15 @@ func (b *wazeroBackend) close(ctx context.Context) error {
 }
 
 type wazeroCompiled struct {
-	b  *wazeroBackend
-	cm wazero.CompiledModule
+	b          *wazeroBackend
+	cm         wazero.CompiledModule
+	overwrites *overwritten // what instantiation writes of the memory (nil: nothing known)
 }
 
 func (c *wazeroCompiled) instantiate(ctx context.Context, st *callState) (guestInstance, error) {
 	ctx = context.WithValue(ctx, stateKey{}, st)
 	ctx = experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(
-		func(_, _ uint64) experimental.LinearMemory { return &cappedMemory{st: st} }))
+		func(_, _ uint64) experimental.LinearMemory { return &cappedMemory{st: st, overwrites: c.overwrites} }))
 	mod, err := c.b.rt.InstantiateModule(ctx, c.cm, c.b.mcfg)
 	if err != nil {
 		return nil, wazeroError(err)
@@ -284,6 +320,9 @@ type cappedMemory struct {
 	st     *callState
 	buf    []byte
 	mapped bool // buf is a mapping of the whole limit
+	// overwrites is what instantiation writes before any guest code runs: the first buffer
+	// need only be clear elsewhere, and is given back with them dirty.
+	overwrites *overwritten
 }
 
 func (m *cappedMemory) Reallocate(size uint64) []byte {
@@ -300,14 +339,20 @@ func (m *cappedMemory) Reallocate(size uint64) []byte {
 	if size > pooledMax {
 		if nb, ok := mapMemory(limit); ok {
 			copy(nb, m.buf)
-			linearMemories.put(m.buf)
+			linearMemories.put(m.buf, m.overwrites)
 			m.buf, m.mapped = nb[:size], true
 			return m.buf
 		}
 	}
-	nb := linearMemories.get(size, min(2*uint64(cap(m.buf)), limit, max(size, pooledMax)))
+	// Only the instance's first buffer is written by instantiation; a larger one later gets
+	// the old one's bytes copied and must be clear beyond them.
+	var overwrites *overwritten
+	if m.buf == nil {
+		overwrites = m.overwrites
+	}
+	nb := linearMemories.get(size, min(2*uint64(cap(m.buf)), limit, max(size, pooledMax)), overwrites)
 	copy(nb, m.buf)
-	linearMemories.put(m.buf)
+	linearMemories.put(m.buf, m.overwrites)
 	m.buf = nb
 	return nb
 }
@@ -318,7 +363,7 @@ func (m *cappedMemory) Free() {
 	if m.mapped {
 		unmapMemory(m.buf)
 	} else {
-		linearMemories.put(m.buf)
+		linearMemories.put(m.buf, m.overwrites)
 	}
 	m.buf = nil
 }

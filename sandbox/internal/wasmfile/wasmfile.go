@@ -8,8 +8,11 @@ package wasmfile
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/leb128"
 )
 
 // PageSize is the size of one WebAssembly memory page.
@@ -157,6 +160,16 @@ type Module struct {
 	Bodies           int
 	LargestBody      int
 	LargestBodyIndex uint32
+	// Data are the active data segments that instantiation copies into memory 0, in order
+	// (passive ones and those of other memories left out); empty when the data section
+	// has an offset other than an i32.const, or is one this parser does not read.
+	Data []DataSegment
+}
+
+// DataSegment is an active data segment of memory 0 at a constant offset.
+type DataSegment struct {
+	Offset uint32
+	Size   uint32
 }
 
 // FuncTypeOf returns the signature of function idx in the function index space.
@@ -221,6 +234,7 @@ const (
 	secExport   = 7
 	secStart    = 8
 	secCode     = 10
+	secData     = 11
 	secMaxKnown = 13 // tag section (exception handling)
 )
 
@@ -339,12 +353,67 @@ func (m *Module) readSection(id byte, r *reader) error {
 			r.off += int(size)
 			return nil
 		})
+	case secData:
+		m.Data = r.dataSegments()
+		r.off = len(r.b)
+		return nil
 	default:
-		// Custom, table, global, element, code, data, data count and tag sections carry
-		// nothing validation needs; the engine checks them when it compiles.
+		// Custom, table, global, element, code, data count and tag sections carry nothing
+		// validation needs; the engine checks them when it compiles.
 		r.off = len(r.b)
 		return nil
 	}
+}
+
+// dataSegments reads a data section's active segments of memory 0 whose offset is an
+// i32.const; nil when the section is not one it reads (the engine judges it).
+func (r *reader) dataSegments() []DataSegment {
+	var segs []DataSegment
+	err := r.vec(func() error {
+		flags, err := r.u32()
+		if err != nil {
+			return err
+		}
+		if flags > 2 {
+			return fmt.Errorf("data segment flags %d", flags)
+		}
+		var mem uint32
+		if flags == 2 {
+			if mem, err = r.u32(); err != nil {
+				return err
+			}
+		}
+		var offset uint32
+		if flags != 1 { // 1: passive, no offset
+			// Only i32.const N: another expression (global.get) makes the section one
+			// this parser does not read.
+			if op, err := r.byte(); err != nil || op != 0x41 {
+				return errors.New("the offset is not an i32.const")
+			}
+			v, n, err := leb128.ReadSigned(r.b[r.off:])
+			if err != nil {
+				return err
+			}
+			r.off += n
+			if end, err := r.byte(); err != nil || end != 0x0b {
+				return errors.New("the offset expression does not end")
+			}
+			offset = uint32(int32(v))
+		}
+		size, err := r.u32()
+		if err != nil || uint64(size) > uint64(len(r.b)-r.off) {
+			return errors.New("data segment runs past its section")
+		}
+		r.off += int(size)
+		if flags != 1 && mem == 0 {
+			segs = append(segs, DataSegment{Offset: offset, Size: size})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil
+	}
+	return segs
 }
 
 func (m *Module) readImport(r *reader) (Import, error) {

@@ -2,6 +2,7 @@ package wasmfile
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -65,6 +66,31 @@ func TestParseReactor(t *testing.T) {
 	}
 	if _, ok := m.FuncTypeOf(3); ok {
 		t.Error("function 3 does not exist")
+	}
+}
+
+// The data section's active segments of memory 0 at constant offsets are read (a negative
+// LEB128 offset as the i32 it is); passive ones and other memories' are left out; a segment
+// at a global's offset leaves the whole list empty.
+func TestDataSegments(t *testing.T) {
+	t.Parallel()
+	data := section(11,
+		4,
+		0, 0x41, 0x80, 0x01, 0x0b, 3, 'a', 'b', 'c', // active at 128
+		1, 2, 'x', 'y', // passive
+		2, 1, 0x41, 0, 0x0b, 1, 'z', // memory 1
+		2, 0, 0x41, 0x7f, 0x0b, 2, 'q', 'r', // memory 0 at -1 (0xffffffff)
+	)
+	m, err := Parse(cat(reactor, data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []DataSegment{{128, 3}, {0xffffffff, 2}}; !slices.Equal(m.Data, want) {
+		t.Errorf("data %+v, want %+v", m.Data, want)
+	}
+	global := section(11, 2, 0, 0x41, 0, 0x0b, 1, 'a', 0, 0x23, 0, 0x0b, 1, 'b')
+	if m, err := Parse(cat(reactor, global)); err != nil || m.Data != nil {
+		t.Errorf("a segment at global 0's offset: data %+v, %v; want none", m.Data, err)
 	}
 }
 
