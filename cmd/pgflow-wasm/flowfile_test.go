@@ -155,4 +155,3 @@ func TestAnInlineHandlersErrorNamesItsLineAndNoFrameOfOurs(t *testing.T) {
 		t.Errorf("exec of a throwing inline handler (%v):\n%s", err, msg)
 	}
 }
-
