@@ -80,14 +80,7 @@ func (g *Guard) run(ctx context.Context) {
 		}
 	}()
 	next := 0
-	t := time.NewTicker(g.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	service.Every(ctx, g.cfg.Interval, func(ctx context.Context) {
 		tasks := g.cfg.StartedBefore(time.Now().Add(-g.cfg.After))
 		var runs, steps []string
 		var idx []int32
@@ -107,7 +100,7 @@ func (g *Guard) run(ctx context.Context) {
 				if tx != nil {
 					tx.Rollback(context.Background())
 				}
-				continue // keep the old locks
+				return // keep the old locks
 			}
 			held[next] = tx
 		}
@@ -119,7 +112,7 @@ func (g *Guard) run(ctx context.Context) {
 		if len(tasks) > 0 {
 			next = other
 		}
-	}
+	})
 }
 
 // begin begins a transaction on *conn, connecting it first when needed.

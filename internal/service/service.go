@@ -10,6 +10,7 @@ package service
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Service is a long-lived part of the worker.
@@ -132,6 +133,21 @@ func (l *Loop) Stop() {
 	}
 	cancel()
 	<-done
+}
+
+// Every calls fn each interval, the first time one interval after it is called, until ctx
+// ends: the body of a periodic Loop.
+func Every(ctx context.Context, interval time.Duration, fn func(ctx context.Context)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn(ctx)
+		}
+	}
 }
 
 // Func adapts a pair of functions to a Service.

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 )
@@ -124,5 +125,30 @@ func TestEndWithKeepsTheFirstReason(t *testing.T) {
 	<-s.Stopped()
 	if err := s.Err(); err != first {
 		t.Fatalf("Err = %v, want the first reason", err)
+	}
+}
+
+// Every calls its function once an interval, never before the first interval, and returns
+// when its context ends.
+func TestEveryCallsOnceAnIntervalUntilItsContextEnds(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := make(chan time.Time, 100)
+	began := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		service.Every(ctx, 20*time.Millisecond, func(context.Context) { calls <- time.Now() })
+	}()
+	first := <-calls
+	if first.Sub(began) < 20*time.Millisecond {
+		t.Errorf("first call after %s, before one interval", first.Sub(began))
+	}
+	<-calls
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("Every did not return once its context ended")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/fetched"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 )
 
 // pgflow does not stop a handler when it gives up on its task: a run that failed (a task
@@ -35,22 +36,15 @@ where st.run_id is null or st.status <> 'started' or st.attempts_count <> t.atte
 
 // cancelWatch stops handlers whose tasks pgflow cancelled, until ctx ends.
 func (w *Worker) cancelWatch(ctx context.Context) {
-	t := time.NewTicker(w.cfg.CancelCheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	service.Every(ctx, w.cfg.CancelCheckInterval, func(ctx context.Context) {
 		tasks := w.known.running(time.Now().Add(-w.cfg.CancelCheckInterval))
 		if len(tasks) == 0 {
-			continue
+			return
 		}
 		if err := w.checkCancelled(ctx, tasks); err != nil && ctx.Err() == nil {
 			w.log.Debug("checking running tasks for cancellation failed; next round retries", "error", err)
 		}
-	}
+	})
 }
 
 func (w *Worker) checkCancelled(ctx context.Context, tasks []fetched.Task) error {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/procctl"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/service"
 )
 
 // registerProcess records the worker's process and its rows (package procctl) and reads
@@ -27,16 +28,7 @@ func (w *Worker) registerProcess(ctx context.Context) {
 
 // drainWatch reads the process's drain flag every heartbeat interval.
 func (w *Worker) drainWatch(ctx context.Context) {
-	t := time.NewTicker(w.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			w.readDrained(ctx)
-		}
-	}
+	service.Every(ctx, w.cfg.HeartbeatInterval, w.readDrained)
 }
 
 // readDrained applies the drain flag: drained, the fetch loops and claims take nothing new
