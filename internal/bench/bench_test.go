@@ -65,6 +65,9 @@ func TestQuickBenchMeasuresEveryShape(t *testing.T) {
 		if r.TasksPerSec <= 0 || r.Latency.N == 0 || r.PeakRSS <= 0 {
 			t.Errorf("%s on %s: incomplete figures %+v", r.Contender, r.Shape, r)
 		}
+		if r.Shape == bench.ShapeChain && r.Hop.P50 <= 0 {
+			t.Errorf("%s: a hop's p50 of %.3f ms: a successor cannot start before its predecessor's completion commits", r.Contender, r.Hop.P50)
+		}
 		if r.Shape == bench.ShapeChain && r.Hop.N != 6*2 {
 			t.Errorf("%s: %d hops measured, want 6 runs x 2 hops", r.Contender, r.Hop.N)
 		}

@@ -27,7 +27,7 @@ type HopPart struct {
 // to the start of the transaction that completes it, to the successor's claim: the start of
 // the transaction of start_tasks (started_at), or, where the task trace says when start_tasks
 // was sent (pgflow-wasm, whose read and start_tasks share a transaction that began before
-// the read), that moment.
+// the read), that moment; but not before the predecessor's commit (claimAt).
 const (
 	LegWaitToWrite  = "handler end -> write sent"          // the outcome waits for a writer (before the hop)
 	LegCompletion   = "completed_at -> commit"             // the completion's transaction: its statements and the commit
@@ -53,12 +53,20 @@ type hopRow struct {
 }
 
 // claimAt is where the hop h ends: when start_tasks was sent (trace, claim), else when its
-// transaction began.
-func (h hopRow) claimAt(claim int64) float64 {
+// transaction began, and never before the predecessor's completion committed: a claim
+// sends start_tasks in the completing transaction's own batch, before that transaction
+// began on the server, and the successor is started for the world only at its commit.
+// Where the database does not keep commit times (track_commit_timestamp off), seen bounds
+// it instead: when the worker had the commit's reply (trace), 0 unknown.
+func (h hopRow) claimAt(claim, seen int64) float64 {
+	at := h.startedAt
 	if claim > 0 {
-		return float64(claim)
+		at = float64(claim)
 	}
-	return h.startedAt
+	if h.committed > 0 {
+		return max(at, h.committed)
+	}
+	return max(at, float64(seen))
 }
 
 // traceLine is a line of the worker's task trace (worker.TraceLine).
@@ -131,7 +139,7 @@ func hopBreakdown(ctx context.Context, pool *pgxpool.Pool, flow string, tracePat
 		add(LegCompletion, h.completedAt, h.committed)
 		p, okP := trace[[2]string{h.run, h.prev}]
 		n, okN := trace[[2]string{h.run, h.next}]
-		claim := h.claimAt(n.Claim)
+		claim := h.claimAt(n.Claim, p.Committed)
 		whole = append(whole, (claim-h.completedAt)/1000)
 		add(LegCommitToRead, h.committed, h.read)
 		add(LegReadToStart, h.read, claim)
