@@ -51,23 +51,7 @@ func (o *OwnNotices) Expect(pid uint32, channel string) {
 // Cancel takes back an Expect whose commit did not land, or did not insert what the
 // expectation was for. It reports whether the expectation was still there: false where a
 // notification met it already (and was dropped) or it lapsed.
-func (o *OwnNotices) Cancel(pid uint32, channel string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	k := ownKey{pid, channel}
-	e, ok := o.m[k]
-	if !ok || time.Now().After(e.until) {
-		delete(o.m, k)
-		return false
-	}
-	if e.n <= 1 {
-		delete(o.m, k)
-	} else {
-		e.n--
-		o.m[k] = e
-	}
-	return true
-}
+func (o *OwnNotices) Cancel(pid uint32, channel string) bool { return o.take(pid, channel) }
 
 // take consumes an expectation of a notification from pid on channel, if there is one.
 func (o *OwnNotices) take(pid uint32, channel string) bool {
