@@ -23,7 +23,8 @@ import (
 // ask for flow_input, the heartbeat's stop call, the requeue guard, the recovery sweep's
 // query, the pgflow version handlers see. The watch below notices the change (a catalogue
 // fingerprint, read every PgflowCheckInterval, and at once after an error a changed schema
-// causes), holds the fetches, reads the protocol again, prepares for it and fetches again.
+// causes; or a newer migration recorded, where the catalogue did not change), holds the
+// fetches, reads the protocol again, prepares for it and fetches again.
 // No task is started on a pgflow the worker has not prepared for: `db install` and the
 // worker's transactions exclude each other (schema.UpgradeLockShared), a fetch or claim
 // refuses to start tasks once a migration it was not prepared for is recorded
@@ -105,8 +106,16 @@ func (w *Worker) pgflowWatch(ctx context.Context) {
 		case <-w.upgrade.checkNow:
 		}
 		fp, err := schema.CatalogueFingerprint(ctx, w.cfg.Pool)
-		if err != nil || fp == w.upgrade.catalogue {
+		if err != nil {
 			continue // an unreachable database is the fetch loops' to report
+		}
+		// A migration that changes no row of schema pgflow's catalogue (data only, another
+		// schema) still makes the fetches refuse to start tasks (their witness is the newest
+		// migration): it is a change to prepare for too, or they would refuse for good.
+		if fp == w.upgrade.catalogue {
+			if newest, _ := schema.NewestMigration(ctx, w.cfg.Pool); newest == w.upgrade.newest {
+				continue
+			}
 		}
 		w.reprepare(ctx, fp)
 	}
@@ -138,7 +147,7 @@ func (w *Worker) reprepare(ctx context.Context, fp string) {
 	}
 	to = pgflowName(proto, release)
 	if err := proto.Supported(); err != nil {
-		u.catalogue = fp // halted until the catalogue changes again
+		u.catalogue, u.newest = fp, newest // halted until pgflow changes again
 		w.cfg.Health.SetWaiting(fmt.Sprintf("pgflow changed from %s to %s, which this worker cannot serve: %v; "+
 			"waiting for pgflow to change again (or deploy a pgflow-wasm that speaks it)", from, to, err))
 		w.log.Error("pgflow changed to one this worker cannot serve: no task is fetched until it changes again", "from", from, "to", to,

@@ -353,3 +353,35 @@ func waitReady(t *testing.T, h *telemetry.Health, ready bool, want string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A migration may change no row of schema pgflow's catalogue (data only, or another
+// schema), yet be recorded: the fetches then refuse to start tasks on a pgflow the worker
+// did not prepare for, and the watch must prepare for it, or no task would start again.
+func TestAMigrationThatChangesNoCatalogueRowDoesNotStallTheWorker(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	f := flows(t, `
+flows:
+  - slug: data_only
+    max_attempts: 1
+    steps:
+      - {slug: only, module: "{{oracle}}"}
+`)
+	startWorker(t, db.Pool, f, worker.Config{PgflowCheckInterval: time.Hour})
+	if r := waitRun(t, db.Pool, startRun(t, db.Pool, "data_only", `{}`), 60*time.Second); r.Status != "completed" {
+		t.Fatalf("before the migration: %s (%s)", r.Status, r.Error)
+	}
+	var newest string
+	if err := db.Pool.QueryRow(ctx, schema.NewestMigrationSQL).Scan(&newest); err != nil || newest == "" {
+		t.Skipf("needs pgflow installed by db install (its migrations recorded): newest %q, %v", newest, err)
+	}
+	if _, err := db.Pool.Exec(ctx, `insert into pgflow_wasm.schema_migrations (name, sha256, pgflow_version)
+		select $1, 'test', pgflow_version from pgflow_wasm.schema_migrations where name = $2`, "99991231235959_data_only.sql", newest); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitRun(t, db.Pool, startRun(t, db.Pool, "data_only", `{}`), 60*time.Second); r.Status != "completed" {
+		t.Fatalf("after a migration that changed no catalogue row: %s (%s)", r.Status, r.Error)
+	}
+}
+
