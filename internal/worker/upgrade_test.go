@@ -384,4 +384,3 @@ flows:
 		t.Fatalf("after a migration that changed no catalogue row: %s (%s)", r.Status, r.Error)
 	}
 }
-
