@@ -214,22 +214,7 @@ flows:
 	waitFor(t, time.Minute, func() (bool, string) { return polls("empty") >= 1, "the worker's first poll did not come back empty" })
 	const runs = 4
 	empty0 := polls("empty")
-	for range runs {
-		id := startRun(t, db.Pool, "quiet", `{"n": 1}`)
-		if r := waitRun(t, db.Pool, id, time.Minute); r.Status != "completed" {
-			t.Fatalf("run %s: %s (%s)", id, r.Status, r.Error)
-		}
-	}
-	var claimed int
-	if err := db.Pool.QueryRow(context.Background(), `
-		select count(*) from pgflow.step_tasks s join pgflow.step_tasks p
-		  on p.run_id = s.run_id and p.step_slug = 's' || (substr(s.step_slug, 2)::int - 1)
-		where s.flow_slug = 'quiet' and s.step_slug <> 's1' and s.started_at = p.completed_at`).Scan(&claimed); err != nil {
-		t.Fatal(err)
-	}
-	if claimed != runs*4 {
-		t.Fatalf("%d of %d successors started by their predecessor's transaction: this test is about claims", claimed, runs*4)
-	}
+	runClaimedChains(t, db.Pool, "quiet", runs, 4)
 	time.Sleep(500 * time.Millisecond) // a notification still on its way would wake a read now
 	// Every claimed hop woke an empty read before; a late notification (past its wait on a
 	// loaded machine) may still wake one.
@@ -292,22 +277,7 @@ flows:
 `)
 	startWorker(t, pool, f, worker.Config{})
 	const runs = 3
-	for range runs {
-		id := startRun(t, db.Pool, "hops", `{"n": 1}`)
-		if r := waitRun(t, db.Pool, id, time.Minute); r.Status != "completed" {
-			t.Fatalf("run %s: %s (%s)", id, r.Status, r.Error)
-		}
-	}
-	var claimed int
-	if err := db.Pool.QueryRow(context.Background(), `
-		select count(*) from pgflow.step_tasks s join pgflow.step_tasks p
-		  on p.run_id = s.run_id and p.step_slug = 's' || (substr(s.step_slug, 2)::int - 1)
-		where s.flow_slug = 'hops' and s.step_slug <> 's1' and s.started_at = p.completed_at`).Scan(&claimed); err != nil {
-		t.Fatal(err)
-	}
-	if claimed != runs*3 {
-		t.Fatalf("%d of %d successors started by their predecessor's transaction: this test is about claims", claimed, runs*3)
-	}
+	runClaimedChains(t, db.Pool, "hops", runs, 3)
 	reads := 0
 	for _, b := range batches.all() {
 		if !slices.ContainsFunc(b, func(sql string) bool {
@@ -356,4 +326,27 @@ func (l *batchLog) all() [][]string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.batches)
+}
+
+// runClaimedChains runs runs runs of flow, a chain s1 -> s2 -> ... with hops successors per
+// run, to completion, and fails unless every successor was started by its predecessor's
+// transaction (a claim): the tests that call it are about claims.
+func runClaimedChains(t *testing.T, pool *pgxpool.Pool, flow string, runs, hops int) {
+	t.Helper()
+	for range runs {
+		id := startRun(t, pool, flow, `{"n": 1}`)
+		if r := waitRun(t, pool, id, time.Minute); r.Status != "completed" {
+			t.Fatalf("run %s: %s (%s)", id, r.Status, r.Error)
+		}
+	}
+	var claimed int
+	if err := pool.QueryRow(context.Background(), `
+		select count(*) from pgflow.step_tasks s join pgflow.step_tasks p
+		  on p.run_id = s.run_id and p.step_slug = 's' || (substr(s.step_slug, 2)::int - 1)
+		where s.flow_slug = $1 and s.step_slug <> 's1' and s.started_at = p.completed_at`, flow).Scan(&claimed); err != nil {
+		t.Fatal(err)
+	}
+	if claimed != runs*hops {
+		t.Fatalf("%d of %d successors started by their predecessor's transaction: this test is about claims", claimed, runs*hops)
+	}
 }

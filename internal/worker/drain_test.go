@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -87,12 +86,7 @@ func TestADrainHoldsAcrossAReload(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	flowsPath := filepath.Join(dir, "flows.yaml")
-	copyFile(t, workertest.Module(t, "modules/testdata/echo.wasm"), filepath.Join(dir, "handler.wasm"))
-	if err := os.WriteFile(flowsPath, []byte("flows:\n  - slug: held\n    steps:\n      - {slug: s, module: handler.wasm}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	flowsPath := echoFlowFolder(t, "held")
 	var mu sync.Mutex
 	var serving []*worker.Worker
 	current := func() (*worker.Worker, int) {

@@ -24,6 +24,20 @@ import (
 	"github.com/pgflow-wasm/pgflow-wasm/internal/worker"
 )
 
+// echoFlowFolder writes a flows.yaml of one flow, slug, whose one step s runs a copy of the
+// echo module beside it, in a folder of the test's own, and returns its path: a flows file a
+// test may edit to reload.
+func echoFlowFolder(t *testing.T, slug string) string {
+	t.Helper()
+	dir := t.TempDir()
+	flowsPath := filepath.Join(dir, "flows.yaml")
+	copyFile(t, workertest.Module(t, "modules/testdata/echo.wasm"), filepath.Join(dir, "handler.wasm"))
+	if err := os.WriteFile(flowsPath, []byte("flows:\n  - slug: "+slug+"\n    steps:\n      - {slug: s, module: handler.wasm}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return flowsPath
+}
+
 // copyFile writes src's bytes to dst through a temporary name, as a build would replace it.
 func copyFile(t *testing.T, src, dst string) {
 	t.Helper()
@@ -197,12 +211,7 @@ func TestAReloadKeepsTheWorkerReady(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	flowsPath := filepath.Join(dir, "flows.yaml")
-	copyFile(t, workertest.Module(t, "modules/testdata/echo.wasm"), filepath.Join(dir, "handler.wasm"))
-	if err := os.WriteFile(flowsPath, []byte("flows:\n  - slug: ready\n    steps:\n      - {slug: s, module: handler.wasm}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	flowsPath := echoFlowFolder(t, "ready")
 	health := &telemetry.Health{}
 	srv, err := telemetry.Listen("127.0.0.1:0", nil, health)
 	if err != nil {
