@@ -143,6 +143,12 @@ type guestInstance interface {
 	// memoryExhausted says whether a failure of the last call is best explained by the
 	// memory limit (see classify).
 	memoryExhausted() bool
+	// reset makes the instance equal to a new one after a call that returned, or says it
+	// cannot (reset.go); adopt then gives it the next task's state. heldBytes is the linear
+	// memory it holds.
+	reset() bool
+	adopt(st *callState)
+	heldBytes() uint64
 	close(ctx context.Context)
 }
 
@@ -160,6 +166,8 @@ type engine struct {
 	b         backend
 	abandoned atomic.Int64
 	life      refs // one reference per loaded module
+	// readyBytes is the linear memory reset instances hold between tasks (reset.go).
+	readyBytes atomic.Int64
 
 	mu      sync.Mutex
 	modules map[*module]struct{}

@@ -8,3 +8,7 @@ func RandomBytesOf(seed []byte, n int) []byte {
 	_, _ = rand.NewChaCha8(taskSeed(seed)).Read(b)
 	return b
 }
+
+// Instantiations counts the instances m made for tasks: fewer than its tasks where reset
+// instances served some.
+func Instantiations(m Module) int64 { return m.(*module).instantiated.Load() }

@@ -202,6 +202,14 @@ func clearExcept(b []byte, o *overwritten) {
 	clear(b[at:])
 }
 
+// isMapping says whether b is one of the pool's mappings (handed out or held).
+func (p *memoryPool) isMapping(b []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.mapped[unsafe.SliceData(b)]
+	return ok
+}
+
 // pooled is how many bytes the pool holds: the capacity of its Go buffers and the used
 // length of its mappings.
 func (p *memoryPool) pooled() uint64 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pgflow-wasm/pgflow-wasm/abi"
@@ -22,14 +23,20 @@ type module struct {
 	hasInit  bool
 	life     refs // one reference per running call (abandoned ones included)
 
-	mu   sync.Mutex
-	idle []*instance // reusable instances (ReuseInstance only)
+	// instantiated counts the instances made for tasks (tests tell reset from new by it).
+	instantiated atomic.Int64
+
+	mu sync.Mutex
+	// idle are instances kept for the next task: as the last task left them with
+	// ReuseInstance, reset to equal new ones otherwise (reset.go).
+	idle []*instance
 }
 
 // instance is a live guest instance with the state its host functions use.
 type instance struct {
-	g  guestInstance
-	st *callState
+	g    guestInstance
+	st   *callState
+	held int64 // the bytes it counts in engine.readyBytes while idle after a reset
 }
 
 func (m *module) Info() Info { return m.info }
@@ -74,27 +81,33 @@ func (m *module) Run(ctx context.Context, t Task) (Result, error) {
 // instance, giving its memory back) is the host's own work, which the watchdog waits for.
 func (m *module) execute(ctx context.Context, t Task, timeout time.Duration, stopped func()) outcome {
 	inst := m.takeIdle()
-	if inst != nil {
+	if inst != nil && m.reuse {
 		inst.st.beginTask(ctx, t.Input, t.Context, timeout)
 		inst.st.seed, inst.st.sql, inst.st.fixedClock = t.Seed, t.SQL, t.FixedClock
 	} else {
 		st := newCallState(&m.lim, &m.caps, m.info.Mode == ModeCommand)
 		st.beginTask(ctx, t.Input, t.Context, timeout)
 		st.seed, st.sql, st.fixedClock = t.Seed, t.SQL, t.FixedClock
-		g, err := m.compiled.instantiate(ctx, st)
-		if err != nil {
-			stopped()
-			st.endTask()
-			return m.classifyFailure(ctx, st, nil, err, "instantiating the module")
-		}
-		inst = &instance{g: g, st: st}
-		if m.hasInit {
-			if _, err := g.call(ctx, abi.ExportInitialize); err != nil {
+		if inst != nil { // a reset instance: equal to a new one
+			inst.g.adopt(st)
+			inst.st = st
+		} else {
+			g, err := m.compiled.instantiate(ctx, st)
+			if err != nil {
 				stopped()
 				st.endTask()
-				o := m.classifyFailure(ctx, st, g, err, "calling "+abi.ExportInitialize)
+				return m.classifyFailure(ctx, st, nil, err, "instantiating the module")
+			}
+			m.instantiated.Add(1)
+			inst = &instance{g: g, st: st}
+		}
+		if m.hasInit {
+			if _, err := inst.g.call(ctx, abi.ExportInitialize); err != nil {
+				stopped()
+				st.endTask()
+				o := m.classifyFailure(ctx, st, inst.g, err, "calling "+abi.ExportInitialize)
 				o.res.FuelUsed = st.fuelUsed
-				g.close(context.Background())
+				inst.g.close(context.Background())
 				return o
 			}
 		}
@@ -111,23 +124,44 @@ func (m *module) execute(ctx context.Context, t Task, timeout time.Duration, sto
 	o.res.FuelUsed = inst.st.fuelUsed
 	// Before the instance can go to another task: the state is then that task's.
 	inst.st.endTask()
-	if o.err == nil && m.reuse {
+	switch {
+	case o.err == nil && m.reuse:
 		m.putIdle(inst)
-	} else {
+	case err == nil && !m.reuse && m.keepReset(inst):
+		// The call returned (a handler error included): reset and kept for the next task.
+	default:
 		inst.g.close(context.Background())
 	}
 	return o
 }
 
-func (m *module) takeIdle() *instance {
-	if !m.reuse {
-		return nil
+// keepReset resets an instance whose call returned and keeps it for the next task, within
+// readyMax; it says whether it did.
+func (m *module) keepReset(inst *instance) bool {
+	held := int64(inst.g.heldBytes())
+	if m.eng.readyBytes.Add(held) > readyMax {
+		m.eng.readyBytes.Add(-held)
+		return false
 	}
+	if !inst.g.reset() {
+		m.eng.readyBytes.Add(-held)
+		return false
+	}
+	inst.held = held
+	inst.g.adopt(nil) // nothing of the last task stays reachable from the idle instance
+	inst.st = nil
+	m.putIdle(inst)
+	return true
+}
+
+func (m *module) takeIdle() *instance {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if n := len(m.idle); n > 0 {
 		inst := m.idle[n-1]
 		m.idle = m.idle[:n-1]
+		m.eng.readyBytes.Add(-inst.held)
+		inst.held = 0
 		return inst
 	}
 	return nil
@@ -149,6 +183,7 @@ func (m *module) Close(ctx context.Context) error {
 		m.idle = nil
 		m.mu.Unlock()
 		for _, inst := range idle {
+			m.eng.readyBytes.Add(-inst.held)
 			inst.g.close(context.Background())
 		}
 		_ = m.compiled.close(context.Background())

@@ -156,7 +156,11 @@ func (b *wazeroBackend) compile(ctx context.Context, wasm []byte, sum string, _ 
 	if err != nil {
 		return nil, err
 	}
-	return &wazeroCompiled{b: b, cm: cm, overwrites: dataRanges(wasm)}, nil
+	c := &wazeroCompiled{b: b, cm: cm, overwrites: dataRanges(wasm)}
+	if b.instrumented {
+		c.reset = resetPlanOf(wasm)
+	}
+	return c, nil
 }
 
 // dataRanges returns the ranges of its memory that instantiating wasm writes, nil when it
@@ -231,17 +235,25 @@ type wazeroCompiled struct {
 	b          *wazeroBackend
 	cm         wazero.CompiledModule
 	overwrites *overwritten // what instantiation writes of the memory (nil: nothing known)
+	reset      *resetPlan   // nil: instances are never reset (reset.go)
 }
 
 func (c *wazeroCompiled) instantiate(ctx context.Context, st *callState) (guestInstance, error) {
 	ctx = context.WithValue(ctx, stateKey{}, st)
+	var mem *cappedMemory
 	ctx = experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(
-		func(_, _ uint64) experimental.LinearMemory { return &cappedMemory{st: st, overwrites: c.overwrites} }))
+		func(_, _ uint64) experimental.LinearMemory {
+			mem = &cappedMemory{st: st, overwrites: c.overwrites}
+			return mem
+		}))
 	mod, err := c.b.rt.InstantiateModule(ctx, c.cm, c.b.mcfg)
 	if err != nil {
 		return nil, wazeroError(err)
 	}
-	g := &wazeroInstance{mod: mod, st: st, fns: map[string]api.Function{}}
+	g := &wazeroInstance{mod: mod, st: st, fns: map[string]api.Function{}, mem: mem, plan: c.reset}
+	if c.reset != nil {
+		c.reset.capture(mod, mem) // no code of the module has run: it has no start function
+	}
 	if c.b.instrumented {
 		counter, ok := mod.ExportedGlobal(instrument.CounterExport).(api.MutableGlobal)
 		if !ok {
@@ -261,6 +273,52 @@ type wazeroInstance struct {
 	st      *callState
 	fns     map[string]api.Function
 	counter api.MutableGlobal // the instrumentation's work counter (nil: uninstrumented)
+
+	mem     *cappedMemory       // nil when the module has no memory
+	plan    *resetPlan          // nil: never reset
+	globals []api.MutableGlobal // plan.globals of this instance, looked up at its first reset
+}
+
+// reset makes the instance equal to a new one (reset.go), unless its memory grew.
+func (i *wazeroInstance) reset() bool {
+	p := i.plan
+	if p == nil {
+		return false
+	}
+	if i.mem != nil && uint64(len(i.mem.buf)) != p.memSize {
+		return false
+	}
+	if i.globals == nil {
+		for _, name := range p.globals {
+			g, ok := i.mod.ExportedGlobal(name).(api.MutableGlobal)
+			if !ok {
+				return false
+			}
+			i.globals = append(i.globals, g)
+		}
+	}
+	for k, g := range i.globals {
+		g.Set(p.globalInit[k])
+	}
+	if i.mem != nil {
+		p.restore(i.mem)
+	}
+	return true
+}
+
+// adopt gives a reset instance the state of its next task.
+func (i *wazeroInstance) adopt(st *callState) {
+	i.st = st
+	if i.mem != nil {
+		i.mem.st = st
+	}
+}
+
+func (i *wazeroInstance) heldBytes() uint64 {
+	if i.mem == nil {
+		return 0
+	}
+	return uint64(len(i.mem.buf))
 }
 
 func (i *wazeroInstance) call(ctx context.Context, name string, args ...uint64) (uint64, error) {

@@ -25,11 +25,12 @@ const (
 
 // What an instruction's immediate means to the rewrite.
 const (
-	kindPlain     = iota
-	kindFuncIdx   // imm is a function index (call, ref.func)
-	kindGlobalIdx // imm is a global index (global.get, global.set)
-	kindFill      // memory.fill of memory 0
-	kindCopy      // memory.copy within memory 0
+	kindPlain      = iota
+	kindFuncIdx    // imm is a function index (call, ref.func)
+	kindGlobalIdx  // imm is a global index (global.get, global.set)
+	kindFill       // memory.fill of memory 0
+	kindCopy       // memory.copy within memory 0
+	kindTableWrite // changes a table or drops a segment: instance state beyond memory and globals
 )
 
 // instr is one decoded instruction: its bytes are b[start:end]; a function index to
@@ -79,7 +80,10 @@ func decode(r *reader) (instr, error) {
 	case op == opGlobalGet || op == opGlobalSet:
 		in.kind = kindGlobalIdx
 		in.imm = r.u32()
-	case op == 0x25 || op == 0x26: // table.get, table.set
+	case op == 0x25: // table.get
+		r.u32()
+	case op == 0x26: // table.set
+		in.kind = kindTableWrite
 		r.u32()
 	case op >= 0x28 && op <= 0x3e: // loads and stores
 		r.memarg()
@@ -131,11 +135,16 @@ func decodeFC(r *reader) int {
 		r.u32()
 	case sub == 9: // data.drop
 		r.u32()
+		return kindTableWrite
 	case sub == 12 || sub == 14: // table.init elem table, table.copy table table
 		r.u32()
 		r.u32()
-	case sub == 13 || (sub >= 15 && sub <= 17): // elem.drop, table.grow, table.size, table.fill
+		return kindTableWrite
+	case sub == 16: // table.size
 		r.u32()
+	case sub == 13 || sub == 15 || sub == 17: // elem.drop, table.grow, table.fill
+		r.u32()
+		return kindTableWrite
 	default:
 		r.fail("unsupported instruction 0xfc %d at offset %d", sub, start-1)
 	}

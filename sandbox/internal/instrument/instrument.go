@@ -33,10 +33,11 @@ package instrument
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Version changes whenever the rewrite produces different code: compiled-code caches key on it.
-const Version = 1
+const Version = 2
 
 // bulkChunk is the most memory.fill and memory.copy touch between two checkpoints.
 const bulkChunk = 1 << 20
@@ -47,6 +48,20 @@ const (
 	Module        = "pgflow_sandbox"
 	Name          = "tick"
 	CounterExport = "pgflow_sandbox_counter"
+)
+
+// What the rewrite tells the host about resetting an instance instead of making a new one
+// (docs/RATIONALE.md, "A fresh instance, or one made equal to it"): every mutable global
+// the module defines is exported as GlobalExportPrefix followed by its index, and
+// ResettableExport (naming the counter: only its presence means something) is exported
+// when nothing but the memory and those globals can differ from a new instance's after a
+// call: no start function, no instruction that writes a table or drops a segment, no
+// mutable global the host cannot set. Every export name with ReservedPrefix is refused in
+// the module itself.
+const (
+	ReservedPrefix     = "pgflow_sandbox_"
+	GlobalExportPrefix = "pgflow_sandbox_global_"
+	ResettableExport   = "pgflow_sandbox_resettable"
 )
 
 // Result is the rewritten module and what the rewrite found.
@@ -84,11 +99,16 @@ type module struct {
 	importGlobal int
 	funcs        int
 	globals      int
-	usesBulk     bool    // the code has memory.fill or memory.copy: the chunked helpers are added
-	inHelper     bool    // rewriting a helper: its bulk instructions stay
-	meter        bool    // add the counter, the tick import and the checkpoints
-	ins          []instr // scratch space of function, reused from body to body
-	marks        []int
+	usesBulk     bool // the code has memory.fill or memory.copy: the chunked helpers are added
+	writesTables bool // the code writes a table or drops a segment (kindTableWrite)
+	// mutableGlobals are the global indices of the module's mutable globals of a number
+	// type; otherMutable is set by a mutable global of another type or an imported one.
+	mutableGlobals []uint32
+	otherMutable   bool
+	inHelper       bool    // rewriting a helper: its bulk instructions stay
+	meter          bool    // add the counter, the tick import and the checkpoints
+	ins            []instr // scratch space of function, reused from body to body
+	marks          []int
 }
 
 // shift is how far the module's own functions move: past the tick import, if any.
@@ -232,7 +252,9 @@ func (m *module) count() error {
 			case 0x03:
 				m.importGlobal++
 				r.byte()
-				r.byte()
+				if r.byte() == 1 {
+					m.otherMutable = true
+				}
 			default:
 				r.fail("import kind 0x%02x is not supported", kind)
 			}
@@ -340,8 +362,14 @@ func (m *module) globalSection(body []byte) ([]byte, error) {
 		n := r.u32()
 		for i := uint32(0); i < n && r.err == nil; i++ {
 			start := r.off
-			r.byte() // value type
-			r.byte() // mutability
+			vt := r.byte()
+			if r.byte() == 1 {
+				if vt >= 0x7c && vt <= 0x7f { // f64, f32, i64, i32
+					m.mutableGlobals = append(m.mutableGlobals, uint32(m.importGlobal)+i)
+				} else {
+					m.otherMutable = true
+				}
+			}
 			out = append(out, body[start:r.off]...)
 			out = m.constExpr(r, out)
 		}
@@ -362,11 +390,18 @@ func (m *module) exportSection(body []byte) ([]byte, error) {
 	if body != nil {
 		n = r.u32()
 	}
-	out := appendU32(nil, n+m.shift())
+	added := m.shift()
+	if m.meter {
+		added += uint32(len(m.mutableGlobals))
+		if m.resettable() {
+			added++
+		}
+	}
+	out := appendU32(nil, n+added)
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		name := r.name()
-		if name == CounterExport {
-			return nil, fmt.Errorf("the module exports %q, a name the sandbox reserves", name)
+		if strings.HasPrefix(name, ReservedPrefix) {
+			return nil, fmt.Errorf("the module exports %q: names starting with %q are the sandbox's", name, ReservedPrefix)
 		}
 		kind := r.byte()
 		idx := r.u32()
@@ -391,7 +426,25 @@ func (m *module) exportSection(body []byte) ([]byte, error) {
 	}
 	out = appendName(out, CounterExport)
 	out = append(out, 0x03)
-	return appendU32(out, m.counterGlobal()), nil
+	out = appendU32(out, m.counterGlobal())
+	for _, g := range m.mutableGlobals {
+		out = appendName(out, fmt.Sprint(GlobalExportPrefix, g))
+		out = append(out, 0x03)
+		out = appendU32(out, g)
+	}
+	if m.resettable() {
+		out = appendName(out, ResettableExport)
+		out = append(out, 0x03)
+		out = appendU32(out, m.counterGlobal())
+	}
+	return out, nil
+}
+
+// resettable says whether the host can make an instance equal to a new one by writing its
+// memory and its exported mutable globals (see ResettableExport).
+func (m *module) resettable() bool {
+	_, hasStart := m.sections[secStart]
+	return !hasStart && !m.writesTables && !m.otherMutable
 }
 
 func (m *module) startSection(body []byte) ([]byte, error) {
@@ -564,8 +617,11 @@ func (m *module) function(code []byte, out []byte) ([]byte, int, error) {
 			return nil, 0, err
 		}
 		ins = append(ins, in)
-		if in.kind == kindFill || in.kind == kindCopy {
+		switch in.kind {
+		case kindFill, kindCopy:
 			m.usesBulk = true
+		case kindTableWrite:
+			m.writesTables = true
 		}
 		switch in.op {
 		case opBlock, opLoop, opIf:

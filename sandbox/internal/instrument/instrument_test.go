@@ -6,11 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/pgflow-wasm/pgflow-wasm/sandbox/internal/wasmfile"
 )
 
 func repoRoot() string {
@@ -202,12 +205,79 @@ func TestRefusals(t *testing.T) {
 			}
 		})
 	}
-	// A module exporting the counter's name itself is refused: it would get the counter.
-	exp := appendName([]byte{secExport, 1}, CounterExport)
-	exp = append(exp, 0x00, 0x00)
-	wasm := assemble([]byte{secType, 1, 0x60, 0, 0}, []byte{secFunction, 1, 0}, exp, []byte{secCode, 1, 2, 0, 0x0b})
-	if _, err := Rewrite(wasm); err == nil || !strings.Contains(err.Error(), "reserves") {
-		t.Errorf("a module exporting %s: %v", CounterExport, err)
+	// A module exporting one of the sandbox's names itself is refused: it would get the
+	// counter, or tell the host a global or a fact of its own choosing.
+	for _, name := range []string{CounterExport, ResettableExport, GlobalExportPrefix + "0"} {
+		exp := appendName([]byte{secExport, 1}, name)
+		exp = append(exp, 0x00, 0x00)
+		wasm := assemble([]byte{secType, 1, 0x60, 0, 0}, []byte{secFunction, 1, 0}, exp, []byte{secCode, 1, 2, 0, 0x0b})
+		if _, err := Rewrite(wasm); err == nil || !strings.Contains(err.Error(), "are the sandbox's") {
+			t.Errorf("a module exporting %s: %v", name, err)
+		}
+	}
+}
+
+// The rewrite exports every mutable global of a number type, and says an instance can be
+// reset (ResettableExport) only when its memory and those globals are all a call can
+// change: not after a table write, a dropped segment, a start function or a mutable global
+// the host cannot set.
+func TestRewriteSaysWhatAResetMustRestore(t *testing.T) {
+	typ := []byte{secType, 1, 0x60, 0, 0}
+	fn := []byte{secFunction, 1, 0}
+	table := []byte{secTable, 1, 0x70, 0x00, 1}
+	mem := []byte{secMemory, 1, 0x00, 1}
+	global := []byte{secGlobal, 2, 0x7f, 0x01, 0x41, 0x07, 0x0b, 0x7e, 0x00, 0x42, 0x01, 0x0b} // mutable i32 7, immutable i64 1
+	importedGlobal := []byte{secImport, 1, 1, 'm', 1, 'g', 0x03, 0x7f, 0x01}
+	dataCount := []byte{secDataCount, 1}
+	data := []byte{secData, 1, 0x01, 1, 'x'} // one passive segment
+	code := func(c ...byte) []byte {
+		body := append(append([]byte{0}, c...), 0x0b)
+		return append([]byte{secCode, 1}, append(appendU32(nil, uint32(len(body))), body...)...)
+	}
+	bumpGlobal := code(0x23, 0, 0x41, 1, 0x6a, 0x24, 0) // global 0 += 1
+	for name, c := range map[string]struct {
+		sections   [][]byte
+		resettable bool
+		globals    []string
+	}{
+		"memory and globals only": {[][]byte{typ, fn, mem, global, bumpGlobal}, true, []string{"0"}},
+		"no state at all":         {[][]byte{typ, fn, code()}, true, nil},
+		"a table.set":             {[][]byte{typ, fn, table, global, code(0x41, 0, 0xd0, 0x70, 0x26, 0)}, false, []string{"0"}},
+		"a table.grow":            {[][]byte{typ, fn, table, code(0xd0, 0x70, 0x41, 1, 0xfc, 15, 0, 0x1a)}, false, nil},
+		"a table.fill":            {[][]byte{typ, fn, table, code(0x41, 0, 0xd0, 0x70, 0x41, 1, 0xfc, 17, 0)}, false, nil},
+		"a data.drop":             {[][]byte{typ, fn, mem, dataCount, code(0xfc, 9, 0), data}, false, nil},
+		"a start function":        {[][]byte{typ, fn, global, {secStart, 0}, bumpGlobal}, false, []string{"0"}},
+		"an imported mutable":     {[][]byte{typ, importedGlobal, fn, code()}, false, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res, err := Rewrite(assemble(c.sections...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithCoreFeatures(api.CoreFeaturesV2))
+			defer rt.Close(ctx)
+			if _, err := rt.CompileModule(ctx, res.Wasm); err != nil {
+				t.Fatalf("the instrumented module does not compile: %v", err)
+			}
+			m, err := wasmfile.Parse(res.Wasm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, resettable := m.Export(ResettableExport)
+			if resettable != c.resettable {
+				t.Errorf("resettable %v, want %v", resettable, c.resettable)
+			}
+			var globals []string
+			for _, e := range m.Exports {
+				if g, ok := strings.CutPrefix(e.Name, GlobalExportPrefix); ok {
+					globals = append(globals, g)
+				}
+			}
+			if !slices.Equal(globals, c.globals) {
+				t.Errorf("globals exported %v, want %v", globals, c.globals)
+			}
+		})
 	}
 }
 
