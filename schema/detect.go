@@ -235,3 +235,15 @@ func quotedWords(def string) []string {
 		def = def[j+1:]
 	}
 }
+
+// StepQueue is the SQL expression, over pgflow.steps aliased as steps, for the queue a step's
+// tasks are sent to. pgflow 0.17 and later record it with every step (steps.queue_name: the
+// flow's slug lower-cased, or the step's own queue in a flow with a queue per step); before,
+// a flow has one queue, named after its slug as written. This is the one place that rule is
+// written (the worker's fetches, compile's notifications and the dashboard's counts use it).
+func (p Protocol) StepQueue(steps string) string {
+	if p.QueueNames {
+		return steps + ".queue_name"
+	}
+	return steps + ".flow_slug"
+}

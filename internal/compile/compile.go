@@ -81,11 +81,13 @@ const lockKey = "pgflow-wasm:compile"
 // Compile creates or checks every flow of the file, in one transaction.
 func Compile(ctx context.Context, pool *pgxpool.Pool, file *flowfile.File, opts Options) ([]FlowReport, error) {
 	var reports []FlowReport
+	var proto schema.Protocol
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock(hashtext($1))`, lockKey); err != nil {
 			return err
 		}
-		proto, err := schema.DetectPgflow(ctx, tx)
+		var err error
+		proto, err = schema.DetectPgflow(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -121,16 +123,15 @@ func Compile(ctx context.Context, pool *pgxpool.Pool, file *flowfile.File, opts 
 	}
 	if opts.NotifyInserts {
 		for i := range reports {
-			reports[i].NotifyErr = notifyInserts(ctx, pool, reports[i].Slug)
+			reports[i].NotifyErr = notifyInserts(ctx, pool, proto, reports[i].Slug)
 		}
 	}
 	return reports, nil
 }
 
 // notifyInserts turns on insert notifications for every queue of a compiled flow.
-func notifyInserts(ctx context.Context, pool *pgxpool.Pool, slug string) error {
-	// A step's queue: steps.queue_name from pgflow 0.17, the flow's slug before.
-	rows, err := pool.Query(ctx, `select distinct coalesce(to_jsonb(s)->>'queue_name', s.flow_slug) from pgflow.steps s where s.flow_slug = $1`, slug)
+func notifyInserts(ctx context.Context, pool *pgxpool.Pool, proto schema.Protocol, slug string) error {
+	rows, err := pool.Query(ctx, `select distinct `+proto.StepQueue("s")+` from pgflow.steps s where s.flow_slug = $1`, slug)
 	if err != nil {
 		return err
 	}

@@ -205,15 +205,10 @@ type Queue struct {
 	Oldest     time.Duration // the oldest visible message's age, 0 when none is visible
 }
 
-// Queues reads the queues of every flow: on pgflow 0.17+ those its steps name (a flow with
-// per-step queues has several), before that the flow's own. Each is a count over its
-// pgmq.q_<name> table.
+// Queues reads the queues the steps of every flow send to (schema.Protocol.StepQueue: a flow
+// with per-step queues has several). Each is a count over its pgmq.q_<name> table.
 func (s *Store) Queues(ctx context.Context) ([]Queue, error) {
-	sql := `select flow_slug, lower(flow_slug) from pgflow.flows order by 1`
-	if s.proto.QueueNames {
-		sql = `select distinct flow_slug, queue_name from pgflow.steps order by 1, 2`
-	}
-	rows, err := s.pool.Query(ctx, sql)
+	rows, err := s.pool.Query(ctx, `select distinct s.flow_slug, `+s.proto.StepQueue("s")+` from pgflow.steps s order by 1, 2`)
 	if err != nil {
 		return nil, err
 	}

@@ -30,9 +30,9 @@ func checkSchema(ctx context.Context, pool *pgxpool.Pool) (schema.Protocol, erro
 // pgflow 0.17+, which queue each served step's tasks come from. Then it builds each flow's
 // queues and their fetchers.
 func (w *Worker) loadEffectiveOptions(ctx context.Context) error {
-	queueCols := `null::text, 'flow'`
+	queueCols := w.pgflow().StepQueue("s") + `, 'flow'`
 	if w.pgflow().QueueNames {
-		queueCols = `s.queue_name, f.queue_mode`
+		queueCols = w.pgflow().StepQueue("s") + `, f.queue_mode`
 	}
 	for _, fs := range w.flows {
 		rows, err := w.cfg.Pool.Query(ctx, `
@@ -48,7 +48,7 @@ func (w *Worker) loadEffectiveOptions(ctx context.Context) error {
 		for rows.Next() {
 			var slug string
 			var timeout, baseDelay, maxAttempts int
-			var queue *string
+			var queue string
 			if err := rows.Scan(&slug, &timeout, &baseDelay, &maxAttempts, &queue, &mode); err != nil {
 				rows.Close()
 				return err
@@ -58,9 +58,7 @@ func (w *Worker) loadEffectiveOptions(ctx context.Context) error {
 				st.baseDelay = baseDelay
 				st.maxAttempts = maxAttempts
 				found++
-				if queue != nil {
-					stepQueue[slug] = *queue
-				}
+				stepQueue[slug] = queue
 			}
 		}
 		rows.Close()
@@ -118,9 +116,8 @@ func (w *Worker) queuesOf(fs *flowState, mode string, stepQueue map[string]strin
 		return f
 	}
 	if mode != "step" {
-		// pgflow names a flow's queue after the flow: the slug as written before 0.17, its
-		// lower case from 0.17 on, which records it with every step (steps.queue_name).
-		name := fs.def.Slug
+		// One queue for the whole flow: every step names it (schema.Protocol.StepQueue).
+		var name string
 		for _, q := range stepQueue {
 			name = q
 			break
