@@ -64,7 +64,7 @@ modules/examples/tinygo/%.wasm: $(GO_EX_SRC) | toolchain-tinygo
 # (mk/toolchains.mk is read after this file: targets and prerequisites here cannot use its variables.)
 AS_EX_DIR := modules/examples/assemblyscript
 AS_GUEST := $(wildcard abi/assemblyscript/*.ts)
-ASC_FLAGS := -O3 --noAssert --runtime incremental --use abort=../../../abi/assemblyscript/pgflow/pgflowAbort
+ASC_FLAGS := -O3 --noAssert --runtime incremental --exportStart _initialize --use abort=../../../abi/assemblyscript/pgflow/pgflowAbort
 
 $(AS_EX_DIR)/%.wasm: $(AS_EX_DIR)/%.ts $(AS_GUEST) $(AS_EX_DIR)/package-lock.json | toolchain-assemblyscript
 	cd $(AS_EX_DIR) && node_modules/.bin/asc $*.ts $(ASC_FLAGS) -o $*.wasm
