@@ -41,11 +41,13 @@ func (w *Worker) launch(fs *flowState, t fetched.Task) {
 				w.finished(fs)
 			}
 		}()
-		if fs.inFlight != nil {
-			defer fs.inFlight.Dec()
-		}
 		began := time.Now()
 		end := w.execute(ctx, fs, t)
+		if fs.inFlight != nil {
+			// Before the slot is freed (below, or by the completer at once): the gauge never
+			// counts a handler that has ended beside the one that took its slot.
+			fs.inFlight.Dec()
+		}
 		fs.handlerTime.observe(time.Since(began))
 		w.known.handlerEnded(&t)
 		if why := cancelCause(ctx); why != nil {
