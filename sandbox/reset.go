@@ -34,14 +34,9 @@ type resetPlan struct {
 	globals []string // the exports of the mutable globals
 
 	once       sync.Once
-	image      []imageRange // the memory's non-zero bytes, in order
-	imageAt    *overwritten // image's ranges, for clearing around them
+	imageAt    *overwritten // the ranges of the memory's non-zero bytes, in order
+	image      [][]byte     // the bytes of each of imageAt's ranges
 	globalInit []uint64
-}
-
-type imageRange struct {
-	at    uint64
-	bytes []byte
 }
 
 // imageGap is the longest run of zeros an image range takes in rather than ending: a
@@ -93,7 +88,7 @@ func (p *resetPlan) capture(mod api.Module, mem *cappedMemory) {
 				}
 			}
 			ranges = append(ranges, [2]uint64{uint64(start), uint64(end)})
-			p.image = append(p.image, imageRange{at: uint64(start), bytes: slices.Clone(b[start:end])})
+			p.image = append(p.image, slices.Clone(b[start:end]))
 			i = end
 		}
 		if len(ranges) > 0 {
@@ -111,14 +106,14 @@ func (p *resetPlan) restore(mem *cappedMemory) {
 	} else {
 		clearExcept(b, p.imageAt)
 	}
-	for _, r := range p.image {
-		dst := b[r.at : r.at+uint64(len(r.bytes))]
+	for i, src := range p.image {
+		dst := b[p.imageAt.ranges[i][0]:p.imageAt.ranges[i][1]]
 		// Most of a snapshot's pages are as the image has them after a task: comparing
 		// reads, where copying would write them all.
 		for at := 0; at < len(dst); at += comparePage {
 			end := min(at+comparePage, len(dst))
-			if !bytes.Equal(dst[at:end], r.bytes[at:end]) {
-				copy(dst[at:end], r.bytes[at:end])
+			if !bytes.Equal(dst[at:end], src[at:end]) {
+				copy(dst[at:end], src[at:end])
 			}
 		}
 	}

@@ -383,21 +383,15 @@ func (m *module) globalSection(body []byte) ([]byte, error) {
 	return append(out, 0x7e, 0x01, 0x42, 0x00, 0x0b), nil
 }
 
-// exportSection renumbers exported functions and exports the counter.
+// exportSection renumbers exported functions and appends the rewrite's own exports.
 func (m *module) exportSection(body []byte) ([]byte, error) {
 	n := uint32(0)
 	r := &reader{b: body}
 	if body != nil {
 		n = r.u32()
 	}
-	added := m.shift()
-	if m.meter {
-		added += uint32(len(m.mutableGlobals))
-		if m.resettable() {
-			added++
-		}
-	}
-	out := appendU32(nil, n+added)
+	added := m.addedExports()
+	out := appendU32(nil, n+uint32(len(added)))
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		name := r.name()
 		if strings.HasPrefix(name, ReservedPrefix) {
@@ -421,23 +415,35 @@ func (m *module) exportSection(body []byte) ([]byte, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	if !m.meter {
-		return out, nil
-	}
-	out = appendName(out, CounterExport)
-	out = append(out, 0x03)
-	out = appendU32(out, m.counterGlobal())
-	for _, g := range m.mutableGlobals {
-		out = appendName(out, fmt.Sprint(GlobalExportPrefix, g))
-		out = append(out, 0x03)
-		out = appendU32(out, g)
-	}
-	if m.resettable() {
-		out = appendName(out, ResettableExport)
-		out = append(out, 0x03)
-		out = appendU32(out, m.counterGlobal())
+	for _, e := range added {
+		out = appendName(out, e.name)
+		out = append(out, 0x03) // a global
+		out = appendU32(out, e.global)
 	}
 	return out, nil
+}
+
+// globalExport is an export of a global that the rewrite adds.
+type globalExport struct {
+	name   string
+	global uint32
+}
+
+// addedExports are the globals the rewrite exports after the module's own exports: the
+// counter, every mutable global, and ResettableExport where it applies; none without the
+// meter.
+func (m *module) addedExports() []globalExport {
+	if !m.meter {
+		return nil
+	}
+	out := []globalExport{{CounterExport, m.counterGlobal()}}
+	for _, g := range m.mutableGlobals {
+		out = append(out, globalExport{fmt.Sprint(GlobalExportPrefix, g), g})
+	}
+	if m.resettable() {
+		out = append(out, globalExport{ResettableExport, m.counterGlobal()})
+	}
+	return out
 }
 
 // resettable says whether the host can make an instance equal to a new one by writing its
