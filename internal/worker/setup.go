@@ -30,10 +30,11 @@ func checkSchema(ctx context.Context, pool *pgxpool.Pool) (schema.Protocol, erro
 // pgflow 0.17+, which queue each served step's tasks come from. Then it builds each flow's
 // queues and their fetchers.
 func (w *Worker) loadEffectiveOptions(ctx context.Context) error {
-	queueCols := w.pgflow().StepQueue("s") + `, 'flow'`
+	queueMode := `'flow'`
 	if w.pgflow().QueueNames {
-		queueCols = w.pgflow().StepQueue("s") + `, f.queue_mode`
+		queueMode = `f.queue_mode`
 	}
+	queueCols := w.pgflow().StepQueue("s") + ", " + queueMode
 	for _, fs := range w.flows {
 		rows, err := w.cfg.Pool.Query(ctx, `
 			select s.step_slug, coalesce(s.opt_timeout, f.opt_timeout), coalesce(s.opt_base_delay, f.opt_base_delay),
