@@ -8,11 +8,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-)
 
-// attemptsLockKey serializes workers creating the attempt history at once: CREATE TABLE IF
-// NOT EXISTS is not safe against a concurrent creator.
-const attemptsLockKey int64 = 0x7067_6677_6173_6d02
+	"github.com/pgflow-wasm/pgflow-wasm/internal/lockkey"
+)
 
 // EnsureAttemptHistory creates pgflow_wasm.task_attempts (sql/attempts.sql) when it is
 // missing. `db install` and every worker at start call it; a worker whose role may not
@@ -26,7 +24,8 @@ func EnsureAttemptHistory(ctx context.Context, db interface {
 			if err := tx.QueryRow(ctx, `select to_regclass('pgflow_wasm.task_attempts') is not null`).Scan(&exists); err != nil || exists {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, attemptsLockKey); err != nil {
+			// CREATE TABLE IF NOT EXISTS is not safe against a concurrent creator.
+			if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, lockkey.AttemptHistory); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, attemptsSQL)

@@ -18,8 +18,6 @@ const InputIndex = "pgflow_wasm_runs_input_idx"
 // InputIndexSQL creates InputIndex without blocking writers.
 const InputIndexSQL = "CREATE INDEX CONCURRENTLY IF NOT EXISTS " + InputIndex + " ON pgflow.runs USING gin (input jsonb_path_ops)"
 
-const inputIndexLockKey int64 = 0x7067_6677_6173_6d0b
-
 // InputIndexValid reports whether InputIndex exists and is usable.
 func InputIndexValid(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
@@ -30,5 +28,5 @@ func InputIndexValid(ctx context.Context, q interface {
 // EnsureInputIndex creates InputIndex when it is missing (or rebuilds an invalid one), as
 // EnsureRunsIndex does RunsIndex; conn must not be inside a transaction.
 func EnsureInputIndex(ctx context.Context, conn *pgx.Conn) (RunsIndexState, error) {
-	return ensureIndex(ctx, conn, InputIndex, InputIndexSQL, inputIndexLockKey)
+	return ensureIndex(ctx, conn, InputIndex, InputIndexSQL)
 }

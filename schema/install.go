@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/lockkey"
 )
 
 // LayerMode chooses how pgmq gets into the database.
@@ -61,9 +63,6 @@ type Report struct {
 	InputIndex     RunsIndexState
 }
 
-// installLockKey serializes installers of one database (advisory locks are per database).
-const installLockKey int64 = 0x7067_6677_6173_6d01 // "pgfwasm" + 1
-
 // Install puts pgmq, realtime.send and pgflow's migrations into the database conn is
 // connected to. It holds an advisory lock for its whole run.
 func Install(ctx context.Context, conn *pgx.Conn, opts Options) (Report, error) {
@@ -109,10 +108,10 @@ func Install(ctx context.Context, conn *pgx.Conn, opts Options) (Report, error) 
 
 // installLocked installs pgmq, realtime.send and the migrations under the install lock.
 func installLocked(ctx context.Context, conn *pgx.Conn, opts Options, migrations *Migrations, who identity, rep *Report) error {
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, installLockKey); err != nil {
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockkey.Install); err != nil {
 		return fmt.Errorf("taking the install lock: %w", err)
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, installLockKey)
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lockkey.Install)
 	if err := installPgmq(ctx, conn, opts, who, rep); err != nil {
 		return err
 	}

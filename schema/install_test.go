@@ -9,11 +9,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/localpg"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/lockkey"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
@@ -154,21 +154,7 @@ func TestAnInterruptedRunsIndexBuildIsRebuilt(t *testing.T) {
 	built := make(chan error, 1)
 	go func() { _, err := schema.EnsureRunsIndex(ctx, conn); built <- err }()
 	admin := db.Conn(t)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var waiting bool
-		if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'
-			AND query LIKE 'CREATE INDEX CONCURRENTLY%')`, pid).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the index build never waited for the open transaction")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitForBuildToWait(t, admin, pid)
 	if _, err := admin.Exec(ctx, `SELECT pg_cancel_backend($1)`, pid); err != nil {
 		t.Fatal(err)
 	}
@@ -182,13 +168,13 @@ func TestAnInterruptedRunsIndexBuildIsRebuilt(t *testing.T) {
 
 	// Another pgflow-wasm process holds the build lock: left to it.
 	other := db.Conn(t)
-	if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(0x7067_6677_6173_6d02)); err != nil {
+	if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockkey.IndexBuild); err != nil {
 		t.Fatal(err)
 	}
 	if state, err := schema.EnsureRunsIndex(ctx, conn); err != nil || state != schema.RunsIndexBusy {
 		t.Fatalf("while another process builds it: %v (%v), want %s", state, err, schema.RunsIndexBusy)
 	}
-	if _, err := other.Exec(ctx, `SELECT pg_advisory_unlock($1)`, int64(0x7067_6677_6173_6d02)); err != nil {
+	if _, err := other.Exec(ctx, `SELECT pg_advisory_unlock($1)`, lockkey.IndexBuild); err != nil {
 		t.Fatal(err)
 	}
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/lockkey"
 )
 
 // RunsIndex is pgflow-wasm's one index on a table of pgflow's: the dashboard lists runs
@@ -17,10 +19,6 @@ const RunsIndex = "pgflow_wasm_runs_started_at_idx"
 // this as the owner of pgflow.runs. CONCURRENTLY: writers (start_flow, the workers) are
 // never blocked while it builds.
 const RunsIndexSQL = "CREATE INDEX CONCURRENTLY IF NOT EXISTS " + RunsIndex + " ON pgflow.runs (started_at DESC, run_id DESC)"
-
-// runsIndexLockKey keeps two pgflow-wasm processes from building (or dropping) the index at
-// once: an index being built concurrently looks just like one whose build was interrupted.
-const runsIndexLockKey int64 = 0x7067_6677_6173_6d02 // "pgfwasm" + 2
 
 // RunsIndexState is what EnsureRunsIndex found or did.
 type RunsIndexState string
@@ -59,12 +57,16 @@ func indexValid(ctx context.Context, q interface {
 // must not be inside a transaction: CREATE INDEX CONCURRENTLY cannot run in one. A build
 // waits for transactions already running on pgflow.runs, never blocks new ones.
 func EnsureRunsIndex(ctx context.Context, conn *pgx.Conn) (RunsIndexState, error) {
-	return ensureIndex(ctx, conn, RunsIndex, RunsIndexSQL, runsIndexLockKey)
+	return ensureIndex(ctx, conn, RunsIndex, RunsIndexSQL)
 }
 
 // ensureIndex creates index pgflow.<name> with createSQL (CONCURRENTLY) as EnsureRunsIndex
-// describes, under the advisory lock lockKey.
-func ensureIndex(ctx context.Context, conn *pgx.Conn, name, createSQL string, lockKey int64) (RunsIndexState, error) {
+// describes. Every such build holds one lock, lockkey.IndexBuild, which it only tries: two
+// concurrent builds on pgflow.runs deadlock (each waits for the other's snapshot or table
+// lock), an index being built looks just like one whose build was interrupted, and a build
+// waits for every older snapshot, so a session waiting for a lock the build holds would
+// deadlock with it.
+func ensureIndex(ctx context.Context, conn *pgx.Conn, name, createSQL string) (RunsIndexState, error) {
 	var table bool
 	if err := conn.QueryRow(ctx, `SELECT to_regclass('pgflow.runs') IS NOT NULL`).Scan(&table); err != nil {
 		return "", err
@@ -76,13 +78,13 @@ func ensureIndex(ctx context.Context, conn *pgx.Conn, name, createSQL string, lo
 		return RunsIndexPresent, err
 	}
 	var locked bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, lockKey).Scan(&locked); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, lockkey.IndexBuild).Scan(&locked); err != nil {
 		return "", err
 	}
 	if !locked {
 		return RunsIndexBusy, nil
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lockKey)
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lockkey.IndexBuild)
 	// Read again under the lock: another process may have finished it meanwhile.
 	exists, valid, err := indexValid(ctx, conn, name)
 	switch {

@@ -10,6 +10,8 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/lockkey"
 )
 
 //go:embed sql/stepcomplete.sql
@@ -19,9 +21,6 @@ var stepCompleteSQL string
 // with (sql/stepcomplete.sql): SECURITY DEFINER, open to every role, refusing any call
 // without the task's proof.
 const StepCompleteFunc = "pgflow_wasm_step.complete_task"
-
-// stepCompleteLockKey serializes workers creating the function at once.
-const stepCompleteLockKey int64 = 0x7067_6677_6173_6d03
 
 // EnsureStepCompletion creates StepCompleteFunc and its key when missing (install replaces
 // them whatever their state) and returns the key, which the worker makes proofs with. A
@@ -49,7 +48,7 @@ func ensureStepCompletion(ctx context.Context, db interface {
 			return err
 		}
 		if !exists || replace {
-			if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, stepCompleteLockKey); err != nil {
+			if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, lockkey.StepCompletion); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, stepCompleteSQL); err != nil {

@@ -1,6 +1,10 @@
 package schema
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/lockkey"
+)
 
 // upgradeLockKey is the advisory lock that keeps a pgflow migration and a worker's
 // transactions apart: each migration's transaction takes it exclusively (applyOne), and each
@@ -10,7 +14,7 @@ import "strconv"
 // 0.8.1's complete_task after 0.13's migration added step_states.output left its dependents
 // a null input), and a migration never deadlocks with one. Migrations applied by other
 // tools do not take it.
-const upgradeLockKey int64 = 0x7067_6677_6173_6d02 // "pgfwasm" + 2
+const upgradeLockKey = lockkey.Upgrade
 
 // UpgradeLockShared is the statement a worker's transaction starts with: it waits while a
 // migration is being applied.

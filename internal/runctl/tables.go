@@ -4,9 +4,9 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
-)
 
-const tablesLockKey int64 = 0x7067_6677_6173_6d04
+	"github.com/pgflow-wasm/pgflow-wasm/internal/lockkey"
+)
 
 // EnsureTables creates pgflow_wasm.operator_actions (the audit of every action),
 // pgflow_wasm.reruns (which run repeats which), pgflow_wasm.worker_processes (each worker
@@ -24,7 +24,7 @@ func EnsureTables(ctx context.Context, db interface {
 			Scan(&exists); err != nil || exists {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, tablesLockKey); err != nil {
+		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, lockkey.RunTables); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `

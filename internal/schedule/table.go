@@ -8,10 +8,8 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
+	"github.com/pgflow-wasm/pgflow-wasm/internal/lockkey"
 )
-
-// tableLockKey serializes workers creating the table at once.
-const tableLockKey int64 = 0x7067_6677_6173_6d03
 
 // EnsureTable creates pgflow_wasm.schedule_ticks when it is missing: one row per flow and
 // tick, the tick's run, and which worker started it.
@@ -23,7 +21,7 @@ func EnsureTable(ctx context.Context, db interface {
 		if err := tx.QueryRow(ctx, `select to_regclass('pgflow_wasm.schedule_ticks') is not null`).Scan(&exists); err != nil || exists {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, tableLockKey); err != nil {
+		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, lockkey.ScheduleTable); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `

@@ -1,0 +1,162 @@
+package schema_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
+)
+
+// waitForBuildToWait returns once the session pid is running CREATE INDEX CONCURRENTLY and
+// waiting for a lock (a table lock, or another transaction's end).
+func waitForBuildToWait(t *testing.T, admin *pgx.Conn, pid uint32) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting bool
+		if err := admin.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1
+			AND wait_event_type = 'Lock' AND query LIKE 'CREATE INDEX CONCURRENTLY%')`, pid).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the index build never waited for the open transaction")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A worker's transaction takes the upgrade lock shared. An index build must neither give up
+// because one is open nor hold up the ones that begin while it runs (it waits for their
+// snapshots: one waiting for it would deadlock with it).
+func TestAnIndexBuildLeavesTheWorkersTransactionsAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	conn, worker, reader, admin := db.Conn(t), db.Conn(t), db.Conn(t), db.Conn(t)
+	if _, err := conn.Exec(ctx, "DROP INDEX pgflow."+schema.RunsIndex); err != nil {
+		t.Fatal(err)
+	}
+	// An open snapshot keeps the build waiting while the workers' transactions run.
+	held, err := reader.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback(ctx)
+	if _, err := held.Exec(ctx, "SELECT count(*) FROM pgflow.runs"); err != nil {
+		t.Fatal(err)
+	}
+	open, err := worker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Rollback(ctx)
+	if _, err := open.Exec(ctx, schema.UpgradeLockShared); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct {
+		state schema.RunsIndexState
+		err   error
+	}, 1)
+	go func() {
+		state, err := schema.EnsureRunsIndex(ctx, conn)
+		done <- struct {
+			state schema.RunsIndexState
+			err   error
+		}{state, err}
+	}()
+	// A build that gave up (busy) never waits: this fails after 30 s.
+	waitForBuildToWait(t, admin, conn.PgConn().PID())
+
+	// A worker transaction begun during the build takes its lock at once.
+	next := db.Conn(t)
+	if _, err := next.Exec(ctx, "SET lock_timeout = '10s'"); err != nil {
+		t.Fatal(err)
+	}
+	err = pgx.BeginFunc(ctx, next, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, schema.UpgradeLockShared)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("a worker's transaction during the index build: %v", err)
+	}
+	if err := open.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := held.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil || r.state != schema.RunsIndexCreated {
+			t.Fatalf("the build: %q (%v), want %q", r.state, r.err, schema.RunsIndexCreated)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the build did not end a minute after the transactions it waited for")
+	}
+}
+
+// Two processes that each build one of the indexes on pgflow.runs at the same time would
+// deadlock (each build waits for the other's snapshot or for its table lock): the second
+// finds the first building and leaves its index to a later run.
+func TestTwoIndexBuildsAtOnceDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	first, second, reader, admin := db.Conn(t), db.Conn(t), db.Conn(t), db.Conn(t)
+	for _, index := range []string{schema.RunsIndex, schema.InputIndex} {
+		if _, err := first.Exec(ctx, "DROP INDEX IF EXISTS pgflow."+index); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An open snapshot keeps the first build waiting while the second starts.
+	held, err := reader.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback(ctx)
+	if _, err := held.Exec(ctx, "SELECT count(*) FROM pgflow.runs"); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		state schema.RunsIndexState
+		err   error
+	}
+	firstDone := make(chan result, 1)
+	go func() {
+		state, err := schema.EnsureRunsIndex(ctx, first)
+		firstDone <- result{state, err}
+	}()
+	waitForBuildToWait(t, admin, first.PgConn().PID())
+
+	secondDone := make(chan result, 1)
+	go func() {
+		state, err := schema.EnsureInputIndex(ctx, second)
+		secondDone <- result{state, err}
+	}()
+	select {
+	case r := <-secondDone:
+		if r.err != nil || r.state != schema.RunsIndexBusy {
+			t.Fatalf("the second build: %q (%v), want %q", r.state, r.err, schema.RunsIndexBusy)
+		}
+	case r := <-firstDone:
+		t.Fatalf("the first build ended before the second: %q (%v)", r.state, r.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second build waited for the first")
+	}
+	if err := held.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-firstDone; r.err != nil || r.state != schema.RunsIndexCreated {
+		t.Fatalf("the first build: %q (%v), want %q", r.state, r.err, schema.RunsIndexCreated)
+	}
+	if state, err := schema.EnsureInputIndex(ctx, second); err != nil || state != schema.RunsIndexCreated {
+		t.Fatalf("the second index, built afterwards: %q (%v), want %q", state, err, schema.RunsIndexCreated)
+	}
+}
