@@ -81,12 +81,13 @@ func classOf(n uint64) int {
 
 // get returns a buffer of length size with at least capacity capHint (and size), zeroed
 // but for what the caller overwrites (nil: zeroed everywhere): a buffer that module's
-// instances gave back is preferred, and another one's dirty ranges are cleared.
-func (p *memoryPool) get(size, capHint uint64, overwrites *overwritten) []byte {
+// instances gave back is preferred, and another one's dirty ranges are cleared. mapping says
+// whether it is one of the pool's mappings, whose untouched pages are not resident.
+func (p *memoryPool) get(size, capHint uint64, overwrites *overwritten) (b []byte, mapping bool) {
 	want := max(size, capHint)
 	c := classOf(want)
 	if c < 0 {
-		return make([]byte, size, want)
+		return make([]byte, size, want), false
 	}
 	p.mu.Lock()
 	if n := len(p.free[c]); n > 0 {
@@ -101,7 +102,8 @@ func (p *memoryPool) get(size, capHint uint64, overwrites *overwritten) []byte {
 		p.free[c][i] = p.free[c][n-1]
 		p.free[c] = p.free[c][:n-1]
 		b := pb.b
-		if used, ok := p.mapped[unsafe.SliceData(b)]; ok {
+		used, mapping := p.mapped[unsafe.SliceData(b)]
+		if mapping {
 			p.mappedBytes -= used
 			p.mapped[unsafe.SliceData(b)] = 0
 		} else {
@@ -114,7 +116,7 @@ func (p *memoryPool) get(size, capHint uint64, overwrites *overwritten) []byte {
 				clear(full[r[0]:r[1]])
 			}
 		}
-		return b[:size]
+		return b[:size], mapping
 	}
 	p.mu.Unlock()
 	n := uint64(1) << (memClassMin + c)
@@ -126,10 +128,10 @@ func (p *memoryPool) get(size, capHint uint64, overwrites *overwritten) []byte {
 			}
 			p.mapped[&b[0]] = 0
 			p.mu.Unlock()
-			return b[:size]
+			return b[:size], true
 		}
 	}
-	return make([]byte, size, n)
+	return make([]byte, size, n), false
 }
 
 // put clears the part of b that was handed out, but for the ranges an instance of the
@@ -200,14 +202,6 @@ func clearExcept(b []byte, o *overwritten) {
 		}
 	}
 	clear(b[at:])
-}
-
-// isMapping says whether b is one of the pool's mappings (handed out or held).
-func (p *memoryPool) isMapping(b []byte) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, ok := p.mapped[unsafe.SliceData(b)]
-	return ok
 }
 
 // pooled is how many bytes the pool holds: the capacity of its Go buffers and the used

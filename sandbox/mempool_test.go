@@ -5,7 +5,7 @@ import "testing"
 func TestMemoryPoolHandsOutZeroedBuffers(t *testing.T) {
 	p := memoryPool{max: 64 << 20}
 	for _, size := range []uint64{1 << 16, 2 << 16, 17 << 16, 3<<20 + 5} {
-		b := p.get(size, 0, nil)
+		b, _ := p.get(size, 0, nil)
 		if uint64(len(b)) != size || uint64(cap(b)) < size {
 			t.Fatalf("get(%d) gave len %d cap %d", size, len(b), cap(b))
 		}
@@ -14,7 +14,7 @@ func TestMemoryPoolHandsOutZeroedBuffers(t *testing.T) {
 		}
 		p.put(b, nil)
 		for range 3 { // whichever buffer comes back, it must be clean
-			again := p.get(size, 0, nil)
+			again, _ := p.get(size, 0, nil)
 			for i, v := range again[:cap(again)] {
 				if v != 0 {
 					t.Fatalf("size %d: byte %d of a recycled buffer is %#x, want 0", size, i, v)
@@ -31,12 +31,12 @@ func TestBufferStaysDirtyOnlyForItsModule(t *testing.T) {
 	for _, size := range []uint64{1 << 16, 3 << 20} { // a Go buffer, a mapping
 		p := memoryPool{max: 64 << 20, mappedMax: 64 << 20}
 		a := &overwritten{ranges: [][2]uint64{{100, 5000}, {9000, 9100}}}
-		b := p.get(size, 0, a)
+		b, _ := p.get(size, 0, a)
 		for i := range b {
 			b[i] = 0xAA
 		}
 		p.put(b, a)
-		again := p.get(size, 0, a)
+		again, _ := p.get(size, 0, a)
 		for i, v := range again[:cap(again)] {
 			inside := (i >= 100 && i < 5000) || (i >= 9000 && i < 9100)
 			if v != 0 && !inside {
@@ -48,7 +48,7 @@ func TestBufferStaysDirtyOnlyForItsModule(t *testing.T) {
 		}
 		p.put(again, a)
 		for _, other := range []*overwritten{nil, {ranges: [][2]uint64{{0, 10}}}} {
-			b := p.get(size, 0, other)
+			b, _ := p.get(size, 0, other)
 			for i, v := range b[:cap(b)] {
 				if v != 0 && (other == nil || i >= 10) {
 					t.Fatalf("size %d: byte %d of a buffer another module left is %#x", size, i, v)
@@ -69,7 +69,7 @@ func TestMemoryClasses(t *testing.T) {
 	odd := make([]byte, 10, 100) // not a pooled capacity: dropped, never handed out
 	odd[0] = 1
 	p.put(odd, nil)
-	if b := p.get(10, 0, nil); cap(b) == 100 {
+	if b, _ := p.get(10, 0, nil); cap(b) == 100 {
 		t.Fatal("a buffer of a foreign capacity came back from the pool")
 	}
 }
@@ -87,7 +87,8 @@ func TestMemoryPoolIsBounded(t *testing.T) {
 	} {
 		var bufs [][]byte
 		for range 10 {
-			bufs = append(bufs, c.pool.get(c.size, 0, nil))
+			b, _ := c.pool.get(c.size, 0, nil)
+			bufs = append(bufs, b)
 		}
 		for _, b := range bufs {
 			c.pool.put(b, nil)
@@ -102,14 +103,17 @@ func TestMemoryPoolIsBounded(t *testing.T) {
 // touched ones stay resident.
 func TestMappedBufferIsZeroedWhereTouched(t *testing.T) {
 	p := memoryPool{mappedMax: 64 << 20}
-	b := p.get(3<<20, 0, nil)
+	b, mapping := p.get(3<<20, 0, nil)
 	for _, at := range []int{0, 4095, 4096, 1 << 20, 3<<20 - 1} {
 		b[at] = 0xAA
 	}
 	p.put(b, nil)
-	again := p.get(3<<20, 0, nil)
+	again, againMapping := p.get(3<<20, 0, nil)
 	if &again[0] != &b[0] {
 		t.Skip("this platform serves these buffers from the Go heap")
+	}
+	if !mapping || !againMapping {
+		t.Fatalf("get called a mapping a Go buffer (%v, then %v): a reset would clear all of it", mapping, againMapping)
 	}
 	for i, v := range again[:cap(again)] {
 		if v != 0 {

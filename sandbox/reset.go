@@ -101,7 +101,7 @@ func (p *resetPlan) capture(mod api.Module, mem *cappedMemory) {
 // image's ranges (only the pages the guest touched, for a mapping) and the image inside.
 func (p *resetPlan) restore(mem *cappedMemory) {
 	b := mem.buf
-	if mem.mapped || linearMemories.isMapping(b) {
+	if mem.sparse {
 		clearTouched(b, p.imageAt)
 	} else {
 		clearExcept(b, p.imageAt)

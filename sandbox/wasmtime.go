@@ -311,10 +311,11 @@ func (i *wasmtimeInstance) memorySize() uint64 {
 	return uint64(i.mem.DataSize(i.store))
 }
 
-// reset: wasmtime instances are not reset; each task gets a new one (reset.go).
+// reset: wasmtime instances are not reset; each task gets a new one (reset.go), so none
+// is held between tasks (and asking its size would cost a cgo call per task).
 func (i *wasmtimeInstance) reset() bool       { return false }
 func (i *wasmtimeInstance) adopt(*callState)  {}
-func (i *wasmtimeInstance) heldBytes() uint64 { return i.memorySize() }
+func (i *wasmtimeInstance) heldBytes() uint64 { return 0 }
 
 func (i *wasmtimeInstance) close(context.Context) {
 	i.store.Close()

@@ -378,6 +378,9 @@ type cappedMemory struct {
 	st     *callState
 	buf    []byte
 	mapped bool // buf is a mapping of the whole limit
+	// sparse: buf is a mapping (the whole limit's, or one of the pool's), whose pages the
+	// guest never touched are not resident and are zero.
+	sparse bool
 	// overwrites is what instantiation writes before any guest code runs: the first buffer
 	// need only be clear elsewhere, and is given back with them dirty.
 	overwrites *overwritten
@@ -398,7 +401,7 @@ func (m *cappedMemory) Reallocate(size uint64) []byte {
 		if nb, ok := mapMemory(limit); ok {
 			copy(nb, m.buf)
 			linearMemories.put(m.buf, m.overwrites)
-			m.buf, m.mapped = nb[:size], true
+			m.buf, m.mapped, m.sparse = nb[:size], true, true
 			return m.buf
 		}
 	}
@@ -408,10 +411,10 @@ func (m *cappedMemory) Reallocate(size uint64) []byte {
 	if m.buf == nil {
 		overwrites = m.overwrites
 	}
-	nb := linearMemories.get(size, min(2*uint64(cap(m.buf)), limit, max(size, pooledMax)), overwrites)
+	nb, sparse := linearMemories.get(size, min(2*uint64(cap(m.buf)), limit, max(size, pooledMax)), overwrites)
 	copy(nb, m.buf)
 	linearMemories.put(m.buf, m.overwrites)
-	m.buf = nb
+	m.buf, m.sparse = nb, sparse
 	return nb
 }
 
@@ -423,7 +426,7 @@ func (m *cappedMemory) Free() {
 	} else {
 		linearMemories.put(m.buf, m.overwrites)
 	}
-	m.buf = nil
+	m.buf, m.mapped, m.sparse = nil, false, false
 }
 
 // unusedReader stands in for wazero's random source, which our WASI never reads.
