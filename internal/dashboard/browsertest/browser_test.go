@@ -25,6 +25,7 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dashboard"
@@ -160,6 +161,38 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// chattyWorkerLog is a worker's log at every level, shown only if the test fails.
+func chattyWorkerLog(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(workertest.TestWriter{T: t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// explainRunsOnFailure logs every run's and task's state if the test fails: a page that
+// waited in vain for a run says where the run stopped.
+func explainRunsOnFailure(t *testing.T, pool *pgxpool.Pool) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		rows, err := pool.Query(context.Background(), `select r.run_id::text, r.flow_slug, r.status, coalesce(t.step_slug, ''),
+			coalesce(t.status, ''), coalesce(t.attempts_count, 0), coalesce(t.queued_at::text, ''), coalesce(t.error_message, '')
+			from pgflow.runs r left join pgflow.step_tasks t using (run_id) order by r.started_at, t.queued_at`)
+		if err != nil {
+			t.Logf("reading the runs' states: %v", err)
+			return
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var run, flow, status, step, taskStatus, queuedAt, msg string
+			var attempts int
+			if err := rows.Scan(&run, &flow, &status, &step, &taskStatus, &attempts, &queuedAt, &msg); err != nil {
+				t.Logf("reading the runs' states: %v", err)
+				return
+			}
+			t.Logf("run %s (%s) %s: task %s %s, %d attempts, queued %s %s", run, flow, status, step, taskStatus, attempts, queuedAt, msg)
+		}
+	})
+}
 
 func TestBrowser(t *testing.T) {
 	browser := newBrowser(t)
@@ -469,7 +502,8 @@ func mountedOnAPath(t *testing.T, browser context.Context) {
 	waitFor(t, ctx, `document.getElementById('conn').classList.contains('on') && document.styleSheets.length === 1 &&
 		document.styleSheets[0].href.includes('/ops/static/app.css') && document.styleSheets[0].cssRules.length > 10`,
 		10*time.Second, "the style sheet loaded from /ops/static/ and the live dot is green (the script, and its stream under /ops/)")
-	workertest.StartWorker(t, db.Pool, file, worker.Config{Signal: pgflowtype.SignalNotify})
+	explainRunsOnFailure(t, db.Pool)
+	workertest.StartWorker(t, db.Pool, file, worker.Config{Signal: pgflowtype.SignalNotify, Log: chattyWorkerLog(t)})
 	waitFor(t, ctx, `document.querySelector('h1 .badge')?.textContent === 'completed' && location.pathname === '/ops/runs/`+id+`'`,
 		30*time.Second, "the open page follows the run to its end")
 
