@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/lockkey"
 )
@@ -100,8 +101,20 @@ func ensureIndex(ctx context.Context, conn *pgx.Conn, name, createSQL string) (R
 			return "", fmt.Errorf("dropping the invalid index pgflow.%s: %w", name, err)
 		}
 	}
-	if _, err := conn.Exec(ctx, createSQL); err != nil {
-		return "", err
+	// A build waits for every older snapshot; a session holding one that then waits for the
+	// build's table lock (a migration altering pgflow.runs) is a deadlock, which PostgreSQL
+	// breaks by failing the build, whose invalid index is then dropped and built again.
+	for try := 1; ; try++ {
+		_, err := conn.Exec(ctx, createSQL)
+		if err == nil {
+			return state, nil
+		}
+		var pgErr *pgconn.PgError
+		if try == 3 || !errors.As(err, &pgErr) || pgErr.Code != "40P01" {
+			return "", err
+		}
+		if _, err := conn.Exec(ctx, "DROP INDEX CONCURRENTLY IF EXISTS pgflow."+name); err != nil {
+			return "", fmt.Errorf("dropping the index pgflow.%s a deadlock left invalid: %w", name, err)
+		}
 	}
-	return state, nil
 }

@@ -160,3 +160,56 @@ func TestTwoIndexBuildsAtOnceDoNotDeadlock(t *testing.T) {
 		t.Fatalf("the second index, built afterwards: %q (%v), want %q", state, err, schema.RunsIndexCreated)
 	}
 }
+
+// A session that holds a snapshot the build waits for, and then waits for the build's
+// table lock, deadlocks with it; PostgreSQL fails the build, which is made again.
+func TestAnIndexBuildADeadlockFailedIsMadeAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	conn, other, admin := db.Conn(t), db.Conn(t), db.Conn(t)
+	if _, err := conn.Exec(ctx, "DROP INDEX pgflow."+schema.RunsIndex); err != nil {
+		t.Fatal(err)
+	}
+	// The build's session checks for the deadlock first (1 s) on any machine, and so is
+	// the one PostgreSQL fails, as the build in a real deadlock of this shape usually is.
+	if _, err := other.Exec(ctx, "SET deadlock_timeout = '60s'"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := other.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT count(*) FROM pgflow.runs"); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		state schema.RunsIndexState
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		state, err := schema.EnsureRunsIndex(ctx, conn)
+		done <- result{state, err}
+	}()
+	waitForBuildToWait(t, admin, conn.PgConn().PID())
+	// What a migration altering pgflow.runs would take; granted once the build gives way.
+	if _, err := tx.Exec(ctx, "LOCK TABLE pgflow.runs IN SHARE UPDATE EXCLUSIVE MODE"); err != nil {
+		t.Fatalf("the session the build waited for: %v (the build, not it, was to give way)", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil || r.state != schema.RunsIndexCreated {
+			t.Fatalf("the build: %q (%v), want %q", r.state, r.err, schema.RunsIndexCreated)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the build did not end a minute after the deadlock")
+	}
+	if exists, valid, err := schema.RunsIndexValid(ctx, conn); err != nil || !exists || !valid {
+		t.Fatalf("after the deadlock: exists %v, valid %v (%v)", exists, valid, err)
+	}
+}
