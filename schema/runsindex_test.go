@@ -32,6 +32,49 @@ func waitForBuildToWait(t *testing.T, admin *pgx.Conn, pid uint32) {
 	}
 }
 
+// holdSnapshot opens a transaction holding a snapshot, which every index build waits for.
+func holdSnapshot(t *testing.T, conn *pgx.Conn) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, "SELECT count(*) FROM pgflow.runs"); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+type buildResult struct {
+	state schema.RunsIndexState
+	err   error
+}
+
+// startBuild runs ensure (EnsureRunsIndex or EnsureInputIndex) on conn in the background.
+func startBuild(ensure func(context.Context, *pgx.Conn) (schema.RunsIndexState, error), conn *pgx.Conn) <-chan buildResult {
+	done := make(chan buildResult, 1)
+	go func() {
+		state, err := ensure(context.Background(), conn)
+		done <- buildResult{state, err}
+	}()
+	return done
+}
+
+// wantBuild waits for a build started by startBuild to end with want.
+func wantBuild(t *testing.T, done <-chan buildResult, want schema.RunsIndexState) {
+	t.Helper()
+	select {
+	case r := <-done:
+		if r.err != nil || r.state != want {
+			t.Fatalf("the build: %q (%v), want %q", r.state, r.err, want)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the build did not end a minute after what it waited for did")
+	}
+}
+
 // A worker's transaction takes the upgrade lock shared. An index build must neither give up
 // because one is open nor hold up the ones that begin while it runs (it waits for their
 // snapshots: one waiting for it would deadlock with it).
@@ -39,19 +82,11 @@ func TestAnIndexBuildLeavesTheWorkersTransactionsAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := pgtest.NewDB(t)
-	conn, worker, reader, admin := db.Conn(t), db.Conn(t), db.Conn(t), db.Conn(t)
+	conn, worker, admin := db.Conn(t), db.Conn(t), db.Conn(t)
 	if _, err := conn.Exec(ctx, "DROP INDEX pgflow."+schema.RunsIndex); err != nil {
 		t.Fatal(err)
 	}
-	// An open snapshot keeps the build waiting while the workers' transactions run.
-	held, err := reader.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Rollback(ctx)
-	if _, err := held.Exec(ctx, "SELECT count(*) FROM pgflow.runs"); err != nil {
-		t.Fatal(err)
-	}
+	held := holdSnapshot(t, db.Conn(t)) // keeps the build waiting while the workers' transactions run
 	open, err := worker.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -60,17 +95,7 @@ func TestAnIndexBuildLeavesTheWorkersTransactionsAlone(t *testing.T) {
 	if _, err := open.Exec(ctx, schema.UpgradeLockShared); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct {
-		state schema.RunsIndexState
-		err   error
-	}, 1)
-	go func() {
-		state, err := schema.EnsureRunsIndex(ctx, conn)
-		done <- struct {
-			state schema.RunsIndexState
-			err   error
-		}{state, err}
-	}()
+	done := startBuild(schema.EnsureRunsIndex, conn)
 	// A build that gave up (busy) never waits: this fails after 30 s.
 	waitForBuildToWait(t, admin, conn.PgConn().PID())
 
@@ -92,14 +117,7 @@ func TestAnIndexBuildLeavesTheWorkersTransactionsAlone(t *testing.T) {
 	if err := held.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case r := <-done:
-		if r.err != nil || r.state != schema.RunsIndexCreated {
-			t.Fatalf("the build: %q (%v), want %q", r.state, r.err, schema.RunsIndexCreated)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the build did not end a minute after the transactions it waited for")
-	}
+	wantBuild(t, done, schema.RunsIndexCreated)
 }
 
 // Two processes that each build one of the indexes on pgflow.runs at the same time would
@@ -109,37 +127,17 @@ func TestTwoIndexBuildsAtOnceDoNotDeadlock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := pgtest.NewDB(t)
-	first, second, reader, admin := db.Conn(t), db.Conn(t), db.Conn(t), db.Conn(t)
+	first, second, admin := db.Conn(t), db.Conn(t), db.Conn(t)
 	for _, index := range []string{schema.RunsIndex, schema.InputIndex} {
 		if _, err := first.Exec(ctx, "DROP INDEX IF EXISTS pgflow."+index); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// An open snapshot keeps the first build waiting while the second starts.
-	held, err := reader.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Rollback(ctx)
-	if _, err := held.Exec(ctx, "SELECT count(*) FROM pgflow.runs"); err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		state schema.RunsIndexState
-		err   error
-	}
-	firstDone := make(chan result, 1)
-	go func() {
-		state, err := schema.EnsureRunsIndex(ctx, first)
-		firstDone <- result{state, err}
-	}()
+	held := holdSnapshot(t, db.Conn(t)) // keeps the first build waiting while the second starts
+	firstDone := startBuild(schema.EnsureRunsIndex, first)
 	waitForBuildToWait(t, admin, first.PgConn().PID())
 
-	secondDone := make(chan result, 1)
-	go func() {
-		state, err := schema.EnsureInputIndex(ctx, second)
-		secondDone <- result{state, err}
-	}()
+	secondDone := startBuild(schema.EnsureInputIndex, second)
 	select {
 	case r := <-secondDone:
 		if r.err != nil || r.state != schema.RunsIndexBusy {
@@ -153,9 +151,7 @@ func TestTwoIndexBuildsAtOnceDoNotDeadlock(t *testing.T) {
 	if err := held.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r := <-firstDone; r.err != nil || r.state != schema.RunsIndexCreated {
-		t.Fatalf("the first build: %q (%v), want %q", r.state, r.err, schema.RunsIndexCreated)
-	}
+	wantBuild(t, firstDone, schema.RunsIndexCreated)
 	if state, err := schema.EnsureInputIndex(ctx, second); err != nil || state != schema.RunsIndexCreated {
 		t.Fatalf("the second index, built afterwards: %q (%v), want %q", state, err, schema.RunsIndexCreated)
 	}
@@ -176,23 +172,8 @@ func TestAnIndexBuildADeadlockFailedIsMadeAgain(t *testing.T) {
 	if _, err := other.Exec(ctx, "SET deadlock_timeout = '60s'"); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := other.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "SELECT count(*) FROM pgflow.runs"); err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		state schema.RunsIndexState
-		err   error
-	}
-	done := make(chan result, 1)
-	go func() {
-		state, err := schema.EnsureRunsIndex(ctx, conn)
-		done <- result{state, err}
-	}()
+	tx := holdSnapshot(t, other)
+	done := startBuild(schema.EnsureRunsIndex, conn)
 	waitForBuildToWait(t, admin, conn.PgConn().PID())
 	// What a migration altering pgflow.runs would take; granted once the build gives way.
 	if _, err := tx.Exec(ctx, "LOCK TABLE pgflow.runs IN SHARE UPDATE EXCLUSIVE MODE"); err != nil {
@@ -201,14 +182,7 @@ func TestAnIndexBuildADeadlockFailedIsMadeAgain(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case r := <-done:
-		if r.err != nil || r.state != schema.RunsIndexCreated {
-			t.Fatalf("the build: %q (%v), want %q", r.state, r.err, schema.RunsIndexCreated)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the build did not end a minute after the deadlock")
-	}
+	wantBuild(t, done, schema.RunsIndexCreated)
 	if exists, valid, err := schema.RunsIndexValid(ctx, conn); err != nil || !exists || !valid {
 		t.Fatalf("after the deadlock: exists %v, valid %v (%v)", exists, valid, err)
 	}
