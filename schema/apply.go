@@ -157,7 +157,7 @@ func applyOnce(ctx context.Context, conn *pgx.Conn, f Migration, sql string, ski
 	}
 	defer tx.Rollback(ctx)
 	// Waits for the workers' transactions in flight; theirs wait for this one.
-	if _, err := tx.Exec(ctx, `select pg_catalog.pg_advisory_xact_lock($1)`, upgradeLockKey); err != nil {
+	if _, err := tx.Exec(ctx, `select pg_catalog.pg_advisory_xact_lock($1)`, LockKeyUpgrade); err != nil {
 		return fmt.Errorf("taking the upgrade lock: %w", err)
 	}
 	if _, err := tx.Exec(ctx, sql); err != nil {

@@ -8,8 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/pgflow-wasm/pgflow-wasm/internal/lockkey"
 )
 
 // EnsureAttemptHistory creates pgflow_wasm.task_attempts (sql/attempts.sql) when it is
@@ -25,7 +23,7 @@ func EnsureAttemptHistory(ctx context.Context, db interface {
 				return err
 			}
 			// CREATE TABLE IF NOT EXISTS is not safe against a concurrent creator.
-			if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, lockkey.AttemptHistory); err != nil {
+			if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, LockKeyAttemptHistory); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, attemptsSQL)

@@ -9,8 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/pgflow-wasm/pgflow-wasm/internal/lockkey"
 )
 
 // LayerMode chooses how pgmq gets into the database.
@@ -108,10 +106,10 @@ func Install(ctx context.Context, conn *pgx.Conn, opts Options) (Report, error) 
 
 // installLocked installs pgmq, realtime.send and the migrations under the install lock.
 func installLocked(ctx context.Context, conn *pgx.Conn, opts Options, migrations *Migrations, who identity, rep *Report) error {
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockkey.Install); err != nil {
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, LockKeyInstall); err != nil {
 		return fmt.Errorf("taking the install lock: %w", err)
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lockkey.Install)
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, LockKeyInstall)
 	if err := installPgmq(ctx, conn, opts, who, rep); err != nil {
 		return err
 	}

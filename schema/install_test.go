@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgflow-wasm/pgflow-wasm/internal/localpg"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/lockkey"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/testkit/pgtest"
 	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
@@ -168,13 +167,13 @@ func TestAnInterruptedRunsIndexBuildIsRebuilt(t *testing.T) {
 
 	// Another pgflow-wasm process holds the build lock: left to it.
 	other := db.Conn(t)
-	if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockkey.IndexBuild); err != nil {
+	if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, schema.LockKeyIndexBuild); err != nil {
 		t.Fatal(err)
 	}
 	if state, err := schema.EnsureRunsIndex(ctx, conn); err != nil || state != schema.RunsIndexBusy {
 		t.Fatalf("while another process builds it: %v (%v), want %s", state, err, schema.RunsIndexBusy)
 	}
-	if _, err := other.Exec(ctx, `SELECT pg_advisory_unlock($1)`, lockkey.IndexBuild); err != nil {
+	if _, err := other.Exec(ctx, `SELECT pg_advisory_unlock($1)`, schema.LockKeyIndexBuild); err != nil {
 		t.Fatal(err)
 	}
 

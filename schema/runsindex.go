@@ -7,8 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/pgflow-wasm/pgflow-wasm/internal/lockkey"
 )
 
 // RunsIndex is pgflow-wasm's one index on a table of pgflow's: the dashboard lists runs
@@ -62,7 +60,7 @@ func EnsureRunsIndex(ctx context.Context, conn *pgx.Conn) (RunsIndexState, error
 }
 
 // ensureIndex creates index pgflow.<name> with createSQL (CONCURRENTLY) as EnsureRunsIndex
-// describes. Every such build holds one lock, lockkey.IndexBuild, which it only tries: two
+// describes. Every such build holds one lock, LockKeyIndexBuild, which it only tries: two
 // concurrent builds on pgflow.runs deadlock (each waits for the other's snapshot or table
 // lock), an index being built looks just like one whose build was interrupted, and a build
 // waits for every older snapshot, so a session waiting for a lock the build holds would
@@ -79,13 +77,13 @@ func ensureIndex(ctx context.Context, conn *pgx.Conn, name, createSQL string) (R
 		return RunsIndexPresent, err
 	}
 	var locked bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, lockkey.IndexBuild).Scan(&locked); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, LockKeyIndexBuild).Scan(&locked); err != nil {
 		return "", err
 	}
 	if !locked {
 		return RunsIndexBusy, nil
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lockkey.IndexBuild)
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, LockKeyIndexBuild)
 	// Read again under the lock: another process may have finished it meanwhile.
 	exists, valid, err := indexValid(ctx, conn, name)
 	switch {

@@ -10,8 +10,6 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/pgflow-wasm/pgflow-wasm/internal/lockkey"
 )
 
 //go:embed sql/stepcomplete.sql
@@ -48,7 +46,7 @@ func ensureStepCompletion(ctx context.Context, db interface {
 			return err
 		}
 		if !exists || replace {
-			if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, lockkey.StepCompletion); err != nil {
+			if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, LockKeyStepCompletion); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, stepCompleteSQL); err != nil {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgflow-wasm/pgflow-wasm/internal/lockkey"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // EnsureTables creates pgflow_wasm.operator_actions (the audit of every action),
@@ -24,7 +24,7 @@ func EnsureTables(ctx context.Context, db interface {
 			Scan(&exists); err != nil || exists {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, lockkey.RunTables); err != nil {
+		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, schema.LockKeyRunTables); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `

@@ -8,7 +8,7 @@ import (
 
 	"github.com/pgflow-wasm/pgflow-wasm/flowfile"
 	"github.com/pgflow-wasm/pgflow-wasm/internal/dberr"
-	"github.com/pgflow-wasm/pgflow-wasm/internal/lockkey"
+	"github.com/pgflow-wasm/pgflow-wasm/schema"
 )
 
 // EnsureTable creates pgflow_wasm.schedule_ticks when it is missing: one row per flow and
@@ -21,7 +21,7 @@ func EnsureTable(ctx context.Context, db interface {
 		if err := tx.QueryRow(ctx, `select to_regclass('pgflow_wasm.schedule_ticks') is not null`).Scan(&exists); err != nil || exists {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, lockkey.ScheduleTable); err != nil {
+		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, schema.LockKeyScheduleTable); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `
