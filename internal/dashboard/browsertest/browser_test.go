@@ -103,11 +103,26 @@ func within[T any](t *testing.T, ctx context.Context, d time.Duration, a chromed
 	t.Helper()
 	c, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	v, err := chromedp.Run(c, a)
-	if err != nil {
-		t.Fatalf("browser: %v", err)
+	for {
+		v, err := chromedp.Run(c, a)
+		// A live page swaps its content in every refresh: the node an action found may be
+		// gone before the action reaches it. A person would click again; so does the test.
+		if err != nil && c.Err() == nil && nodeReplaced(err) {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("browser: %v", err)
+		}
+		return v
 	}
-	return v
+}
+
+// nodeReplaced says whether err is the browser's answer about a node that left the page.
+func nodeReplaced(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "No node with given id found") || strings.Contains(msg, "Node is detached from document") ||
+		strings.Contains(msg, "Could not find node with given id")
 }
 
 func navigate(t *testing.T, ctx context.Context, u string) {
