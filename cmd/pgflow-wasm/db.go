@@ -123,9 +123,17 @@ func dbInstall(c *cli.Context) error {
 	for _, name := range rep.Applied {
 		fmt.Fprintf(w, "               + %s\n", name)
 	}
-	fmt.Fprintf(w, "runs index:    %s pgflow.%s (the dashboard's runs page, newest first)\n", rep.RunsIndex, schema.RunsIndex)
-	fmt.Fprintf(w, "input index:   %s pgflow.%s (the dashboard's search by input field)\n", rep.InputIndex, schema.InputIndex)
+	fmt.Fprintf(w, "runs index:    %s pgflow.%s (the dashboard's runs page, newest first)%s\n", rep.RunsIndex, schema.RunsIndex, busyNote(rep.RunsIndex))
+	fmt.Fprintf(w, "input index:   %s pgflow.%s (the dashboard's search by input field)%s\n", rep.InputIndex, schema.InputIndex, busyNote(rep.InputIndex))
 	return nil
+}
+
+// busyNote says what "busy" means: the index was left to the process building one now.
+func busyNote(state schema.RunsIndexState) string {
+	if state != schema.RunsIndexBusy {
+		return ""
+	}
+	return ": left to another pgflow-wasm process building an index on pgflow.runs now; once it is done, `db install` again builds this one if it is still missing"
 }
 
 func dbGrantWorker(c *cli.Context) error {

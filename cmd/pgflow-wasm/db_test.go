@@ -91,6 +91,33 @@ func TestDBInstallAndStatus(t *testing.T) {
 	}
 }
 
+// An index that another pgflow-wasm process is building is left to it, and the output says
+// what that means and what to do; the next install builds what is still missing.
+func TestDBInstallSaysWhatABusyIndexBuildMeans(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	if _, err := db.Pool.Exec(ctx, "DROP INDEX pgflow."+schema.InputIndex); err != nil {
+		t.Fatal(err)
+	}
+	other := db.Conn(t) // the other process, in the middle of a build
+	if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, schema.LockKeyIndexBuild); err != nil {
+		t.Fatal(err)
+	}
+	// --migrations from the environment, or the pinned release: the one the database has.
+	out, err := runCLI(t, "db", "install", "--database-url", db.URL)
+	want := "input index:   busy pgflow." + schema.InputIndex + " (the dashboard's search by input field): left to another pgflow-wasm process"
+	if err != nil || !strings.Contains(out, want) || !strings.Contains(out, "runs index:    kept pgflow."+schema.RunsIndex+" (the dashboard's runs page, newest first)\n") {
+		t.Fatalf("db install while another process builds an index: %v, want %q:\n%s", err, want, out)
+	}
+	if _, err := other.Exec(ctx, `SELECT pg_advisory_unlock($1)`, schema.LockKeyIndexBuild); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCLI(t, "db", "install", "--database-url", db.URL); err != nil || !strings.Contains(out, "input index:   created pgflow."+schema.InputIndex) {
+		t.Fatalf("db install once the other build is done: %v\n%s", err, out)
+	}
+}
+
 func TestDBInstallAsPlainSchema(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewDB(t, pgtest.Empty()).URL
