@@ -64,6 +64,9 @@ func newBrowser(t *testing.T) context.Context {
 		chromedp.DisableGPU,
 		chromedp.NoFirstRun,
 		chromedp.UserDataDir(t.TempDir()),
+		// Its shared-memory files (disable-dev-shm-usage puts them in the temporary folder)
+		// go with the test's own folder, not left in /tmp.
+		chromedp.Env("TMPDIR=" + t.TempDir()),
 		chromedp.WindowSize(1280, 900),
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
