@@ -62,7 +62,8 @@ type Report struct {
 }
 
 // Install puts pgmq, realtime.send and pgflow's migrations into the database conn is
-// connected to. It holds an advisory lock for its whole run.
+// connected to, under the install lock (LockKeyInstall), then pgflow-wasm's indexes and
+// tables beside them.
 func Install(ctx context.Context, conn *pgx.Conn, opts Options) (Report, error) {
 	var rep Report
 	if opts.Layer == "" {
