@@ -8,6 +8,7 @@ package browsertest_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -125,7 +126,7 @@ func within[T any](t *testing.T, ctx context.Context, d time.Duration, a chromed
 func nodeReplaced(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "No node with given id found") || strings.Contains(msg, "Node is detached from document") ||
-		strings.Contains(msg, "Could not find node with given id")
+		strings.Contains(msg, "Could not find node with given id") || strings.Contains(msg, "Could not compute box model")
 }
 
 func navigate(t *testing.T, ctx context.Context, u string) {
@@ -136,6 +137,23 @@ func navigate(t *testing.T, ctx context.Context, u string) {
 func eval[T any](t *testing.T, ctx context.Context, js string) T {
 	t.Helper()
 	return within(t, ctx, 30*time.Second, chromedp.Evaluate[T](js))
+}
+
+// setValue types value into the field selector finds, as it is in the page at that moment:
+// a node found first and written later may have been swapped out by a live refresh in
+// between, and a value written to it would be lost without an error. The page keeps a
+// typed value across its refreshes.
+func setValue(t *testing.T, ctx context.Context, selector, value string) {
+	t.Helper()
+	js := fmt.Sprintf(`(() => { const f = document.querySelector(%s); if (!f) return false; f.value = %s; return true; })()`,
+		jsString(selector), jsString(value))
+	waitFor(t, ctx, js, 30*time.Second, "the field "+selector+" to type into")
+}
+
+// jsString is s as a JavaScript string literal.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 // waitFor waits until the JavaScript expression is true in the page. It polls from Go:
@@ -346,7 +364,7 @@ func searchBox(t *testing.T, browser context.Context) {
 	navigate(t, ctx, srv.URL()+"flows")
 	search := func(text string) {
 		t.Helper()
-		within(t, ctx, 30*time.Second, chromedp.SetValue(chromedp.CSS(`header form.search input[name=q]`), text))
+		setValue(t, ctx, `header form.search input[name=q]`, text)
 		within(t, ctx, 30*time.Second, chromedp.Submit(chromedp.CSS(`header form.search input[name=q]`)))
 	}
 	search("C0FFEE01")
@@ -627,7 +645,7 @@ func actionsFromThePage(t *testing.T, browser context.Context) {
 
 	navigate(t, ctx, base+"/flows")
 	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`#start-echo_out summary`)))
-	within(t, ctx, 30*time.Second, chromedp.SetValue(chromedp.CSS(`#input-echo_out`), `{"value": "from the browser"}`))
+	setValue(t, ctx, `#input-echo_out`, `{"value": "from the browser"}`)
 	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`#start-echo_out button[type=submit]`)))
 	waitFor(t, ctx, `location.pathname.startsWith('/runs/') && document.querySelector('h1 .badge')?.textContent === 'completed'`,
 		30*time.Second, "Start run leads to the new run's page, which shows it completed")
@@ -703,7 +721,7 @@ flows:
 	spin := workertest.StartRun(t, db.Pool, "spinning", `{}`)
 	navigate(t, ctx, base+"/runs/"+spin)
 	waitFor(t, ctx, `document.querySelector('#task-spin-0')?.dataset.status === 'started'`, 30*time.Second, "the spinning task runs")
-	within(t, ctx, 30*time.Second, chromedp.SetValue(chromedp.CSS(`form.cancel-run input[name=reason]`), `stuck in a loop`))
+	setValue(t, ctx, `form.cancel-run input[name=reason]`, `stuck in a loop`)
 	within(t, ctx, 30*time.Second, chromedp.Click(chromedp.CSS(`form.cancel-run button`)))
 	waitFor(t, ctx, `document.querySelector('h1 .badge')?.textContent === 'failed' && !document.querySelector('form.cancel-run')`,
 		30*time.Second, "Cancel leads back to the run, failed, with no Cancel button")
