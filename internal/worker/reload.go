@@ -146,9 +146,9 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 
 // generation is one worker and what it was built from.
 type generation struct {
-	w      *Worker
-	file   *flowfile.File
-	hashes map[string]string // path -> sha256 of flows.yaml and every module
+	w     *Worker
+	file  *flowfile.File
+	files map[string]fileSnapshot // flows.yaml and every module, as loaded
 }
 
 // supervise follows the files and the serving worker until Stop or the worker's own end.
@@ -157,7 +157,7 @@ func (s *Supervisor) supervise(cur *generation) error {
 	var draining sync.WaitGroup
 	defer draining.Wait()
 	watch := &fileWatch{}
-	watch.reset(cur.hashes)
+	watch.reset(cur.files)
 	var tick <-chan time.Time
 	if cfg.WatchInterval > 0 {
 		t := time.NewTicker(cfg.WatchInterval)
@@ -187,7 +187,7 @@ func (s *Supervisor) supervise(cur *generation) error {
 				return errors.Join(err, serr)
 			}
 			cur = next
-			watch.reset(cur.hashes)
+			watch.reset(cur.files)
 			continue
 		case <-cfg.Reload:
 			why = "reload asked for (SIGHUP)"
@@ -203,13 +203,13 @@ func (s *Supervisor) supervise(cur *generation) error {
 		if err != nil {
 			s.log.Error("reload refused: still serving the flows loaded before", "why", why, "error", err)
 			// Look again only when a file changes anew: the same broken file is not retried.
-			watch.reset(hashesOf(cfg.FlowsPath, cur.file, cur.w))
+			watch.reset(snapshotOf(cfg.FlowsPath, cur.file, cur.w))
 			continue
 		}
 		logReload(s.log, cur, next, why)
 		old := cur
 		cur = next
-		watch.reset(cur.hashes)
+		watch.reset(cur.files)
 		draining.Add(1)
 		go func() {
 			defer draining.Done()
@@ -244,7 +244,7 @@ func startGeneration(ctx context.Context, cfg ServeConfig, prev *generation) (*g
 	}
 	// The files as they are before loading: one that changes while it is loaded (a build
 	// writing it twice) is not known to match what was loaded, so the watch looks again.
-	before := hashesOf(cfg.FlowsPath, file, nil)
+	before := snapshotOf(cfg.FlowsPath, file, nil)
 	wc := cfg.Worker
 	wc.Flows = file
 	// Each worker has its own health: the process's (cfg.Worker.Health) follows the one that
@@ -261,10 +261,10 @@ func startGeneration(ctx context.Context, cfg ServeConfig, prev *generation) (*g
 		w.closeModules(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	hashes := hashesOf(cfg.FlowsPath, file, w)
-	for p, h := range before {
-		if hashes[p] != h {
-			hashes[p] = "" // changed while loading: what was loaded is not known
+	files := snapshotOf(cfg.FlowsPath, file, w)
+	for p, b := range before {
+		if files[p].hash != b.hash {
+			files[p] = fileSnapshot{stat: fileStat{size: -2}} // changed while loading: what was loaded is not known
 		}
 	}
 	if err := w.Start(ctx); err != nil {
@@ -273,7 +273,7 @@ func startGeneration(ctx context.Context, cfg ServeConfig, prev *generation) (*g
 		}
 		return nil, fmt.Errorf("the new worker did not start: %w", err)
 	}
-	g := &generation{w: w, file: file, hashes: hashes}
+	g := &generation{w: w, file: file, files: files}
 	if cfg.Worker.Health != nil {
 		cfg.Worker.Health.Follow(wc.Health)
 	}
@@ -335,14 +335,25 @@ type fileStat struct {
 	mod  time.Time
 }
 
-func (fw *fileWatch) reset(hashes map[string]string) {
-	fw.hashes = hashes
+// fileSnapshot is a file's size and time, taken before its sha256 was read: a write after
+// the read moves the stat away from the one kept, so the watch looks at the file again. (A
+// stat taken later could already show that write beside the older hash, and the change
+// would go unseen: a build's second write landing while the worker it had started was
+// starting left the module it wrote unloaded for good.)
+type fileSnapshot struct {
+	stat fileStat
+	hash string // "" when unknown or unreadable: hashed again at the next looks
+}
+
+func (fw *fileWatch) reset(files map[string]fileSnapshot) {
+	fw.hashes = map[string]string{}
 	fw.stats = map[string]fileStat{}
 	fw.pending = map[string]fileStat{}
-	for p, h := range hashes {
-		fw.stats[p] = statOf(p)
-		if h == "" {
-			fw.stats[p] = fileStat{size: -2} // unknown: hashed again at the next looks
+	for p, f := range files {
+		fw.hashes[p] = f.hash
+		fw.stats[p] = f.stat
+		if f.hash == "" {
+			fw.stats[p] = fileStat{size: -2}
 		}
 	}
 }
@@ -394,10 +405,12 @@ func watchedPaths(flowsPath string, file *flowfile.File, w *Worker) []string {
 	return paths
 }
 
-func hashesOf(flowsPath string, file *flowfile.File, w *Worker) map[string]string {
-	out := map[string]string{}
+// snapshotOf stats and hashes the watched files, each stat before its hash.
+func snapshotOf(flowsPath string, file *flowfile.File, w *Worker) map[string]fileSnapshot {
+	out := map[string]fileSnapshot{}
 	for _, p := range watchedPaths(flowsPath, file, w) {
-		out[p] = hashFile(p)
+		st := statOf(p)
+		out[p] = fileSnapshot{stat: st, hash: hashFile(p)}
 	}
 	return out
 }
