@@ -264,7 +264,7 @@ func startGeneration(ctx context.Context, cfg ServeConfig, prev *generation) (*g
 	files := snapshotOf(cfg.FlowsPath, file, w)
 	for p, b := range before {
 		if files[p].hash != b.hash {
-			files[p] = fileSnapshot{stat: fileStat{size: -2}} // changed while loading: what was loaded is not known
+			files[p] = fileSnapshot{} // changed while loading: what was loaded is not known, so the watch hashes it again
 		}
 	}
 	if err := w.Start(ctx); err != nil {
